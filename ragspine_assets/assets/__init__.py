@@ -1,0 +1,12 @@
+"""Thin Dagster assets: read, call one plain function from ``build``, write, report."""
+
+from .chunks import chunks
+from .documents import documents
+from .embeddings import chunk_embeddings
+from .index_text import index_text
+from .lexical import bm25_index
+from .manifest import index_manifest
+
+ALL_ASSETS = [documents, chunks, index_text, bm25_index, chunk_embeddings, index_manifest]
+
+__all__ = ["ALL_ASSETS", "documents", "chunks", "index_text", "bm25_index", "chunk_embeddings", "index_manifest"]

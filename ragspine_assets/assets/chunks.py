@@ -1,0 +1,59 @@
+
+from pathlib import Path
+
+import dagster as dg
+
+from ..build.chunking import CHUNKER_VERSIONS
+from ..build.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
+from ..partitions import libraries_partitions
+from ..resources import RagspineConfig
+from ._util import md_list
+
+# The chunk asset's code version carries every chunker's version, so changing a chunker
+# marks chunks and everything downstream unsynced in the UI.
+CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items()))
+
+
+@dg.asset(
+    partitions_def=libraries_partitions,
+    code_version=CHUNKS_CODE_VERSION,
+    group_name="indexing",
+    kinds={"sqlite"},
+    check_specs=[
+        dg.AssetCheckSpec("chunk_text_is_substring_of_source", asset="chunks", blocking=True),
+        dg.AssetCheckSpec("chunk_ids_unique", asset="chunks", blocking=True),
+    ],
+    description="Versioned SQLite chunk store; only documents whose content hash or chunker changed are re-chunked.",
+)
+def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, documents: DocumentSet):
+    paths = ragspine.library_paths(context.partition_key)
+    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=context.run_id)
+    problems = verify_chunks(documents, paths.chunk_store)
+    yield dg.Output(
+        update,
+        data_version=dg.DataVersion(update.active_hash[:32]),
+        metadata={
+            "chunk_store": dg.MetadataValue.path(str(paths.chunk_store)),
+            "chunker": update.chunker,
+            "documents_added": len(update.added),
+            "documents_changed": len(update.changed),
+            "documents_removed": len(update.removed),
+            "documents_unchanged": update.unchanged,
+            "documents_kept_on_parse_error": len(update.kept_on_error),
+            "chunks_written": update.chunks_written,
+            "active_chunks": update.n_active_chunks,
+            "active_documents": update.n_active_docs,
+            "active_hash": update.active_hash,
+            "changed_documents": md_list(list(update.added) + list(update.changed) + [f"(removed) {d}" for d in update.removed]),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="chunk_text_is_substring_of_source",
+        passed=not (problems["substring"] or problems["locators"]),
+        metadata={"violations": md_list(problems["substring"] + problems["locators"])},
+    )
+    yield dg.AssetCheckResult(
+        check_name="chunk_ids_unique",
+        passed=not problems["unique_ids"],
+        metadata={"duplicates": md_list(problems["unique_ids"])},
+    )

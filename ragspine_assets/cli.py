@@ -1,0 +1,100 @@
+"""The ``ragspine`` console script.
+
+``query`` works without Dagster installed (it only imports ``ragspine_query``);
+``ingest`` runs the real Dagster assets in-process; ``eval`` and ``bench`` measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ragspine_query.cli import add_query_parser, run_query
+from ragspine_query.errors import RagspineError
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from .ingest import ingest_library
+
+    for raw in args.raw_dirs:
+        summary = ingest_library(Path(raw), embedding=args.embedding, keep_snapshots=args.keep)
+        print(summary.describe())
+    return 0
+
+
+def _snapshots(args: argparse.Namespace) -> int:
+    from .build.artifacts import LibraryPaths
+    from .build.publish import list_snapshots, rollback
+
+    root = Path(args.library_dir)
+    paths = LibraryPaths(root.name, Path(), root)
+    if args.rollback is not None:
+        sid = rollback(paths, args.rollback or None)
+        print(f"{paths.library_id}: current -> {sid}")
+        return 0
+    for rec in list_snapshots(paths):
+        mark = "*" if rec["current"] else " "
+        print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .evaluate import run_eval_cli
+
+    return run_eval_cli(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(root))
+    from bench_lexical import main as bench_main  # type: ignore[import-not-found]
+
+    return bench_main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_query_parser(sub)
+
+    p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)")
+    p.add_argument("raw_dirs", nargs="+", help="library folders, e.g. data/raw/sample")
+    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
+    p.add_argument("--keep", type=int, default=None, help="snapshots to retain (default 5)")
+
+    p = sub.add_parser("snapshots", help="list published snapshots, or roll back")
+    p.add_argument("library_dir", help="data/artifacts/<library>")
+    p.add_argument("--rollback", nargs="?", const="", default=None, metavar="SNAPSHOT_ID",
+                   help="point current at SNAPSHOT_ID (default: the previous snapshot)")
+
+    p = sub.add_parser("eval", help="evaluate retrieval on a BEIR-format dataset")
+    from .evaluate import add_eval_arguments
+
+    add_eval_arguments(p)
+
+    p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"query": run_query, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    try:
+        return handlers[args.command](args)
+    except RagspineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "dagster":
+            print("error: this command needs Dagster: pip install 'ragspine[pipeline]'", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

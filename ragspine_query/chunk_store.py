@@ -1,0 +1,56 @@
+"""Read side of the versioned SQLite chunk store (opened ``mode=ro``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import schema
+from .library import connect_read_only, row_to_chunk
+from .records import Chunk
+
+_SELECT = ", ".join(schema.CHUNK_COLUMN_NAMES)
+ITER_FILTER_FIELDS = ("doc_id", "topic", "entity", "geography", "period", "language")
+
+
+def iter_chunks_sql(conn: sqlite3.Connection, *, include_inactive: bool = False, **filters: str | None) -> list[Chunk]:
+    """AND-combined metadata pre-filter; active rows only unless ``include_inactive``."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for field in ITER_FILTER_FIELDS:
+        value = filters.pop(field, None)
+        if value is not None:
+            clauses.append(f"{field} = ?")
+            params.append(value)
+    if filters:
+        raise TypeError(f"unknown iter_chunks filter(s) {sorted(filters)}; allowed: {', '.join(ITER_FILTER_FIELDS)}")
+    if not include_inactive:
+        clauses.append("active = 1")
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    sql = f"SELECT {_SELECT} FROM {schema.CHUNK_TABLE}{where} ORDER BY doc_id, version, ordinal, chunk_id"
+    return [row_to_chunk(r) for r in conn.execute(sql, params)]
+
+
+class ChunkStoreReader:
+    """Read-only view of a chunk store file (``mode=ro``); never writes."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.db_path = Path(db_path)
+        self._conn = connect_read_only(self.db_path)
+
+    def iter_chunks(self, *, doc_id: str | None = None, topic: str | None = None, entity: str | None = None, geography: str | None = None, period: str | None = None, language: str | None = None, include_inactive: bool = False) -> list[Chunk]:
+        return iter_chunks_sql(self._conn, include_inactive=include_inactive, doc_id=doc_id, topic=topic, entity=entity, geography=geography, period=period, language=language)
+
+    def execute_read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run one read-only statement (the connection itself refuses writes)."""
+        return list(self._conn.execute(sql, params))
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "ChunkStoreReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

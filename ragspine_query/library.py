@@ -1,0 +1,233 @@
+"""Open a published library read-only: manifest check, mmap arrays, ``mode=ro`` SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import schema
+from .errors import IndexIncompatibleError, IndexNotFoundError
+from .lexical.bm25 import BM25Index
+from .records import METADATA_FIELDS, Chunk
+from .text.tokenize import Analyzer, analyzer_from_id
+
+_CHUNK_SELECT = ", ".join(schema.CHUNK_COLUMN_NAMES)
+
+
+def resolve_snapshot_dir(path: str | os.PathLike) -> Path:
+    """Find the published snapshot for ``path``.
+
+    ``path`` may be a snapshot directory (has ``manifest.json``), a library artifact
+    directory (has a ``current`` pointer), or a raw library folder ``<data>/raw/<lib>``
+    (mapped to ``<data>/artifacts/<lib>``).
+    """
+    p = Path(path)
+    if (p / schema.MANIFEST_FILE).is_file():
+        return p.resolve()
+    if (p / schema.CURRENT_POINTER).exists():
+        return (p / schema.CURRENT_POINTER).resolve()
+    if p.parent.name == "raw":
+        candidate = p.parent.parent / "artifacts" / p.name
+        if (candidate / schema.CURRENT_POINTER).exists():
+            return (candidate / schema.CURRENT_POINTER).resolve()
+    raise IndexNotFoundError(
+        f"no published index at {p}: materialize the index_manifest asset for this library "
+        f"(e.g. `ragspine ingest data/raw/{p.name}`), then pass data/artifacts/{p.name}"
+    )
+
+
+def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
+    path = snapshot_dir / schema.MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise IndexNotFoundError(f"{path} is missing: materialize the index_manifest asset") from exc
+    except json.JSONDecodeError as exc:
+        raise IndexIncompatibleError(f"{path} is not valid JSON ({exc}): re-materialize the index_manifest asset") from exc
+    version = manifest.get("schema_version")
+    if version != schema.SCHEMA_VERSION:
+        raise IndexIncompatibleError(
+            f"{path} has schema_version {version!r} but this reader understands {schema.SCHEMA_VERSION}: "
+            f"re-materialize the index_manifest asset (and its upstream assets) with this version"
+        )
+    missing = [k for k in schema.MANIFEST_REQUIRED_KEYS if k not in manifest]
+    if missing:
+        raise IndexIncompatibleError(f"{path} lacks keys {missing}: re-materialize the index_manifest asset")
+    return manifest
+
+
+def connect_read_only(db_path: Path, *, immutable: bool = False) -> sqlite3.Connection:
+    """Open SQLite read-only (``mode=ro``); ``immutable`` for published snapshots."""
+    if not db_path.is_file():
+        raise IndexNotFoundError(f"{db_path} is missing: materialize the chunks asset")
+    uri = f"file:{db_path.as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def row_to_chunk(row: sqlite3.Row | dict) -> Chunk:
+    extra = json.loads(row["extra_json"] or "{}")
+    return Chunk(
+        chunk_id=row["chunk_id"],
+        library_id=row["library_id"],
+        doc_id=row["doc_id"],
+        ordinal=int(row["ordinal"]),
+        text=row["text"],
+        start=int(row["start_char"]),
+        end=int(row["end_char"]),
+        title=row["title"],
+        source_locator=row["source_locator"],
+        entity=row["entity"],
+        topic=row["topic"],
+        geography=row["geography"],
+        period=row["period"],
+        language=row["language"],
+        sensitivity=row["sensitivity"],
+        valid_as_of=row["valid_as_of"],
+        chunker=row["chunker"],
+        chunker_version=row["chunker_version"],
+        heading=row["heading"],
+        parent_id=row["parent_id"],
+        parent_text=row["parent_text"],
+        extra=tuple(sorted((str(k), str(v)) for k, v in extra.items())),
+        index_text=row["index_text"],
+        version=int(row["version"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingMatrix:
+    """Memory-mapped vectors of the non-RESTRICTED chunk rows."""
+
+    model_id: str
+    dim: int
+    vectors: np.ndarray  # float32[n, dim]
+    rows: np.ndarray  # int32[n], ascending chunk rows
+
+
+class Library:
+    """One published, immutable library snapshot opened read-only.
+
+    Thread-safe for reads. Holds open file handles: call :meth:`close` (or use ``with``).
+    """
+
+    def __init__(self, snapshot_dir: Path, manifest: dict[str, Any]) -> None:
+        self.snapshot_dir = snapshot_dir
+        self.manifest = manifest
+        self.library_id: str = manifest["library_id"]
+        self.snapshot_id: str = manifest["snapshot_id"]
+        self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
+        self.bm25 = BM25Index.load(snapshot_dir / schema.BM25_DIR)
+        self.bm25_doc = BM25Index.load(snapshot_dir / schema.BM25_DOC_DIR)
+        self.row_doc = np.load(snapshot_dir / schema.BM25_DIR / schema.BM25_ROW_DOC, mmap_mode="r")
+        self.n_chunks = int(manifest["counts"]["chunks"])
+        if self.bm25.n_rows != self.n_chunks or self.row_doc.shape[0] != self.n_chunks:
+            raise IndexIncompatibleError(
+                f"{snapshot_dir}: BM25 rows ({self.bm25.n_rows}) != manifest chunks ({self.n_chunks}); "
+                "re-materialize the bm25_index asset"
+            )
+        self._conn = connect_read_only(snapshot_dir / schema.SNAPSHOT_CHUNKS_FILE, immutable=True)
+        self._lock = threading.Lock()
+        self._columns: dict[str, np.ndarray] = {}
+        self._embeddings: EmbeddingMatrix | None = None
+        self._embeddings_loaded = False
+
+    # -- lifecycle -------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Library({self.library_id!r}, snapshot={self.snapshot_id!r}, chunks={self.n_chunks})"
+
+    # -- chunks ----------------------------------------------------------------------
+    def chunks_by_rows(self, rows: Sequence[int]) -> list[Chunk]:
+        """Chunks for BM25 rows, in the order given."""
+        rows = [int(r) for r in rows]
+        if not rows:
+            return []
+        out: dict[int, Chunk] = {}
+        with self._lock:
+            for start in range(0, len(rows), 500):
+                part = rows[start : start + 500]
+                q = f"SELECT {_CHUNK_SELECT} FROM {schema.CHUNK_TABLE} WHERE row_idx IN ({','.join('?' * len(part))})"
+                for r in self._conn.execute(q, part):
+                    out[int(r["row_idx"])] = row_to_chunk(r)
+        return [out[r] for r in rows]
+
+    def execute_read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run a read-only SQL statement against the snapshot's chunk table."""
+        with self._lock:
+            return list(self._conn.execute(sql, params))
+
+    def filter_fields(self) -> tuple[str, ...]:
+        return tuple(METADATA_FIELDS) + tuple(self.manifest.get("extra_fields", ()))
+
+    def column(self, field: str) -> np.ndarray:
+        """A metadata column as a numpy str array aligned with rows (loaded once, lazily)."""
+        col = self._columns.get(field)
+        if col is not None:
+            return col
+        with self._lock:
+            if field in METADATA_FIELDS:
+                values = [r[0] for r in self._conn.execute(f"SELECT {field} FROM {schema.CHUNK_TABLE} ORDER BY row_idx")]
+            else:
+                values = [
+                    str(json.loads(r[0] or "{}").get(field, ""))
+                    for r in self._conn.execute(f"SELECT extra_json FROM {schema.CHUNK_TABLE} ORDER BY row_idx")
+                ]
+        col = np.asarray(values, dtype=str) if values else np.zeros(0, dtype=str)
+        self._columns[field] = col
+        return col
+
+    def restricted_mask(self) -> np.ndarray:
+        return np.char.upper(self.column("sensitivity")) == "RESTRICTED"
+
+    # -- embeddings ------------------------------------------------------------------
+    @property
+    def embedding_model_id(self) -> str | None:
+        emb = self.manifest.get("embedding")
+        return emb.get("model_id") if emb else None
+
+    def embeddings(self) -> EmbeddingMatrix | None:
+        """The memory-mapped embedding matrix, or None when the library has no dense channel."""
+        if self._embeddings_loaded:
+            return self._embeddings
+        emb = self.manifest.get("embedding")
+        if emb and emb.get("count", 0) > 0:
+            d = self.snapshot_dir / schema.EMBEDDINGS_DIR
+            vectors = np.load(d / schema.EMB_VECTORS, mmap_mode="r")
+            rows = np.load(d / schema.EMB_ROWS, mmap_mode="r")
+            if vectors.shape != (emb["count"], emb["dim"]) or rows.shape[0] != emb["count"]:
+                raise IndexIncompatibleError(
+                    f"{d}: vectors {vectors.shape} disagree with the manifest ({emb['count']}, {emb['dim']}); "
+                    "re-materialize the chunk_embeddings asset"
+                )
+            self._embeddings = EmbeddingMatrix(emb["model_id"], int(emb["dim"]), vectors, rows)
+        self._embeddings_loaded = True
+        return self._embeddings
+
+
+def open_library(path: str | os.PathLike) -> Library:
+    """Open the published snapshot of a library read-only.
+
+    Raises:
+        IndexNotFoundError: nothing published there (the message names the asset).
+        IndexIncompatibleError: a snapshot this reader cannot use.
+    """
+    snapshot = resolve_snapshot_dir(path)
+    return Library(snapshot, read_manifest(snapshot))

@@ -1,0 +1,153 @@
+"""Reranking: one verb (``rank``), local models and an LLM listwise judge.
+
+Composition rule (what a retriever does with :func:`make_reranker`'s result): there is
+at most one reranker per query, and it is applied once, as
+``reranker.rank(query, hits, top_n=...)``, after fusion and before post-processing.
+A local reranker *takes precedence* over the LLM judge by replacement, not by
+stacking: when a local model is chosen (explicitly, or by ``auto`` because its folder
+is configured) the judge is not built and the provider is not called for reranking.
+The LLM judge is returned as a :class:`ListwiseReranker` (``is_listwise = True``, its
+judge in ``.judge``) so a caller that wants ``listwise_rerank`` itself can unwrap it.
+
+Every reranker keeps RESTRICTED hits at their positions and never hands their text to
+a model or a judge.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ragspine_query.errors import ConfigError
+from ragspine_query.rerank.base import RERANK_CHANNEL, Reranker, passage_text, rank_by_scores
+from ragspine_query.rerank.cross_encoder import CROSS_ENCODER_DIR_ENV, CrossEncoderReranker
+from ragspine_query.rerank.late_interaction import (
+    ColbertMaxSimReranker,
+    LexicalMaxSimReranker,
+    embedding_maxsim,
+    maxsim_score,
+    token_similarity,
+    token_specificity_weight,
+    weighted_maxsim_score,
+)
+from ragspine_query.rerank.listwise import (
+    DEFAULT_TOP_N,
+    ListwiseJudge,
+    ListwiseReranker,
+    ProviderListwiseJudge,
+    build_listwise_prompt,
+    listwise_rerank,
+    parse_listwise_response,
+)
+from ragspine_query.rerank.splade import SPLADE_DIR_ENV, SpladeReranker
+
+if TYPE_CHECKING:
+    from ragspine_query.llm import LLMProvider
+
+#: The variable read for the default spec.
+RERANKER_ENV = "RAGSPINE_RERANKER"
+
+#: Accepted specs (case-insensitive); ``ce`` is an alias of ``cross_encoder``.
+RERANKER_CHOICES = ("none", "auto", "listwise", "cross_encoder", "ce", "colbert", "maxsim", "splade")
+
+__all__ = [
+    "CROSS_ENCODER_DIR_ENV",
+    "DEFAULT_TOP_N",
+    "RERANKER_CHOICES",
+    "RERANKER_ENV",
+    "RERANK_CHANNEL",
+    "SPLADE_DIR_ENV",
+    "ColbertMaxSimReranker",
+    "CrossEncoderReranker",
+    "LexicalMaxSimReranker",
+    "ListwiseJudge",
+    "ListwiseReranker",
+    "ProviderListwiseJudge",
+    "Reranker",
+    "SpladeReranker",
+    "build_listwise_prompt",
+    "embedding_maxsim",
+    "listwise_rerank",
+    "make_reranker",
+    "maxsim_score",
+    "parse_listwise_response",
+    "passage_text",
+    "rank_by_scores",
+    "token_similarity",
+    "token_specificity_weight",
+    "weighted_maxsim_score",
+]
+
+
+def make_reranker(
+    spec: str | None = None,
+    *,
+    provider: "LLMProvider | None" = None,
+    environ: Mapping[str, str] | None = None,
+) -> Reranker | None:
+    """Build the reranker named by ``spec`` (default: ``RAGSPINE_RERANKER``, else ``none``).
+
+    Specs (case-insensitive):
+
+    * ``none`` → ``None`` (keep the fused order).
+    * ``listwise`` → :class:`ListwiseReranker` over :class:`ProviderListwiseJudge(provider)`.
+    * ``cross_encoder`` / ``ce`` → :class:`CrossEncoderReranker` on the folder in
+      ``RAGSPINE_CROSS_ENCODER_DIR``.
+    * ``colbert`` → :class:`ColbertMaxSimReranker` on the packaged MiniLM token encoder.
+    * ``maxsim`` → :class:`LexicalMaxSimReranker` (weighted; no model needed).
+    * ``splade`` → :class:`SpladeReranker` on the folder in ``RAGSPINE_SPLADE_DIR``.
+    * ``auto`` → the cross-encoder if ``RAGSPINE_CROSS_ENCODER_DIR`` is set, else the
+      listwise judge if a provider is given, else ``None``.
+
+    A local model chosen here wins over the LLM judge: ``provider`` is then ignored
+    (see the module docstring for how a retriever applies the result). Environment
+    variables are read here and nowhere deeper; ``environ`` (default ``os.environ``)
+    lets a caller pass its own mapping.
+
+    Raises:
+        ConfigError: unknown spec (the message lists the allowed values), ``listwise``
+            without a provider, or a model folder that is unset or incomplete.
+        MissingExtraError: the chosen model needs onnxruntime/tokenizers and they are absent.
+    """
+    env = os.environ if environ is None else environ
+    raw = spec if spec is not None else env.get(RERANKER_ENV, "")
+    name = str(raw).strip().lower() or "none"
+    if name not in RERANKER_CHOICES:
+        source = "spec" if spec is not None else RERANKER_ENV
+        raise ConfigError(f"unknown reranker {raw!r} (from {source}); allowed: {', '.join(RERANKER_CHOICES)}")
+    cross_encoder_dir = env.get(CROSS_ENCODER_DIR_ENV, "").strip() or None
+    if name == "none":
+        return None
+    if name == "auto":
+        if cross_encoder_dir:
+            return CrossEncoderReranker(cross_encoder_dir)
+        return ListwiseReranker(ProviderListwiseJudge(provider)) if provider is not None else None
+    if name == "listwise":
+        if provider is None:
+            raise ConfigError(
+                "reranker 'listwise' needs an LLM provider: pass provider=... (e.g. "
+                "OpenAICompatibleProvider.from_env()), or choose a local reranker: "
+                "cross_encoder, colbert, maxsim, splade"
+            )
+        return ListwiseReranker(ProviderListwiseJudge(provider))
+    if name in ("cross_encoder", "ce"):
+        return CrossEncoderReranker(cross_encoder_dir)
+    if name == "splade":
+        return SpladeReranker(env.get(SPLADE_DIR_ENV, "").strip() or None)
+    if name == "maxsim":
+        return LexicalMaxSimReranker(weighted=True)
+    return ColbertMaxSimReranker(_packaged_token_encoder())
+
+
+def _packaged_token_encoder():
+    """The packaged MiniLM as a token encoder, imported only when ColBERT is chosen."""
+    try:
+        from ragspine_query.dense.onnx import OnnxEmbeddingBackend
+    except ImportError as err:
+        if getattr(err, "name", "") in ("onnxruntime", "tokenizers"):
+            from ragspine_query.errors import MissingExtraError
+
+            raise MissingExtraError("ColBERT reranking", "embed-onnx", err.name) from err
+        raise
+    return OnnxEmbeddingBackend.packaged_minilm()

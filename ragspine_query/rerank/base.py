@@ -1,0 +1,88 @@
+"""The ``Reranker`` protocol and the one ordering rule every scoring reranker shares."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_query.records import Hit
+
+#: The channel name under which a scoring reranker stores its score in ``Hit.scores``.
+RERANK_CHANNEL = "rerank"
+
+#: ``scorer(query, passages) -> one score per passage``; higher is more relevant.
+PassageScorer = Callable[[str, list[str]], Sequence[float]]
+
+
+def passage_text(hit: Hit) -> str:
+    """The text every reranker reads for a hit: its index text (header + text), else its text."""
+    return hit.chunk.index_text or hit.chunk.text
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders hits for a query: one verb, ``rank``."""
+
+    def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
+        """Return the hits reordered for ``query``.
+
+        Args:
+            query: the user query.
+            hits: hits in their current (fused) order.
+            top_n: rerank only the first ``top_n`` hits; the rest keep their places.
+                ``None`` means the reranker's default — every hit for a local model,
+                the judge's own ``top_n`` for the LLM listwise judge.
+
+        Returns:
+            The same chunks in a new order. Scoring rerankers return new ``Hit``s whose
+            ``score`` is the rerank score and whose ``scores`` add ``"rerank"`` to the
+            channel scores already there. RESTRICTED hits keep their index and their
+            ``Hit`` unchanged, and their text is never scored. Ties keep the previous
+            order, so the result is deterministic.
+        """
+        ...
+
+
+def rank_by_scores(
+    query: str,
+    hits: Sequence[Hit],
+    scorer: PassageScorer,
+    *,
+    top_n: int | None = None,
+) -> list[Hit]:
+    """Apply ``scorer`` to the open hits among the first ``top_n`` and sort them into place.
+
+    RESTRICTED hits are not scored (their text is never handed to ``scorer``) and keep
+    their index; the open hits fill the remaining slots by descending score, ties and
+    NaN scores ordered by previous position (NaN last). Hits past ``top_n`` are untouched.
+
+    Raises:
+        ConfigError: ``top_n`` is neither ``None`` nor a positive integer.
+        RagspineError: ``scorer`` returned the wrong number of scores.
+    """
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        raise ConfigError(f"top_n must be None (rerank every hit) or an integer >= 1, got {top_n!r}")
+    ordered = list(hits)
+    limit = len(ordered) if top_n is None else min(top_n, len(ordered))
+    open_slots = [i for i in range(limit) if not ordered[i].chunk.is_restricted]
+    if not open_slots:
+        return ordered
+    passages = [passage_text(ordered[i]) for i in open_slots]
+    scores = [float(s) for s in scorer(query, passages)]
+    if len(scores) != len(passages):
+        raise RagspineError(
+            f"reranker scorer returned {len(scores)} scores for {len(passages)} passages; "
+            f"it must return exactly one score per passage"
+        )
+
+    def sort_key(k: int) -> tuple[float, int]:
+        s = scores[k]
+        return (math.inf if math.isnan(s) else -s, k)
+
+    reranked = list(ordered)
+    for slot, k in zip(open_slots, sorted(range(len(scores)), key=sort_key)):
+        hit = ordered[open_slots[k]]
+        reranked[slot] = hit.with_score(scores[k], **{RERANK_CHANNEL: scores[k]})
+    return reranked

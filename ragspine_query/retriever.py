@@ -1,0 +1,201 @@
+"""Hybrid retrieval over one published library, and RRF routing over several.
+
+Order of operations (SPEC §7): metadata predicates → candidate mask; BM25 (chunk field
+blended with the document field) and, when a dense channel is active, exact cosine over
+the surviving rows only; Reciprocal Rank Fusion; deterministic ties by ``chunk_id``
+(rows are assigned in ``chunk_id`` order, so ties break on row ascending).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, EmbeddingModelMismatchError
+from .filters import Predicate, combined_mask, parse_filters
+from .fusion import DEFAULT_RRF_K
+from .lexical.bm25 import top_k_rows
+from .library import Library
+from .records import Hit, sort_hits
+
+RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"]
+RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy")
+LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
+
+#: Weight of the document-level BM25 field blended into each chunk's lexical score.
+#: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
+DEFAULT_DOC_WEIGHT = 1.0
+
+
+def normalize_mode(mode: str | None) -> str:
+    m = (mode or "auto").strip().lower()
+    if m not in RETRIEVAL_MODES:
+        raise ConfigError(f"unknown retrieval mode {mode!r}; allowed: {', '.join(RETRIEVAL_MODES)}")
+    return m
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    """Knobs of one retriever (validated)."""
+
+    mode: str = "auto"
+    depth: int = 100
+    rrf_k: int = DEFAULT_RRF_K
+    doc_weight: float = DEFAULT_DOC_WEIGHT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", normalize_mode(self.mode))
+        if self.depth <= 0:
+            raise ConfigError(f"depth must be > 0, got {self.depth}")
+        if self.rrf_k < 0:
+            raise ConfigError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        if not (math.isfinite(self.doc_weight) and self.doc_weight >= 0):
+            raise ConfigError(f"doc_weight must be a finite number >= 0, got {self.doc_weight}")
+
+
+class HybridRetriever:
+    """BM25 (+ dense) retrieval over one library with metadata pre-filtering."""
+
+    def __init__(self, library: Library, *, embedding_backend: Any | None = None, config: RetrievalConfig = RetrievalConfig()) -> None:
+        self.library = library
+        self.config = config
+        mode = config.mode
+        emb_model = library.embedding_model_id
+        if mode in LEXICAL_MODES:
+            embedding_backend = None
+        elif mode in ("hybrid", "vector"):
+            if embedding_backend is None or emb_model is None:
+                raise ConfigError(
+                    f"retrieval mode {mode!r} needs a dense channel: the library "
+                    f"{library.library_id!r} has {'no embeddings (materialize chunk_embeddings with an embedding backend)' if emb_model is None else 'embeddings'}"
+                    f"{'' if embedding_backend is not None else ' and no embedding backend was given (pip install ragspine[embed-onnx] or set RAGSPINE_EMBEDDING)'}"
+                )
+        elif emb_model is None:  # auto without vectors in the index
+            embedding_backend = None
+        if embedding_backend is not None and getattr(embedding_backend, "model_id", None) != emb_model:
+            raise EmbeddingModelMismatchError(
+                f"query embedding model {getattr(embedding_backend, 'model_id', None)!r} differs from the model "
+                f"the index was built with ({emb_model!r}); use the same backend (RAGSPINE_EMBEDDING) or "
+                "re-materialize chunk_embeddings"
+            )
+        self.embedding_backend = embedding_backend
+
+    @property
+    def library_id(self) -> str:
+        return self.library.library_id
+
+    @property
+    def active_mode(self) -> str:
+        """``hybrid``, ``vector`` or ``bm25`` — what actually runs."""
+        if self.embedding_backend is None:
+            return "bm25"
+        return "vector" if self.config.mode == "vector" else "hybrid"
+
+    # -- channels --------------------------------------------------------------------
+    def allowed_mask(self, filters: Mapping[str, Any] | Sequence[Predicate] | None) -> np.ndarray | None:
+        preds = parse_filters(filters, allowed_fields=self.library.filter_fields())
+        if not preds:
+            return None
+        cols = {p.field: self.library.column(p.field) for p in preds}
+        return combined_mask(preds, cols, self.library.n_chunks)
+
+    def lexical(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        lib = self.library
+        tokens = lib.analyzer(query)
+        rows, scores = lib.bm25.score_terms(lib.bm25.term_ids(tokens))
+        if rows.size and self.config.doc_weight > 0:
+            drows, dscores = lib.bm25_doc.score_terms(lib.bm25_doc.term_ids(tokens))
+            if drows.size:
+                doc_scores = np.zeros(lib.bm25_doc.n_rows, dtype=np.float32)
+                doc_scores[drows] = dscores
+                scores = scores + np.float32(self.config.doc_weight) * doc_scores[lib.row_doc[rows]]
+        if allowed is not None and rows.size:
+            keep = allowed[rows]
+            rows, scores = rows[keep], scores[keep]
+        return top_k_rows(rows, scores, depth)
+
+    def dense(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        from .dense.vector_store import top_k_cosine
+
+        emb = self.library.embeddings()
+        if emb is None or self.embedding_backend is None:
+            return top_k_rows(np.zeros(0, np.int64), np.zeros(0, np.float32), 0)
+        qv = np.asarray(self.embedding_backend.embed([query], kind="query"), dtype=np.float32)[0]
+        subset = None
+        if allowed is not None:
+            subset = np.flatnonzero(allowed[np.asarray(emb.rows)])
+        idx, scores = top_k_cosine(emb.vectors, qv, depth, rows=subset)
+        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
+
+    # -- public verbs ----------------------------------------------------------------
+    def search(self, query: str, *, filters: Mapping[str, Any] | Sequence[Predicate] | None = None, top_k: int = 10) -> list[Hit]:
+        """Top-``top_k`` hits (RESTRICTED included — strip them at the exits)."""
+        if top_k <= 0:
+            return []
+        allowed = self.allowed_mask(filters)
+        if allowed is not None and not allowed.any():
+            return []
+        depth = max(self.config.depth, top_k)
+        lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if self.active_mode != "vector":
+            lists["bm25"] = self.lexical(query, depth, allowed)
+        if self.active_mode != "bm25":
+            lists["vector"] = self.dense(query, depth, allowed)
+        fused: dict[int, float] = {}
+        channel: dict[int, dict[str, float]] = {}
+        for name, (rows, scores) in lists.items():
+            for rank, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
+                fused[r] = fused.get(r, 0.0) + 1.0 / (self.config.rrf_k + rank)
+                channel.setdefault(r, {})[name] = float(s)
+        order = sorted(fused, key=lambda r: (-fused[r], r))[:top_k]
+        chunks = self.library.chunks_by_rows(order)
+        hits = [
+            Hit(chunk=c, score=fused[r], scores={"bm25": channel[r].get("bm25", 0.0), "vector": channel[r].get("vector", 0.0), "fused": fused[r]})
+            for r, c in zip(order, chunks)
+        ]
+        return sort_hits(hits)
+
+    def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10) -> list[list[Hit]]:
+        return [self.search(q, filters=filters, top_k=top_k) for q in queries]
+
+
+Router = Callable[[str], Sequence[str]]
+
+
+class MultiIndexRetriever:
+    """Route a query to libraries, search each independently, fuse with RRF.
+
+    If the router raises or returns nothing usable, every library is searched (the safe
+    availability fallback). Hits keep their ``library_id``.
+    """
+
+    def __init__(self, retrievers: Mapping[str, HybridRetriever], *, router: Router | None = None, rrf_k: int = DEFAULT_RRF_K) -> None:
+        if not retrievers:
+            raise ConfigError("MultiIndexRetriever needs at least one library")
+        self.retrievers = dict(sorted(retrievers.items()))
+        self.router = router
+        self.rrf_k = rrf_k
+
+    def route(self, query: str) -> list[str]:
+        if self.router is None:
+            return list(self.retrievers)
+        try:
+            chosen = [lib for lib in self.router(query) if lib in self.retrievers]
+        except Exception:  # routing failure must not lose availability
+            chosen = []
+        return chosen or list(self.retrievers)
+
+    def search(self, query: str, *, filters=None, top_k: int = 10) -> list[Hit]:
+        fused: dict[tuple[str, str], float] = {}
+        best: dict[tuple[str, str], Hit] = {}
+        for lib in self.route(query):
+            hits = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50))
+            for rank, h in enumerate(hits, start=1):
+                key = (lib, h.chunk_id)
+                fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)
+                best[key] = h
+        order = sorted(fused, key=lambda k: (-fused[k], k[1], k[0]))[:top_k]
+        return [best[k].with_score(fused[k], fused=fused[k]) for k in order]
