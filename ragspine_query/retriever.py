@@ -27,7 +27,7 @@ LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 
 #: Weight of the document-level BM25 field blended into each chunk's lexical score.
 #: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
-DEFAULT_DOC_WEIGHT = 1.0
+DEFAULT_DOC_WEIGHT = 2.0
 
 
 def normalize_mode(mode: str | None) -> str:

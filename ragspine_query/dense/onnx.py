@@ -208,6 +208,8 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         config: OnnxModelConfig | None = None,
         intra_op_threads: int | None = None,
     ) -> None:
+        # The runtime first: without it, nothing about the model files can help the user.
+        ort, tokenizers = _import_runtime()
         files = model_dir if isinstance(model_dir, OnnxModelFiles) else OnnxModelFiles.from_dir(model_dir)
         if config is not None and not isinstance(config, OnnxModelConfig):
             raise ConfigError(f"config must be an OnnxModelConfig, got {type(config).__name__}")
@@ -219,7 +221,6 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
             raise ConfigError(f"intra_op_threads must be a positive integer, got {intra_op_threads!r}")
         self.intra_op_threads = threads
 
-        ort, tokenizers = _import_runtime()
         self._session = self._open_session(ort, files.model_path, threads)
         self._tokenizer, self._pad_id = self._open_tokenizer(tokenizers, files.tokenizer_path, self.config.max_length)
 
@@ -247,6 +248,7 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
     @classmethod
     def packaged_minilm(cls, *, intra_op_threads: int | None = None) -> "OnnxEmbeddingBackend":
         """The offline all-MiniLM-L6-v2 (int8, 384-d) backend; see :func:`packaged_minilm_files`."""
+        _import_runtime()  # name the runtime extra before the model packages
         return cls(packaged_minilm_files(), intra_op_threads=intra_op_threads)
 
     @staticmethod

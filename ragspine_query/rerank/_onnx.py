@@ -98,8 +98,8 @@ class OnnxTextModel:
             if truncation != "longest_first"
             else self.tokenizer
         )
-        pad = next((self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>") if self.tokenizer.token_to_id(t) is not None), None)
-        self.pad_id = 0 if pad is None else int(pad)
+        pad_ids = [self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
+        self.pad_id = next((int(i) for i in pad_ids if i is not None), 0)
 
     @staticmethod
     def _load_tokenizer(tokenizers, path: Path, max_length: int, strategy: str):

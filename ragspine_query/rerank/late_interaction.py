@@ -111,7 +111,9 @@ class _TrigramProfiles:
         return grams
 
 
-def _best_similarities(query_tokens: Sequence[str], doc_tokens: Sequence[str], profiles: _TrigramProfiles) -> list[float]:
+def _best_similarities(
+    query_tokens: Sequence[str], doc_tokens: Sequence[str], profiles: _TrigramProfiles
+) -> list[float]:
     """``max_d sim(q, d)`` for each query token (only doc tokens sharing a trigram are compared)."""
     doc_set = {d for d in doc_tokens if d}
     by_gram: dict[str, set[str]] = {}
@@ -137,7 +139,12 @@ def _best_similarities(query_tokens: Sequence[str], doc_tokens: Sequence[str], p
     return best
 
 
-def _maxsim(query_tokens: Sequence[str], doc_tokens: Sequence[str], weight: Callable[[str], float], profiles: _TrigramProfiles) -> float:
+def _maxsim(
+    query_tokens: Sequence[str],
+    doc_tokens: Sequence[str],
+    weight: Callable[[str], float],
+    profiles: _TrigramProfiles,
+) -> float:
     weights = [weight(q) for q in query_tokens]
     total = sum(weights)
     if total <= 0.0 or not doc_tokens:

@@ -140,9 +140,9 @@ def test_model_dir_without_config_gets_defaults(user_model_dir):
 def test_missing_files_error_says_which_files_go_where(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"lacks model\.onnx.*must contain model\.onnx .*tokenizer\.json.*ragspine_embedding\.json"):
-        OnnxEmbeddingBackend(tmp_path)
+        OnnxModelFiles.from_dir(tmp_path)
     with pytest.raises(ConfigError, match="does not exist"):
-        OnnxEmbeddingBackend(tmp_path / "nowhere")
+        OnnxModelFiles.from_dir(tmp_path / "nowhere")
 
 
 def test_bad_config_values_are_refused(user_model_dir):

@@ -27,7 +27,7 @@ tokens = st.text(alphabet="abcde_19营收", min_size=0, max_size=8)
 
 
 @given(tokens, tokens)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 def test_token_similarity_is_symmetric_and_bounded(a, b):
     s = token_similarity(a, b)
     assert 0.0 <= s <= 1.0
@@ -35,7 +35,7 @@ def test_token_similarity_is_symmetric_and_bounded(a, b):
 
 
 @given(st.text(min_size=1, max_size=12))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 def test_identical_tokens_are_fully_similar(a):
     assert token_similarity(a, a) == 1.0
 
@@ -82,7 +82,7 @@ def reference_maxsim(query_tokens, doc_tokens, weight):
 
 
 @given(st.lists(tokens, max_size=6), st.lists(tokens, max_size=12))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 def test_maxsim_matches_the_brute_force_formula(q, d):
     assert maxsim_score(q, d) == pytest.approx(reference_maxsim(q, d, lambda t: 1.0 if t else 0.0))
     assert weighted_maxsim_score(q, d) == pytest.approx(reference_maxsim(q, d, token_specificity_weight))

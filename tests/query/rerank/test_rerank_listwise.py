@@ -44,7 +44,11 @@ class FailingJudge:
 
 def judge_for(server: LocalChatServer, **kwargs) -> ProviderListwiseJudge:
     provider = OpenAICompatibleProvider(
-        server.base_url, "judge-model", timeout_s=kwargs.pop("timeout_s", 2.0), max_retries=kwargs.pop("max_retries", 0), backoff_s=0.0
+        server.base_url,
+        "judge-model",
+        timeout_s=kwargs.pop("timeout_s", 2.0),
+        max_retries=kwargs.pop("max_retries", 0),
+        backoff_s=0.0,
     )
     return ProviderListwiseJudge(provider, **kwargs)
 

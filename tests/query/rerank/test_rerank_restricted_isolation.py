@@ -31,7 +31,10 @@ from rerank_fixtures import HashingTokenEncoder, chunk_ids, make_hit
 from rerank_tiny_models import WORDS
 
 MARKER = "zzsecretmarker"
-HYPOTHESIS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# database=None: no .hypothesis/ folder left in the work tree; examples stay bounded for speed.
+HYPOTHESIS = settings(
+    max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
 restricted_spelling = st.sampled_from(["RESTRICTED", "restricted", "Restricted"])

@@ -1,0 +1,1 @@
+"""Helpers for ``bench_lexical.py``: corpus generator, reference BM25, engines, report."""

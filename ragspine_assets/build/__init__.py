@@ -1,0 +1,1 @@
+"""Plain build functions (no Dagster import): parsing, chunking, stores, publishing."""

@@ -1,0 +1,82 @@
+"""Turn a parsed document into :class:`ragspine_query.records.Chunk` records."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragspine_query.records import Chunk
+
+from .contextual import index_text
+from .ids import make_chunk_id, make_parent_id
+from .registry import Chunker
+
+if TYPE_CHECKING:
+    from ..parsing import SourceDocument
+
+
+def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = True) -> list[Chunk]:
+    """Chunk ``doc`` and fill every field of each chunk record.
+
+    Parameters:
+        doc: a parsed document; chunks are spans of ``doc.body``.
+        chunker: any :class:`Chunker` (see :func:`make_chunker`).
+        contextual: prepend the context header to ``index_text`` (else it equals ``text``).
+
+    Returns:
+        Chunks in body order, ``ordinal`` counting from 0. ``parent_id``/``parent_text``
+        are set only for chunkers with parent windows (parent_child, qa, sentence_window).
+
+    Raises:
+        ValueError: the chunker broke the substring invariant (a chunker bug; the message
+            names the chunker, document and span).
+    """
+    chunks: list[Chunk] = []
+    body = doc.body
+    for ordinal, span in enumerate(chunker.chunk(doc)):
+        _check_span(doc, chunker, span.start, span.end, span.text, span.parent_start, span.parent_end)
+        parent_id = parent_text = ""
+        if span.parent_start >= 0:
+            parent_id = make_parent_id(doc.library_id, doc.doc_id, span.parent_start, span.parent_end)
+            parent_text = body[span.parent_start : span.parent_end]
+        chunks.append(
+            Chunk(
+                chunk_id=make_chunk_id(
+                    doc.library_id, doc.doc_id, chunker.name, chunker.version, span.start, span.end, span.text
+                ),
+                library_id=doc.library_id,
+                doc_id=doc.doc_id,
+                ordinal=ordinal,
+                text=span.text,
+                start=span.start,
+                end=span.end,
+                title=doc.title,
+                source_locator=doc.source_locator,
+                entity=doc.entity,
+                topic=doc.topic,
+                geography=doc.geography,
+                period=doc.period,
+                language=doc.language,
+                sensitivity=doc.sensitivity,
+                valid_as_of=doc.valid_as_of,
+                chunker=chunker.name,
+                chunker_version=chunker.version,
+                heading=span.heading,
+                parent_id=parent_id,
+                parent_text=parent_text,
+                extra=doc.extra,
+                index_text=index_text(doc, span) if contextual else span.text,
+            )
+        )
+    return chunks
+
+
+def _check_span(
+    doc: SourceDocument, chunker: Chunker, start: int, end: int, text: str, parent_start: int, parent_end: int
+) -> None:
+    where = f"chunker {chunker.name}@{chunker.version} on document {doc.doc_id!r} span {start}-{end}"
+    if not (0 <= start < end <= len(doc.body)) or doc.body[start:end] != text:
+        raise ValueError(f"{where}: chunk text is not body[start:end]; this is a chunker bug")
+    if not text.strip():
+        raise ValueError(f"{where}: whitespace-only chunk; this is a chunker bug")
+    if parent_start >= 0 and not (parent_start <= start and end <= parent_end <= len(doc.body)):
+        raise ValueError(f"{where}: parent span {parent_start}-{parent_end} does not contain the chunk")

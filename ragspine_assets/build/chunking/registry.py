@@ -1,0 +1,84 @@
+"""The ``Chunker`` protocol, the chunker registry and :func:`make_chunker`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ragspine_query.errors import ConfigError
+
+from .paragraph import ParagraphChunker
+from .sentence_window import SentenceWindowChunker
+from .spans import ChunkSpan
+from .structured import BookChunker, LawsChunker, LayoutChunker, ParentChildChunker, QAChunker
+
+if TYPE_CHECKING:
+    from ..parsing import SourceDocument
+
+DEFAULT_CHUNKER = "paragraph"
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    """Cuts a document body into spans. ``version`` changes whenever the output does."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def chunk(self, doc: SourceDocument) -> list[ChunkSpan]: ...
+
+
+_CHUNKER_CLASSES: tuple[type, ...] = (
+    ParagraphChunker,
+    LayoutChunker,
+    ParentChildChunker,
+    SentenceWindowChunker,
+    LawsChunker,
+    QAChunker,
+    BookChunker,
+)
+_BY_NAME: dict[str, type] = {cls.name: cls for cls in _CHUNKER_CLASSES}
+
+#: Chunker name → version. A chunk asset's ``code_version`` should include this value.
+CHUNKER_VERSIONS: dict[str, str] = {cls.name: cls.version for cls in _CHUNKER_CLASSES}
+CHUNKER_NAMES: tuple[str, ...] = tuple(CHUNKER_VERSIONS)
+
+
+def chunker_params(name: str) -> tuple[str, ...]:
+    """The keyword parameters :func:`make_chunker` accepts for chunker ``name``."""
+    return tuple(f.name for f in dataclasses.fields(_chunker_class(name)))
+
+
+def make_chunker(name: str = DEFAULT_CHUNKER, **params: Any) -> Chunker:
+    """Build a chunker by name with its budget parameters.
+
+    Parameters:
+        name: one of :data:`CHUNKER_NAMES` (case-insensitive).
+        params: ``max_chars`` and ``overlap_chars`` for every chunker;
+            ``parent_max_chars`` for ``parent_child`` and ``qa``; ``window`` for
+            ``sentence_window``.
+
+    Raises:
+        ConfigError: unknown name or parameter (the message lists the allowed ones).
+        ValueError: a parameter value out of range (the message names it).
+    """
+    cls = _chunker_class(name)
+    allowed = tuple(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"chunker {cls.name!r} does not take {', '.join(map(repr, unknown))}; "
+            f"allowed parameters: {', '.join(allowed)}"
+        )
+    return cls(**params)
+
+
+def _chunker_class(name: str) -> type:
+    key = str(name).strip().lower()
+    try:
+        return _BY_NAME[key]
+    except KeyError:
+        raise ConfigError(f"unknown chunker {name!r}; allowed: {', '.join(CHUNKER_NAMES)}") from None

@@ -1,0 +1,194 @@
+"""Assemble an immutable snapshot and publish it atomically (pointer swap).
+
+Readers resolve ``<library>/current`` once when they open; every file of a snapshot is
+written and fsynced in a hidden staging directory, the directory is renamed into
+``snapshots/<id>``, and only then is ``current`` replaced (``rename(2)`` of a symlink),
+so a reader sees either the old complete snapshot or the new complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ragspine_query import schema
+from ragspine_query.errors import IndexNotFoundError, RagspineError
+
+from .artifacts import LibraryPaths, dir_files, fsync_dir, sha256_file, sha256_json
+from .chunk_store import init_schema
+
+HISTORY_FILE = "history.jsonl"
+DEFAULT_KEEP_SNAPSHOTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    snapshot_id: str
+    snapshot_dir: Path
+    previous_snapshot_id: str | None
+    changed: bool
+
+
+def write_snapshot_chunks(db_path: Path, rows: Sequence[sqlite3.Row]) -> None:
+    """Copy active chunk rows into a fresh SQLite file, ``row_idx`` = position."""
+    conn = sqlite3.connect(db_path)
+    try:
+        init_schema(conn)
+        cols = schema.CHUNK_COLUMN_NAMES
+        sql = f"INSERT INTO {schema.CHUNK_TABLE} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        ri = cols.index("row_idx")
+        payload = []
+        for i, r in enumerate(rows):
+            values = [r[c] for c in cols]
+            values[ri] = i
+            payload.append(tuple(values))
+        with conn:
+            conn.executemany(sql, payload)
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+
+
+def current_snapshot_id(paths: LibraryPaths) -> str | None:
+    if not paths.current.exists():
+        return None
+    return Path(os.readlink(paths.current)).name
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def swap_pointer(paths: LibraryPaths, snapshot_id: str) -> None:
+    """Atomically point ``current`` at ``snapshots/<snapshot_id>``."""
+    target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file():
+        raise IndexNotFoundError(f"snapshot {snapshot_id!r} does not exist under {paths.snapshots}")
+    tmp = paths.root / f".current-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(Path(schema.SNAPSHOTS_DIR) / snapshot_id, tmp)
+    os.replace(tmp, paths.current)
+    fsync_dir(paths.root)
+
+
+def publish_snapshot(
+    paths: LibraryPaths,
+    *,
+    manifest: dict[str, Any],
+    chunk_rows: Sequence[sqlite3.Row],
+    bm25_dir: Path,
+    embeddings_dir: Path | None,
+    glossary: dict | None,
+    keep: int = DEFAULT_KEEP_SNAPSHOTS,
+) -> PublishResult:
+    """Write a snapshot (if its content is new) and swap ``current`` to it.
+
+    ``manifest`` is completed here with ``artifacts`` (sha256 + bytes of every file) and
+    ``snapshot_id`` (a hash of the content, so identical inputs give the same id).
+    """
+    paths.snapshots.mkdir(parents=True, exist_ok=True)
+    previous = current_snapshot_id(paths)
+    staging = paths.snapshots / f".staging-{os.getpid()}-{manifest.get('run_id', '') or 'local'}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        write_snapshot_chunks(staging / schema.SNAPSHOT_CHUNKS_FILE, chunk_rows)
+        for sub in (schema.BM25_DIR, schema.BM25_DOC_DIR):
+            for f in dir_files(bm25_dir / sub):
+                _link_or_copy(f, staging / sub / f.relative_to(bm25_dir / sub))
+        if embeddings_dir is not None:
+            for f in dir_files(embeddings_dir):
+                _link_or_copy(f, staging / schema.EMBEDDINGS_DIR / f.relative_to(embeddings_dir))
+        if glossary is not None:
+            (staging / "glossary.json").write_text(json.dumps(glossary, ensure_ascii=False, sort_keys=True, indent=1), encoding="utf-8")
+        artifacts: dict[str, dict[str, Any]] = {}
+        for f in dir_files(staging):
+            rel = f.relative_to(staging).as_posix()
+            # the SQLite file is not byte-stable across builds; hash its logical content
+            artifacts[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+        artifacts[schema.SNAPSHOT_CHUNKS_FILE]["sha256"] = sha256_json([[r["chunk_id"], r["version"]] for r in chunk_rows])
+        manifest = dict(manifest)
+        manifest["artifacts"] = artifacts
+        stable = {k: v for k, v in manifest.items() if k not in ("created_at", "run_id", "snapshot_id", "timings")}
+        snapshot_id = sha256_json(stable)[:16]
+        manifest["snapshot_id"] = snapshot_id
+        (staging / schema.MANIFEST_FILE).write_text(json.dumps(manifest, ensure_ascii=False, sort_keys=True, indent=1), encoding="utf-8")
+        for f in dir_files(staging):
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        target = paths.snapshots / snapshot_id
+        changed = snapshot_id != previous
+        if target.exists():
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, target)
+            fsync_dir(paths.snapshots)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    swap_pointer(paths, snapshot_id)
+    with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"), "previous": previous}) + "\n")
+    prune_snapshots(paths, keep=keep)
+    return PublishResult(snapshot_id, target, previous, changed)
+
+
+def list_snapshots(paths: LibraryPaths) -> list[dict[str, Any]]:
+    """Published snapshots still on disk, newest first (from the publication history)."""
+    seen: dict[str, dict[str, Any]] = {}
+    hist = paths.root / HISTORY_FILE
+    if hist.is_file():
+        for line in hist.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                seen.pop(rec["snapshot_id"], None)
+                seen[rec["snapshot_id"]] = rec
+    current = current_snapshot_id(paths)
+    out = []
+    for sid, rec in reversed(list(seen.items())):
+        if (paths.snapshots / sid / schema.MANIFEST_FILE).is_file():
+            out.append({**rec, "current": sid == current})
+    return out
+
+
+def prune_snapshots(paths: LibraryPaths, *, keep: int) -> list[str]:
+    """Delete snapshots beyond the ``keep`` most recent (never the current one)."""
+    if keep < 1:
+        raise RagspineError(f"keep must be >= 1 snapshot, got {keep}")
+    current = current_snapshot_id(paths)
+    listed = list_snapshots(paths)
+    keep_ids = {r["snapshot_id"] for r in listed[:keep]} | ({current} if current else set())
+    removed = []
+    for d in sorted(paths.snapshots.iterdir()):
+        if d.name.startswith("."):
+            continue
+        if d.name not in keep_ids:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
+
+
+def rollback(paths: LibraryPaths, snapshot_id: str | None = None) -> str:
+    """Point ``current`` back at ``snapshot_id`` (default: the previous snapshot)."""
+    listed = list_snapshots(paths)
+    current = current_snapshot_id(paths)
+    if snapshot_id is None:
+        older = [r["snapshot_id"] for r in listed if r["snapshot_id"] != current]
+        if not older:
+            raise IndexNotFoundError(f"no earlier snapshot of {paths.library_id!r} is retained to roll back to")
+        snapshot_id = older[0]
+    swap_pointer(paths, snapshot_id)
+    with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": None, "run_id": "rollback", "previous": current}) + "\n")
+    return snapshot_id

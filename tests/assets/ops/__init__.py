@@ -1,0 +1,1 @@
+"""Operations: sensor, schedule, executor and the definitions that wire them."""
