@@ -94,6 +94,8 @@ class GlossaryQueryRewriter:
 
     def rewrite(self, query: str) -> list[str]:
         out = [query]
+        if self.max_queries == 1:
+            return out
         low = query.lower()
         for concept in self.glossary.concepts:
             # longest matching name first so "Acme China" wins over "Acme"

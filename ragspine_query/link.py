@@ -35,7 +35,8 @@ class NarrativeIndex:
 
     def search(self, query: str, *, filters: Any = None, top_k: int = 10) -> list[Hit]:
         queries = self.rewriter.rewrite(query) if self.rewriter else [query]
-        depth = max(top_k, 50 if (self.reranker or self.judge) else top_k)
+        # every variant (and the reranker) sees a deep list: RRF over shallow lists is unstable
+        depth = max(top_k, 50) if (len(queries) > 1 or self.reranker or self.judge) else top_k
         if len(queries) == 1:
             hits = self.retriever.search(query, filters=filters, top_k=depth)
         else:
@@ -64,10 +65,21 @@ class NarrativeIndexRetriever:
         self.retry_without_filters = retry_without_filters
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50) -> list[dict]:
-        results = self.index.search(query, filters=filters or None, top_k=top_k)
-        if not results and filters and self.retry_without_filters:
-            results = self.index.search(query, filters=None, top_k=top_k)
-        return [to_snippet(r) for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
+        snippets = self._open_snippets(query, filters or None, top_k)
+        if not snippets and filters and self.retry_without_filters:
+            snippets = self._open_snippets(query, None, top_k)
+        return snippets
+
+    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> list[dict]:
+        """Search deep enough that ``top_k`` non-RESTRICTED hits survive the strip."""
+        depth = top_k
+        while True:
+            results = self.index.search(query, filters=filters, top_k=depth)
+            # RESTRICTED exit #2: dropped before any snippet dict exists
+            open_hits = [r for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
+            if len(open_hits) >= top_k or len(results) < depth or depth >= 4096:
+                return [to_snippet(r) for r in open_hits[:top_k]]
+            depth *= 4
 
 
 def build_narrative_retriever(

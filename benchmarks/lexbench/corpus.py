@@ -9,10 +9,14 @@ corpus on every machine.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
+DEFAULT_SEED = 20240601
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 
 
@@ -25,13 +29,10 @@ class SyntheticConfig:
     vocab_size: int = 100_000
     zipf_s: float = 1.1
     n_queries: int = 1_000
-    n_stop_queries: int = 200
-    #: ranks below this are "stop words": normal queries skip them, the
-    #: stop-word-heavy set is made only of the most frequent of them.
+    #: the most frequent ranks are "stop words": normal queries skip them (the
+    #: stop-word-heavy set, :func:`stop_word_queries`, is made of them).
     stop_ranks: int = 100
-    #: the stop-word-heavy set draws from the ``stop_pool`` most frequent terms.
-    stop_pool: int = 6
-    seed: int = 20240601
+    seed: int = DEFAULT_SEED
 
     def __post_init__(self) -> None:
         if self.n_passages < 10 or self.vocab_size < 1_000 or self.mean_words < 4:
@@ -40,12 +41,11 @@ class SyntheticConfig:
 
 @dataclass(frozen=True, slots=True)
 class Corpus:
-    """Passages and two query sets (each query is a list of tokens)."""
+    """Passages and the normal query set (each query is a list of tokens)."""
 
     name: str
     texts: list[str]
     queries: list[list[str]]
-    stop_queries: list[list[str]]
     description: str
 
 
@@ -63,12 +63,10 @@ def _words(vocab_size: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def synthetic_corpus(cfg: SyntheticConfig) -> Corpus:
-    """Generate the corpus, the normal query set and the stop-word-heavy query set.
+    """Generate the corpus and its normal query set.
 
     Normal queries have 2–6 distinct terms drawn Zipf-wise (same law as the corpus) from
-    the ranks at or after ``stop_ranks`` that occur in the corpus. Stop-word-heavy
-    queries have 3–5 distinct terms drawn uniformly from the ``stop_pool`` most frequent
-    terms (each in most passages).
+    the ranks at or after ``stop_ranks`` that occur in the corpus.
     """
     rng = np.random.default_rng(cfg.seed)
     words = _words(cfg.vocab_size, rng)
@@ -96,13 +94,39 @@ def synthetic_corpus(cfg: SyntheticConfig) -> Corpus:
             if t not in picked:
                 picked.append(t)
         queries.append([str(words[t]) for t in picked])
-    pool = np.arange(cfg.stop_pool)  # rank order is frequency order by construction
-    stop_queries = []
-    for _ in range(cfg.n_stop_queries):
-        n = int(q_rng.integers(3, min(5, cfg.stop_pool) + 1))
-        stop_queries.append([str(words[t]) for t in q_rng.choice(pool, size=n, replace=False)])
     desc = (
         f"{cfg.n_passages:,} passages, mean {lengths.mean():.1f} words (log-normal, sigma {sigma}), "
         f"Zipf s={cfg.zipf_s} over {cfg.vocab_size:,} pseudo-words ({int(present.sum()):,} occur), seed {cfg.seed}"
     )
-    return Corpus(f"synthetic-{cfg.n_passages}", texts, queries, stop_queries, desc)
+    n = cfg.n_passages
+    return Corpus(f"synthetic-{n // 1000}k" if n % 1000 == 0 else f"synthetic-{n}", texts, queries, desc)
+
+
+def stop_word_queries(df: dict[str, int], n_queries: int, *, pool: int = 6, seed: int = 7) -> list[list[str]]:
+    """Queries of 3–5 distinct terms drawn uniformly from the ``pool`` highest-df terms."""
+    top = sorted(df, key=lambda t: (-df[t], t))[:pool]
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_queries):
+        n = int(rng.integers(min(3, len(top)), min(5, len(top)) + 1))
+        out.append([top[i] for i in rng.choice(len(top), size=n, replace=False)])
+    return out
+
+
+def scifact_corpus(dataset_dir: Path, tokenize: Callable[[str], list[str]], n_queries: int) -> Corpus:
+    """SciFact (BEIR layout): documents are ``title + text``; the first ``n_queries`` queries."""
+    docs, queries = [], []
+    with open(dataset_dir / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                obj = json.loads(line)
+                docs.append(f"{obj.get('title', '')} {obj.get('text', '')}".strip())
+    with open(dataset_dir / "queries.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                toks = tokenize(json.loads(line)["text"])
+                if toks:
+                    queries.append(toks)
+    queries = queries[:n_queries]
+    desc = f"SciFact corpus ({len(docs):,} abstracts, title + text) and its first {len(queries):,} queries"
+    return Corpus("scifact", docs, queries, desc)

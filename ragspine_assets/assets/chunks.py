@@ -27,7 +27,7 @@ CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERS
 )
 def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, documents: DocumentSet):
     paths = ragspine.library_paths(context.partition_key)
-    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=context.run_id)
+    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=context.run.run_id)
     problems = verify_chunks(documents, paths.chunk_store)
     yield dg.Output(
         update,

@@ -42,7 +42,7 @@ def index_manifest(
 ):
     paths = ragspine.library_paths(context.partition_key)
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
-                              run_id=context.run_id, code_versions=CODE_VERSIONS, created_at=utc_now())
+                              run_id=context.run.run_id, code_versions=CODE_VERSIONS, created_at=utc_now())
     gfile = ragspine.glossary_file()
     glossary = Glossary.load(gfile).to_dict() if gfile.is_file() else None
     with ChunkStore(Path(chunks.store_path)) as store:

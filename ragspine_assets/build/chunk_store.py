@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from ragspine_query import schema
 from ragspine_query.chunk_store import iter_chunks_sql
+from ragspine_query.library import connect_read_only
 from ragspine_query.records import Chunk
 
 _COLS = schema.CHUNK_COLUMN_NAMES
@@ -39,14 +40,19 @@ def chunk_row(chunk: Chunk, *, version: int, active: int, ingested_at: str, run_
 
 def init_schema(conn: sqlite3.Connection) -> None:
     """Create the tables if missing and add any column an older file lacks (additive)."""
+    # tables first, then additive column migration, then indexes (which may need new columns)
     for stmt in schema.CHUNK_DDL:
-        conn.execute(stmt)
+        if not stmt.lstrip().upper().startswith("CREATE INDEX"):
+            conn.execute(stmt)
     for table, cols in ((schema.CHUNK_TABLE, schema.CHUNK_COLUMNS), (schema.DOCUMENT_TABLE, schema.DOCUMENT_COLUMNS)):
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         for name, sqltype, default in cols:
             if name not in have:
                 nullable_type = sqltype.replace(" NOT NULL", "")
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {nullable_type} DEFAULT {default}")
+    for stmt in schema.CHUNK_DDL:
+        if stmt.lstrip().upper().startswith("CREATE INDEX"):
+            conn.execute(stmt)
     conn.execute("INSERT OR REPLACE INTO schema_info(key, value) VALUES ('schema_version', ?)", (str(schema.SCHEMA_VERSION),))
     conn.commit()
 
@@ -129,6 +135,16 @@ class ChunkStore:
         return list(self._conn.execute(f"SELECT {cols} FROM {schema.CHUNK_TABLE} WHERE active = 1 ORDER BY chunk_id"))
 
     def execute_read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run one read statement on a separate ``mode=ro`` connection.
+
+        Raises ValueError for anything but SELECT/WITH/PRAGMA; a write disguised as one
+        (``WITH … DELETE``, ``PRAGMA x = 1``) fails in SQLite itself (read-only database).
+        """
         if not sql.lstrip().lower().startswith(("select", "with", "pragma")):
-            raise ValueError("execute_read only runs SELECT/WITH/PRAGMA statements")
-        return list(self._conn.execute(sql, params))
+            raise ValueError("execute_read only runs SELECT/WITH/PRAGMA statements; use replace_doc_chunks to write")
+        self._conn.commit()
+        conn = connect_read_only(self.db_path)
+        try:
+            return list(conn.execute(sql, params))
+        finally:
+            conn.close()

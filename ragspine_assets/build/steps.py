@@ -260,14 +260,14 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
     stats: dict = {}
 
     def build(tmp: Path) -> None:
-        stats.update(build_library_bm25(
+        built = build_library_bm25(
             tmp, chunk_texts=texts, chunk_doc_rows=[doc_row[d] for d in doc_of_chunk],
-            doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params))
+            doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params)
+        (tmp / "stats.json").write_text(json.dumps(built, sort_keys=True), encoding="utf-8")
 
     write_once(target, build)
-    if not stats:
-        meta = json.loads((target / schema.BM25_DIR / schema.BM25_PARAMS).read_text())
-        stats = {"chunk_rows": meta["n_rows"], "vocab_size": meta["vocab_size"], "postings": meta["nnz"], "avgdl": round(meta["avgdl"], 3), "doc_rows": len(doc_ids), "reused": True}
+    # read back what the build recorded, so a reused directory reports identical stats
+    stats = json.loads((target / "stats.json").read_text(encoding="utf-8"))
     assert len(chunk_ids) == stats["chunk_rows"]
     return Bm25Ref(str(target), h, analyzer.id, stats)
 

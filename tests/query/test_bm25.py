@@ -226,6 +226,18 @@ def test_top_k_rows_matches_a_full_sort(score_list, k, rnd):
     assert out_scores.tolist() == [s for _, s in expected]
 
 
+@pytest.mark.parametrize("k", [1, 10, 999, 5000])
+def test_top_k_rows_on_large_candidate_sets_with_heavy_ties(k):
+    rng = np.random.default_rng(k)
+    n = 120_000
+    rows = rng.permutation(n * 2)[:n].astype(np.int64)
+    scores = rng.integers(0, 40, size=n).astype(np.float32) / 4  # few distinct values: many ties
+    out_rows, out_scores = top_k_rows(rows, scores, k)
+    order = np.lexsort((rows, -scores))[:k]
+    assert out_rows.tolist() == rows[order].tolist()
+    assert out_scores.tolist() == scores[order].tolist()
+
+
 # ------------------------------------------------------------------------ parameters
 def test_default_params_are_the_spec_constants():
     assert (BM25Params().k1, BM25Params().b) == (1.5, 0.75)

@@ -16,8 +16,8 @@ from .helpers import bump_mtime, write_doc
 
 
 def tick(ragspine: RagspineConfig, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"ragspine": ragspine})
-    result = raw_files_sensor(context)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"ragspine": ragspine}) as context:
+        result = raw_files_sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import BaseEmbeddingBackend, DeterministicEmbeddingBackend, EmbeddingBackend, l2_normalize
-from ragspine_query.errors import ConfigError
+from ragspine_query.dense import (
+    BaseEmbeddingBackend,
+    DeterministicEmbeddingBackend,
+    EmbeddingBackend,
+    ensure_compatible,
+    l2_normalize,
+)
+from ragspine_query.errors import ConfigError, EmbeddingModelMismatchError
 
 from .helpers import run_python
 
@@ -67,3 +73,12 @@ def test_importing_the_dense_package_loads_no_heavy_dependency():
         "print(','.join(heavy))\n"
     )
     assert run_python(code) == ""
+
+
+def test_ensure_compatible_refuses_another_model_and_names_the_fix():
+    backend = DeterministicEmbeddingBackend()
+    ensure_compatible(backend, model_id="deterministic-hash-v1-d64", dim=64)
+    with pytest.raises(EmbeddingModelMismatchError, match="built with embedding model 'openai:x' .*RAGSPINE_EMBEDDING"):
+        ensure_compatible(backend, model_id="openai:x", dim=64)
+    with pytest.raises(EmbeddingModelMismatchError, match=r"\(128-d\)"):
+        ensure_compatible(backend, model_id="deterministic-hash-v1-d64", dim=128)

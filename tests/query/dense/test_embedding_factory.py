@@ -126,9 +126,10 @@ def test_openai_reads_its_settings_from_the_environment():
         "RAGSPINE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         "RAGSPINE_EMBEDDING_MODEL": "nomic-embed-text",
         "OPENAI_API_KEY": "sk-x",
+        "RAGSPINE_EMBEDDING_DIM": "768",
     }
-    backend = make_embedding_backend(env=env)
-    assert isinstance(backend, OpenAIEmbeddingBackend)
+    backend = make_embedding_backend(env=env)  # a dim means no probe request
+    assert isinstance(backend, OpenAIEmbeddingBackend) and backend.dim == 768
     assert backend.url == "http://127.0.0.1:9/v1/embeddings"
     assert backend.model_id == "openai:nomic-embed-text"
 
@@ -138,6 +139,9 @@ def test_openai_without_settings_says_what_to_set():
         make_embedding_backend("openai", env={})
     with pytest.raises(ConfigError, match="RAGSPINE_EMBEDDING_MODEL"):
         make_embedding_backend("openai", env={"RAGSPINE_OPENAI_BASE_URL": "http://localhost:1"})
+    env = {"RAGSPINE_OPENAI_BASE_URL": "http://localhost:1", "RAGSPINE_EMBEDDING_MODEL": "m", "RAGSPINE_EMBEDDING_DIM": "big"}
+    with pytest.raises(ConfigError, match="RAGSPINE_EMBEDDING_DIM='big'"):
+        make_embedding_backend("openai", env=env)
 
 
 def test_language_aware_auto_choice():

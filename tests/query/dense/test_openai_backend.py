@@ -55,13 +55,17 @@ class EmbeddingServer:
                     data = [{"object": "embedding", "index": i, "embedding": vector_for(t)} for i, t in enumerate(body["input"])]
                     status, payload, headers = 200, {"object": "list", "data": data[::-1], "model": body["model"]}, {}
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                truncate = headers.pop("X-Test-Truncate", None) is not None
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
+                # A truncated reply promises more bytes than it sends, then hangs up.
+                self.send_header("Content-Length", str(len(raw) + (100 if truncate else 0)))
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(raw)
+                if truncate:
+                    self.close_connection = True
 
         self.httpd = QuietServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -91,6 +95,7 @@ def server():
 
 def make_backend(server: EmbeddingServer, **kwargs) -> OpenAIEmbeddingBackend:
     kwargs.setdefault("backoff_s", 0.0)
+    kwargs.setdefault("dim", 4)
     return OpenAIEmbeddingBackend(server.base_url, "emb-small", **kwargs)
 
 
@@ -113,14 +118,15 @@ def test_embeds_in_index_order_and_normalises(server):
 
 def test_embed_texts_returns_plain_lists(server):
     out = make_backend(server).embed_texts(["hello"])
+    assert isinstance(out[0][0], float)
     assert out == [pytest.approx(expected(["hello"])[0].tolist())]
     assert "Authorization" not in server.requests[0]["headers"]
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
 def test_base_url_with_or_without_v1_reaches_the_same_endpoint(server, suffix):
-    OpenAIEmbeddingBackend(server.base_url + suffix, "m").embed(["x"])
-    assert server.requests[-1]["path"] == "/v1/embeddings"
+    OpenAIEmbeddingBackend(server.base_url + suffix, "m", dim=4).embed(["x"])
+    assert [r["path"] for r in server.requests] == ["/v1/embeddings"]
 
 
 def test_splits_inputs_into_batches(server):
@@ -135,6 +141,13 @@ def test_splits_inputs_into_batches(server):
 def test_retries_a_500_then_succeeds(server):
     server.script = [(500, {"error": "overloaded"}, {})]
     out = make_backend(server, max_retries=2).embed(["abc"])
+    np.testing.assert_allclose(out, expected(["abc"]), rtol=1e-6)
+    assert len(server.requests) == 2
+
+
+def test_retries_a_reply_cut_short(server):
+    server.script = [(200, {"data": []}, {"X-Test-Truncate": "1"})]
+    out = make_backend(server).embed(["abc"])
     np.testing.assert_allclose(out, expected(["abc"]), rtol=1e-6)
     assert len(server.requests) == 2
 
@@ -177,7 +190,7 @@ def test_connection_refused_is_a_provider_error():
     with EmbeddingServer() as srv:
         url = srv.base_url
     with pytest.raises(ProviderError, match="reachable"):
-        OpenAIEmbeddingBackend(url, "m", max_retries=1, backoff_s=0.0).embed(["x"])
+        OpenAIEmbeddingBackend(url, "m", max_retries=1, backoff_s=0.0, dim=2).embed(["x"])
 
 
 @pytest.mark.parametrize(
@@ -217,11 +230,18 @@ def test_dimension_change_between_batches_is_refused(server):
         make_backend(server, dim=4).embed(["a"])
 
 
-def test_dim_is_learned_with_one_probe_request(server):
-    backend = make_backend(server)
-    assert backend.dim == 4
+def test_without_dim_the_constructor_probes_once(server):
+    backend = make_backend(server, dim=None)
     assert backend.dim == 4
     assert len(server.requests) == 1
+    backend.embed(["a", "b"])
+    assert len(server.requests) == 2
+
+
+def test_a_failing_probe_fails_construction(server):
+    server.script = [(404, {"error": "no such model"}, {})]
+    with pytest.raises(ProviderError, match="HTTP 404"):
+        make_backend(server, dim=None)
 
 
 def test_empty_input_sends_nothing(server):
@@ -232,13 +252,15 @@ def test_empty_input_sends_nothing(server):
 
 def test_invalid_settings_are_config_errors():
     with pytest.raises(ConfigError, match="http:// or https://"):
-        OpenAIEmbeddingBackend("localhost:8000", "m")
+        OpenAIEmbeddingBackend("localhost:8000", "m", dim=3)
     with pytest.raises(ConfigError, match="model name"):
-        OpenAIEmbeddingBackend("http://localhost:8000", "")
+        OpenAIEmbeddingBackend("http://localhost:8000", "", dim=3)
     with pytest.raises(ConfigError, match="max_retries"):
-        OpenAIEmbeddingBackend("http://localhost:8000", "m", max_retries=-1)
+        OpenAIEmbeddingBackend("http://localhost:8000", "m", max_retries=-1, dim=3)
+    with pytest.raises(ConfigError, match="dim"):
+        OpenAIEmbeddingBackend("http://localhost:8000", "m", dim=0)
 
 
 def test_repr_never_shows_the_api_key():
-    backend = OpenAIEmbeddingBackend("http://localhost:8000", "m", api_key="sk-secret")
+    backend = OpenAIEmbeddingBackend("http://localhost:8000", "m", api_key="sk-secret", dim=3)
     assert "sk-secret" not in repr(backend)

@@ -8,18 +8,7 @@ import pytest
 from ragspine_query.dense import l2_normalize, top_k_cosine
 from ragspine_query.errors import ConfigError, EmbeddingModelMismatchError
 
-
-def reference(matrix: np.ndarray, query: np.ndarray, k: int, rows: np.ndarray | None = None):
-    """Score every row, sort by (-score, row), take k."""
-    candidates = np.arange(matrix.shape[0]) if rows is None else np.asarray(rows)
-    scores = matrix[candidates].astype(np.float64) @ query.astype(np.float64)
-    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i]))[:k]
-    return candidates[order], scores[order]
-
-
-def integer_matrix(rng: np.random.Generator, n: int, d: int, levels: int = 3) -> np.ndarray:
-    # Small integer entries make every dot product exact in float32, so ties are real ties.
-    return rng.integers(-levels, levels + 1, size=(n, d)).astype(np.float32)
+from .helpers import reference_top_k as reference
 
 
 @pytest.mark.parametrize("seed", range(5))

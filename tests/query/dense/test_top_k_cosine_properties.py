@@ -7,7 +7,8 @@ import pytest
 
 from ragspine_query.dense import top_k_cosine
 
-from .test_top_k_cosine import integer_matrix, reference
+from .helpers import integer_matrix
+from .helpers import reference_top_k as reference
 
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (extra 'dev')")
 from hypothesis import given, settings  # noqa: E402
