@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "bench":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.rest = extra + list(args.rest)
     handlers = {"query": run_query, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
     try:
         return handlers[args.command](args)

@@ -8,17 +8,24 @@ Environment variables are read here and nowhere deeper:
 * ``RAGSPINE_EMBEDDING`` (default ``auto``), ``RAGSPINE_KEEP_SNAPSHOTS`` (default 5).
 * ``RAGSPINE_REINGEST_CRON`` (default ``0 3 * * *``), ``RAGSPINE_REINGEST_TIMEZONE``
   (default ``UTC``).
-* ``RAGSPINE_MAX_CONCURRENT``: steps the multiprocess executor runs at once within one
-  run (default 0 = one per CPU). Parallelism *across* libraries is one run per partition,
-  bounded by the run coordinator (see docs/operations.md).
+* ``RAGSPINE_EXECUTOR`` (default ``multiprocess``; or ``in_process``, ``k8s``, ``celery``,
+  ``dask``), ``RAGSPINE_MAX_CONCURRENT`` (steps at once within one run; default 0 = one per
+  CPU), ``RAGSPINE_START_METHOD`` (``forkserver`` default, or ``spawn``).
+  Parallelism *across* libraries is one run per partition, bounded by the run
+  coordinator (see docs/operations.md).
+* ``RAGSPINE_IO_DIR``: where step outputs are stored (default: under ``DAGSTER_HOME``);
+  shared storage when steps run on different machines.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Mapping
 
 import dagster as dg
+
+from ragspine_query.errors import ConfigError
 
 from .assets import ALL_ASSETS
 from .partitions import libraries_partitions
@@ -27,7 +34,7 @@ from .schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from .sensors import raw_files_sensor
 
 ingest_job = dg.define_asset_job(
-    "ingest_job", selection=dg.AssetSelection.assets(*ALL_ASSETS), partitions_def=libraries_partitions,
+    "ingest_job", selection=dg.AssetSelection.assets(*ALL_ASSETS),
     description="Parse, chunk, index, embed and publish one library (partition).",
 )
 
@@ -35,7 +42,7 @@ ingest_job = dg.define_asset_job(
 def make_resources(environ: Mapping[str, str] | None = None) -> dict:
     """Resources from the environment (read here and nowhere deeper)."""
     env = os.environ if environ is None else environ
-    return {
+    resources: dict = {
         "ragspine": RagspineConfig(
             data_root=env.get("RAGSPINE_DATA_ROOT", "data"),
             raw_root=env.get("RAGSPINE_RAW_ROOT", ""),
@@ -46,19 +53,57 @@ def make_resources(environ: Mapping[str, str] | None = None) -> dict:
             keep_snapshots=int(env.get("RAGSPINE_KEEP_SNAPSHOTS", "5")),
         )
     }
+    if env.get("RAGSPINE_IO_DIR"):
+        # step outputs (artifact references and the parsed documents) where every worker reads them
+        resources["io_manager"] = dg.FilesystemIOManager(base_dir=env["RAGSPINE_IO_DIR"])
+    return resources
+
+
+EXECUTORS = ("multiprocess", "in_process", "k8s", "celery", "dask")
+# name -> (module, executor attribute, package to install); imported only when chosen
+_DISTRIBUTED_EXECUTORS = {
+    "k8s": ("dagster_k8s", "k8s_job_executor", "dagster-k8s"),
+    "celery": ("dagster_celery", "celery_executor", "dagster-celery"),
+    "dask": ("dagster_dask", "dask_executor", "dagster-dask"),
+}
+START_METHODS = ("forkserver", "spawn")
 
 
 def make_executor(environ: Mapping[str, str] | None = None) -> dg.ExecutorDefinition:
-    """The multiprocess executor, ``max_concurrent`` from ``RAGSPINE_MAX_CONCURRENT``."""
+    """The executor named by ``RAGSPINE_EXECUTOR`` (default ``multiprocess``).
+
+    ``multiprocess`` runs up to ``RAGSPINE_MAX_CONCURRENT`` steps at once (0 = one per
+    CPU), forking them from a warm ``forkserver`` unless ``RAGSPINE_START_METHOD=spawn``.
+    ``k8s`` / ``celery`` / ``dask`` hand each step to that cluster; their settings come from
+    the run config (launchpad, a RunRequest's run_config), and they need shared storage for the
+    data root and the IO manager (``RAGSPINE_IO_DIR``); see docs/operations.md.
+
+    Raises:
+        ConfigError: an unknown executor or start method, or a distributed executor whose
+            package is not installed (the message names the package).
+    """
     env = os.environ if environ is None else environ
+    kind = env.get("RAGSPINE_EXECUTOR", "multiprocess").strip().lower()
+    if kind == "in_process":
+        return dg.in_process_executor
+    if kind in _DISTRIBUTED_EXECUTORS:
+        module, attribute, package = _DISTRIBUTED_EXECUTORS[kind]
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except ImportError:
+            raise ConfigError(
+                f"RAGSPINE_EXECUTOR={kind!r} needs the {package} package, which is not installed; "
+                f"pip install {package} in the code location's environment, or unset RAGSPINE_EXECUTOR") from None
+    if kind != "multiprocess":
+        raise ConfigError(f"RAGSPINE_EXECUTOR={kind!r} is not supported; allowed: {', '.join(EXECUTORS)}")
     config: dict = {"max_concurrent": int(env.get("RAGSPINE_MAX_CONCURRENT", "0"))}
-    start = env.get("RAGSPINE_START_METHOD", "forkserver")
+    start = env.get("RAGSPINE_START_METHOD", "forkserver").strip().lower()
+    if start not in START_METHODS:
+        raise ConfigError(f"RAGSPINE_START_METHOD={start!r} is not supported; allowed: {', '.join(START_METHODS)}")
     if start == "forkserver":
         # one warm server process imports Dagster and this code location once; each step
         # forks from it instead of paying a fresh interpreter start (~4 s) per step
         config["start_method"] = {"forkserver": {"preload_modules": ["dagster", "ragspine_assets.definitions"]}}
-    elif start != "spawn":
-        raise ValueError(f"RAGSPINE_START_METHOD must be 'forkserver' or 'spawn', got {start!r}")
     return dg.multiprocess_executor.configured(config)
 
 

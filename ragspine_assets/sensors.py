@@ -14,7 +14,6 @@ new generation, so it is re-ingested rather than deduplicated against the old ru
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Mapping
 
 import dagster as dg
 
+from .build.artifacts import sha256_file, sha256_json
 from .build.parsing import LIBRARY_CONFIG_FILE
 from .partitions import libraries_partitions
 from .resources import RagspineConfig
@@ -116,18 +116,9 @@ def library_files(library_dir: Path) -> list[tuple[str, Path]]:
     return sorted(out)
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fingerprint(files: Mapping[str, FileState]) -> str:
     """sha256 over (relative path, content hash) pairs: mtime-only changes do not count."""
-    payload = json.dumps(sorted((rel, st.sha256) for rel, st in files.items()), separators=(",", ":"))
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return sha256_json(sorted([rel, st.sha256] for rel, st in files.items()))
 
 
 def scan_library(library_dir: Path, previous: LibraryState | None) -> LibraryState:
@@ -144,14 +135,16 @@ def scan_library(library_dir: Path, previous: LibraryState | None) -> LibrarySta
             files[rel] = old
             continue
         try:
-            files[rel] = FileState(st.st_size, st.st_mtime_ns, _sha256_file(path))
+            files[rel] = FileState(st.st_size, st.st_mtime_ns, sha256_file(path))
         except FileNotFoundError:
             continue
     fp = fingerprint(files)
     if previous is None:
         generation = 1
+    elif fp != previous.fingerprint:
+        generation = previous.generation + 1
     else:
-        generation = previous.generation + (fp != previous.fingerprint)
+        generation = previous.generation
     return LibraryState(files, fp, generation)
 
 

@@ -4,6 +4,14 @@ from typing import Any, Sequence
 import dagster as dg
 
 
+def run_id_of(context: dg.AssetExecutionContext) -> str:
+    """The run id, or ``""`` when an asset is invoked directly (no run) in a test."""
+    try:
+        return context.run.run_id
+    except Exception:
+        return ""
+
+
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int = 10) -> dg.MetadataValue:
     """A small Markdown table for the UI (cells truncated, pipes escaped)."""
 

@@ -7,7 +7,7 @@ from ..build.chunking import CHUNKER_VERSIONS
 from ..build.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import md_list
+from ._util import md_list, run_id_of
 
 # The chunk asset's code version carries every chunker's version, so changing a chunker
 # marks chunks and everything downstream unsynced in the UI.
@@ -27,7 +27,7 @@ CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERS
 )
 def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, documents: DocumentSet):
     paths = ragspine.library_paths(context.partition_key)
-    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=context.run.run_id)
+    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=run_id_of(context))
     problems = verify_chunks(documents, paths.chunk_store)
     yield dg.Output(
         update,
@@ -39,6 +39,7 @@ def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, document
             "documents_changed": len(update.changed),
             "documents_removed": len(update.removed),
             "documents_unchanged": update.unchanged,
+            "documents_rechunked_identical": update.rechunked_identical,
             "documents_kept_on_parse_error": len(update.kept_on_error),
             "chunks_written": update.chunks_written,
             "active_chunks": update.n_active_chunks,

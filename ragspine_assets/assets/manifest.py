@@ -11,6 +11,7 @@ from ..build.publish import publish_snapshot
 from ..build.steps import Bm25Ref, ChunkUpdate, DocumentSet, EmbeddingRef, IndexTextRef, build_manifest
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
+from ._util import run_id_of
 from .chunks import CHUNKS_CODE_VERSION
 from .documents import DOCUMENTS_CODE_VERSION
 from .embeddings import EMBEDDINGS_CODE_VERSION
@@ -42,7 +43,7 @@ def index_manifest(
 ):
     paths = ragspine.library_paths(context.partition_key)
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
-                              run_id=context.run.run_id, code_versions=CODE_VERSIONS, created_at=utc_now())
+                              run_id=run_id_of(context), code_versions=CODE_VERSIONS, created_at=utc_now())
     gfile = ragspine.glossary_file()
     glossary = Glossary.load(gfile).to_dict() if gfile.is_file() else None
     with ChunkStore(Path(chunks.store_path)) as store:

@@ -93,6 +93,7 @@ class ChunkUpdate:
     removed: tuple[str, ...]
     unchanged: int
     kept_on_error: tuple[str, ...]
+    rechunked_identical: int
     chunks_written: int
     n_active_chunks: int
     n_active_docs: int
@@ -118,6 +119,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
     removed: list[str] = []
     kept: list[str] = []
     unchanged = 0
+    rechunked_identical = 0
     written = 0
     with ChunkStore(store_path) as store:
         known = store.document_hashes()
@@ -131,10 +133,16 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
                 unchanged += 1
                 continue
             chunks = build_chunks(doc, chunker, contextual=getattr(cfg, "contextual", True))
-            written += store.replace_doc_chunks(
+            n = store.replace_doc_chunks(
                 doc.doc_id, chunks, doc.valid_as_of, content_hash=doc.content_hash,
                 source_path=doc.source_path, run_id=run_id, chunker=chunker.name, chunker_version=chunker.version,
             )
+            if n == 0 and doc.doc_id in known:
+                # a new chunker version produced byte-identical chunks: nothing changes downstream
+                rechunked_identical += 1
+                unchanged += 1
+                continue
+            written += n
             (changed if doc.doc_id in known else added).append(doc.doc_id)
         failing = set(docs.error_paths)
         for doc_id in sorted(set(known) - seen):
@@ -156,6 +164,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
         removed=tuple(removed),
         unchanged=unchanged,
         kept_on_error=tuple(kept),
+        rechunked_identical=rechunked_identical,
         chunks_written=written,
         n_active_chunks=len(rows),
         n_active_docs=int(n_docs),

@@ -41,7 +41,7 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
         chunks.append(
             Chunk(
                 chunk_id=make_chunk_id(
-                    doc.library_id, doc.doc_id, chunker.name, chunker.version, span.start, span.end, span.text
+                    doc.library_id, doc.doc_id, chunker.name, span.start, span.end, span.text
                 ),
                 library_id=doc.library_id,
                 doc_id=doc.doc_id,

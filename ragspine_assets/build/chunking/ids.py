@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-_CHUNK_TAG = "ragspine-chunk/1"
+_CHUNK_TAG = "ragspine-chunk/2"
 _PARENT_TAG = "ragspine-parent/1"
 
 
@@ -27,12 +27,16 @@ def _check_span(start: int, end: int) -> None:
         raise ValueError(f"span must satisfy 0 <= start <= end, got start={start}, end={end}")
 
 
-def make_chunk_id(
-    library_id: str, doc_id: str, chunker_name: str, chunker_version: str, start: int, end: int, text: str
-) -> str:
-    """sha256 hex over (library, doc, chunker name+version, span, text)."""
+def make_chunk_id(library_id: str, doc_id: str, chunker_name: str, start: int, end: int, text: str) -> str:
+    """sha256 hex over (library, doc, chunker name, span, text).
+
+    The chunker *version* is deliberately not part of the id: after a chunker change, a
+    chunk that comes out byte-identical (same span, same text) keeps its id, so nothing
+    downstream of it is rebuilt or re-embedded. The version is recorded as lineage on the
+    chunk row instead.
+    """
     _check_span(start, end)
-    return _digest([_CHUNK_TAG, library_id, doc_id, chunker_name, chunker_version, start, end, text])
+    return _digest([_CHUNK_TAG, library_id, doc_id, chunker_name, start, end, text])
 
 
 def make_parent_id(library_id: str, doc_id: str, start: int, end: int) -> str:

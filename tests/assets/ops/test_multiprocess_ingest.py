@@ -2,11 +2,12 @@
 
 What this runs: two ``execute_job`` calls in parallel threads against one persistent
 local instance (``DagsterInstance.local_temp``), one run per library partition. Each run
-uses the definitions' ``multiprocess_executor``, so every step is a separate ``dagster
-api execute_step`` subprocess that rebuilds the job through
-``build_reconstructable_job("ragspine_assets.definitions", "load_ingest_job", ...)`` and
-hands outputs over through the default filesystem IO manager. That is exactly what the
-daemon's run launcher does with a sensor or backfill run, minus the daemon.
+uses the definitions' multiprocess executor, so every step runs in its own process
+(forked from a forkserver that has imported Dagster and this code location), rebuilds
+the job through ``build_reconstructable_job("ragspine_assets.definitions",
+"load_ingest_job", ...)`` and hands outputs over through the filesystem IO manager.
+That is what the daemon's run launcher does with a sensor or backfill run, minus the
+daemon (``docs/operations.md`` shows the daemon path).
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def test_two_libraries_ingest_in_parallel_under_multiprocess_executor(data_root:
     errors: list[BaseException] = []
 
     def run(library: str) -> None:
+        thread_instance = dg.DagsterInstance.from_ref(instance.get_ref())
         try:
-            thread_instance = dg.DagsterInstance.from_ref(instance.get_ref())
             results[library] = dg.execute_job(recon, instance=thread_instance, tags={"dagster/partition": library})
         except BaseException as exc:  # surfaced in the main thread below
             errors.append(exc)
+        finally:
+            thread_instance.dispose()
 
     threads = [threading.Thread(target=run, args=(lib,)) for lib in ("finance", "policies")]
     for t in threads:
@@ -70,6 +73,8 @@ def test_two_libraries_ingest_in_parallel_under_multiprocess_executor(data_root:
         # every step ran in its own process: the executor really was multiprocess
         step_pids = {e.dagster_event.pid for e in instance.all_logs(result.run_id) if e.is_dagster_event and e.dagster_event.is_step_success}
         assert len(step_pids) == 6, step_pids
+    records = [instance.get_run_record_by_id(r.run_id) for r in results.values()]
+    assert max(r.start_time for r in records) < min(r.end_time for r in records), "the two runs overlapped"
     with open_library(data / "artifacts" / "finance") as lib:
         assert lib.library_id == "finance" and lib.n_chunks > 0
     with open_library(data / "artifacts" / "policies") as lib:

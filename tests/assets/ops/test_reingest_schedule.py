@@ -8,9 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.definitions import build_definitions
 from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_assets.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
+from ragspine_assets.schedules import build_reingest_schedule
 
 from .helpers import write_doc
 
@@ -67,19 +66,3 @@ def test_partition_without_folder_is_skipped(data_root: Path, ragspine, instance
 def test_no_libraries_is_a_skip(ragspine, instance) -> None:
     result = evaluate(build_reingest_schedule(), instance, ragspine)
     assert isinstance(result, dg.SkipReason)
-
-
-def test_cron_comes_from_the_environment() -> None:
-    defs = build_definitions({"RAGSPINE_REINGEST_CRON": "*/15 * * * *"})
-    assert defs.get_schedule_def("reingest_schedule").cron_schedule == "*/15 * * * *"
-    assert build_definitions({}).get_schedule_def("reingest_schedule").cron_schedule == DEFAULT_REINGEST_CRON
-
-
-def test_definitions_load_with_sensor_schedule_and_multiprocess_executor() -> None:
-    defs = build_definitions({})
-    dg.Definitions.validate_loadable(defs)
-    assert defs.get_sensor_def("raw_files_sensor").job_name == "ingest_job"
-    assert defs.get_schedule_def("reingest_schedule").job_name == "ingest_job"
-    job = defs.resolve_job_def("ingest_job")
-    assert job.executor_def.name == "multiprocess"
-    assert job.partitions_def is not None and job.partitions_def.name == LIBRARIES_PARTITION
