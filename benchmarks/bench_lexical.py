@@ -20,6 +20,7 @@ Usage::
                    [--passages N] [--engines ours,bm25s-numpy,bm25s-numba,tantivy]
                    [--rounds 3] [--cold-start all|ours|none] [--no-tracemalloc]
                    [--json] [--out DIR] [--ingest [--ingest-docs 10000]] [--skip-lexical]
+    ragspine bench --hybrid [--chunks 100000] [--queries 300] ...   # bench_hybrid.py
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ingest-docs", type=int, default=10_000, help="documents in the ingest run (default 10000)")
     p.add_argument("--skip-lexical", action="store_true", help="only the --ingest measurement")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--hybrid", action="store_true",
+                   help="run the hybrid query-latency benchmark instead (bench_hybrid.py; the other arguments go to it)")
     return p
 
 
@@ -225,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns a process exit code."""
     if argv and argv[0] == "--":  # `ragspine bench -- --corpus ...` forwards the separator
         argv = argv[1:]
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if "--hybrid" in raw:  # the hybrid benchmark has its own options: hand every other argument to it
+        from bench_hybrid import main as hybrid_main
+
+        return hybrid_main([a for a in raw if a != "--hybrid"])
     args = build_parser().parse_args(argv)
     out_dir: Path = args.out
     out_dir.mkdir(parents=True, exist_ok=True)
