@@ -76,6 +76,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "bm25": ("bm25", "HybridRetriever.search(q, top_k=10), mode bm25"),
     "hybrid_filtered": ("hybrid (64-d) + filter 10%", f"as hybrid, filters={FILTER}"),
     "bm25_filtered": ("bm25 + filter 10%", f"as bm25, filters={FILTER}"),
+    "filter_mask": ("filter mask alone", f"HybridRetriever.allowed_mask({FILTER}) (parse + compare the column; runs in every filtered search)"),
     "dense_scan_64d": ("dense scan @64d", "top_k_cosine(library vectors, q, k=depth) alone"),
     "dense_scan_384d": ("dense scan @384d", "top_k_cosine(384-d random unit matrix, mmap, q, k=depth) alone"),
     "dense_scan_384d_filtered": ("dense scan @384d + filter 10%", "top_k_cosine(…, rows=the 10% subset) alone"),
@@ -84,6 +85,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "embed_onnx_1thread": ("query embedding, MiniLM ONNX, 1 thread", "OnnxEmbeddingBackend.packaged_minilm(intra_op_threads=1)"),
     "hybrid_384d_minilm": ("hybrid @384d + MiniLM query", "HybridRetriever.search, ONNX query embedding + 384-d random vectors"),
     "hybrid_384d_minilm_filtered": ("hybrid @384d + MiniLM + filter 10%", f"as above, filters={FILTER}"),
+    "hybrid_384d_minilm_1thread": ("hybrid @384d + MiniLM query, 1 ORT thread", "as hybrid @384d + MiniLM query, backend with intra_op_threads=1"),
 }
 SCIFACT_SECTIONS: dict[str, tuple[str, str]] = {
     "hybrid_onnx": ("hybrid (MiniLM ONNX)", "HybridRetriever.search(q, top_k=10), mode hybrid, make_embedding_backend('onnx')"),
@@ -269,6 +271,7 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
     timer.add("bm25", lambda q: bm25.search(q, top_k=TOP_K), queries)
     timer.add("hybrid_filtered", lambda q: hybrid.search(q, filters=FILTER, top_k=TOP_K), queries)
     timer.add("bm25_filtered", lambda q: bm25.search(q, filters=FILTER, top_k=TOP_K), queries)
+    timer.add("filter_mask", lambda q: hybrid.allowed_mask(FILTER), queries)
     timer.add("dense_scan_64d", lambda i: top_k_cosine(emb.vectors, q64[i], depth), range(n_q))
     timer.add("dense_scan_384d", lambda i: top_k_cosine(m384, q384[i], depth), range(n_q))
     timer.add("dense_scan_384d_filtered", lambda i: top_k_cosine(m384, q384[i], depth, rows=subset), range(n_q))
@@ -282,6 +285,8 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
         real = HybridRetriever(view, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))
         timer.add("hybrid_384d_minilm", lambda q: real.search(q, top_k=TOP_K), queries)
         timer.add("hybrid_384d_minilm_filtered", lambda q: real.search(q, filters=FILTER, top_k=TOP_K), queries)
+        real1 = HybridRetriever(view, embedding_backend=single, config=RetrievalConfig(mode="hybrid"))
+        timer.add("hybrid_384d_minilm_1thread", lambda q: real1.search(q, top_k=TOP_K), queries)
         hits["hybrid_384d_minilm"] = _mean_hits(real, queries)
     else:
         _log(f"skipping the ONNX measurements: {why}")
@@ -514,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     report: dict = {
-        "command": "python benchmarks/bench_hybrid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(["python benchmarks/bench_hybrid.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine_description(),
         "threads": "one query per call on the main thread; BLAS via "
                    + ", ".join(f"{v}={os.environ.get(v)}" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))

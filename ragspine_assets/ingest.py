@@ -73,7 +73,18 @@ def ingest_library(
     )
     instance = instance or default_instance()
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
-    result = dg.materialize(ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id)
+    try:
+        result = dg.materialize(ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id)
+    except dg.DagsterError as exc:
+        from ragspine_query.errors import RagspineError
+
+        current = resource.library_paths(library_id).current
+        serving = current.resolve().name if current.exists() else "nothing (never published)"
+        raise RagspineError(
+            f"ingest of library {library_id!r} stopped before publication: {' '.join(str(exc).split())}. "
+            f"The previous snapshot keeps serving ({serving}); see the run's asset checks in the Dagster UI "
+            f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')})"
+        ) from exc
     out = result.output_for_node("index_manifest")
     mats = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("index_manifest")]
     meta = {k: v.value for k, v in mats[-1].materialization.metadata.items()} if mats else {}

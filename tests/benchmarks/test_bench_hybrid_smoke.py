@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 BENCH_DIR = REPO_ROOT / "benchmarks"
-ONNX_KEYS = ("embed_onnx", "embed_onnx_1thread", "hybrid_384d_minilm", "hybrid_384d_minilm_filtered")
-ALWAYS_KEYS = ("hybrid", "bm25", "hybrid_filtered", "bm25_filtered", "dense_scan_64d", "dense_scan_384d",
+ONNX_KEYS = ("embed_onnx", "embed_onnx_1thread", "hybrid_384d_minilm", "hybrid_384d_minilm_filtered", "hybrid_384d_minilm_1thread")
+ALWAYS_KEYS = ("hybrid", "bm25", "hybrid_filtered", "bm25_filtered", "filter_mask", "dense_scan_64d", "dense_scan_384d",
                "dense_scan_384d_filtered", "embed_deterministic")
 FIGURES = ("p50_ms", "p99_ms", "mean_ms", "qps", "cpu_p50_ms", "p99_raw_ms")
 
