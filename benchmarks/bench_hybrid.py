@@ -68,6 +68,7 @@ DENSE_DIM = 384
 N_TOPICS = 10  # topic-0 … topic-9 round-robin: one value keeps 10% of the rows
 FILTER = {"topic": "topic-3"}
 WARMUP = 10
+BLOCK = 50  # calls one measurement makes before the next one's turn (spreads background load evenly)
 LIBRARY_ID = "hybridbench"
 
 #: measurement key -> (label, what it times); the report's row order.
@@ -111,7 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------ timing
 class Timer:
-    """Runs registered measurements round by round; each query's latency is its median."""
+    """Runs registered measurements round by round; each query's latency is its median.
+
+    Within a round the measurements take turns every ``BLOCK`` calls, so a burst of
+    background load on a shared machine lands on all of them alike.
+    """
 
     def __init__(self, rounds: int) -> None:
         self.rounds = rounds
@@ -126,17 +131,20 @@ class Timer:
                 fn(it)
         wall = {name: np.zeros((self.rounds, len(items))) for name, _, items in self._jobs}
         cpu = {name: np.zeros((self.rounds, len(items))) for name, _, items in self._jobs}
+        longest = max((len(items) for _, _, items in self._jobs), default=0)
         for r in range(self.rounds):
-            for name, fn, items in self._jobs:
-                _log(f"round {r + 1}/{self.rounds}: {name} ({len(items)} calls)")
-                gc.collect()
-                w, c = wall[name][r], cpu[name][r]
-                for i, it in enumerate(items):
-                    c0 = time.process_time()
-                    t0 = time.perf_counter()
-                    fn(it)
-                    w[i] = time.perf_counter() - t0
-                    c[i] = time.process_time() - c0
+            _log(f"round {r + 1}/{self.rounds}: {len(self._jobs)} measurements x {longest} calls, taking turns every {BLOCK}")
+            gc.collect()
+            for start in range(0, longest, BLOCK):
+                for name, fn, items in self._jobs:
+                    w, c = wall[name][r], cpu[name][r]
+                    for i in range(start, min(start + BLOCK, len(items))):
+                        it = items[i]
+                        c0 = time.process_time()
+                        t0 = time.perf_counter()
+                        fn(it)
+                        w[i] = time.perf_counter() - t0
+                        c[i] = time.process_time() - c0
         return {name: latency_figures(wall[name], cpu[name]) for name, _, _ in self._jobs}
 
 
@@ -473,7 +481,7 @@ def render_markdown(report: dict) -> str:
         "## Method",
         "",
         "One query per call, on this thread. Every measurement first runs "
-        f"{WARMUP} warm-up calls; then `--rounds` passes in which all measurements take turns, and a query's latency "
+        f"{WARMUP} warm-up calls; then `--rounds` passes in which all measurements take turns every {BLOCK} calls, and a query's latency "
         "is its median over the passes (a scheduler preemption rarely hits the same query twice). "
         "QPS = queries ÷ the sum of those medians; *p99 raw* is the tail over every timed call. "
         "CPU time is `time.process_time()` (all threads of the process), so it exceeds wall time where onnxruntime "

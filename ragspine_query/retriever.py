@@ -28,6 +28,7 @@ LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 #: Weight of the document-level BM25 field blended into each chunk's lexical score.
 #: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
 DEFAULT_DOC_WEIGHT = 2.0
+_MASK_CACHE_SIZE = 32
 
 
 def normalize_mode(mode: str | None) -> str:
@@ -82,6 +83,8 @@ class HybridRetriever:
                 "re-materialize chunk_embeddings"
             )
         self.embedding_backend = embedding_backend
+        # the snapshot is immutable, so a predicate tuple always yields the same mask
+        self._masks: dict[tuple[Predicate, ...], np.ndarray] = {}
 
     @property
     def library_id(self) -> str:
@@ -96,11 +99,20 @@ class HybridRetriever:
 
     # -- channels --------------------------------------------------------------------
     def allowed_mask(self, filters: Mapping[str, Any] | Sequence[Predicate] | None) -> np.ndarray | None:
+        """Rows satisfying every predicate (None = no filter); the last few masks are reused."""
         preds = parse_filters(filters, allowed_fields=self.library.filter_fields())
         if not preds:
             return None
+        cached = self._masks.get(preds)
+        if cached is not None:
+            return cached
         cols = {p.field: self.library.column(p.field) for p in preds}
-        return combined_mask(preds, cols, self.library.n_chunks)
+        mask = combined_mask(preds, cols, self.library.n_chunks)
+        mask.setflags(write=False)
+        if len(self._masks) >= _MASK_CACHE_SIZE:
+            self._masks.pop(next(iter(self._masks), None), None)
+        self._masks[preds] = mask
+        return mask
 
     def lexical(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         lib = self.library
