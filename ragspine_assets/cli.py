@@ -49,6 +49,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     root = Path(__file__).resolve().parent.parent / "benchmarks"
+    if not (root / "bench_lexical.py").is_file():
+        raise RagspineError(f"the benchmark scripts are not installed ({root} is missing); run `ragspine bench` from a source checkout")
     sys.path.insert(0, str(root))
     from bench_lexical import main as bench_main  # type: ignore[import-not-found]
 

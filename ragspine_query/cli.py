@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from typing import Sequence
@@ -35,12 +36,17 @@ def run_query(args: argparse.Namespace) -> int:
     filters: dict = {}
     for pr in preds:
         filters.setdefault(pr.field, {})[pr.op] = list(pr.value) if isinstance(pr.value, tuple) else pr.value
+    provider = None
+    if os.environ.get("RAGSPINE_LLM_BASE_URL"):  # an OpenAI-compatible server for the listwise judge
+        from .llm import OpenAICompatibleProvider
+
+        provider = OpenAICompatibleProvider.from_env()
     reranker = "env"
     if args.reranker is not None:
         from .rerank import make_reranker
 
-        reranker = make_reranker(args.reranker)
-    retriever = build_narrative_retriever([args.library_dir, *args.library], mode=args.mode, reranker=reranker)
+        reranker = make_reranker(args.reranker, provider=provider)
+    retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker)
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k)
     if args.json:
         print(json.dumps(snippets, ensure_ascii=False, indent=2))
