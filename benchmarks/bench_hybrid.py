@@ -46,16 +46,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-for _var, _value in (("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
-                     ("NUMBA_NUM_THREADS", "1"), ("RAYON_NUM_THREADS", "1")):
-    os.environ.setdefault(_var, _value)
-
-import numpy as np  # noqa: E402
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
+
+import numpy as np  # noqa: E402  (after lexbench pinned the threads)
+
 
 from lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
 from lexbench.measure import dir_size_mb, machine_description  # noqa: E402

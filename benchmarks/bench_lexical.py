@@ -35,16 +35,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-for _var, _value in (("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
-                     ("NUMBA_NUM_THREADS", "1"), ("RAYON_NUM_THREADS", "1")):
-    os.environ.setdefault(_var, _value)
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
+
+import numpy as np  # noqa: E402  (after lexbench pinned the threads)
+
 
 from lexbench.corpus import DEFAULT_SEED, Corpus, SyntheticConfig, scifact_corpus, stop_word_queries, synthetic_corpus  # noqa: E402
 from lexbench.engines import ENGINE_NAMES, Engine, Tantivy, make_engines, time_queries  # noqa: E402
