@@ -139,6 +139,9 @@ class Library:
         self._columns: dict[str, np.ndarray] = {}
         self._embeddings: EmbeddingMatrix | None = None
         self._embeddings_loaded = False
+        # map every file now: a snapshot pruned later (retention) stays readable through
+        # the open handles, so a long-lived reader never sees a half-deleted snapshot
+        self.embeddings()
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
