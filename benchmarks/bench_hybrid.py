@@ -220,7 +220,7 @@ def dense_library(base, vectors: np.ndarray, model_id: str):
 
     class _DenseView(Library):
         def embeddings(self):  # noqa: D102 - the bench's 384-d matrix instead of the snapshot's
-            return self._bench_matrix
+            return getattr(self, "_bench_matrix", None)  # None while Library.__init__ runs
 
     manifest = dict(base.manifest)
     manifest["embedding"] = {"model_id": model_id, "backend": "bench-random-384d", "dim": int(vectors.shape[1]), "count": int(vectors.shape[0])}

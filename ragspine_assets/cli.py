@@ -27,14 +27,22 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _snapshots(args: argparse.Namespace) -> int:
     from .build.artifacts import LibraryPaths
-    from .build.publish import list_snapshots, rollback
+    from .build.publish import list_snapshots, pinned_snapshot, rollback, unpin
 
     root = Path(args.library_dir)
     paths = LibraryPaths(root.name, Path(), root)
-    if args.rollback is not None:
-        sid = rollback(paths, args.rollback or None)
-        print(f"{paths.library_id}: current -> {sid}")
+    if args.unpin:
+        old = unpin(paths)
+        print(f"{paths.library_id}: {'released pin on ' + old if old else 'was not pinned'}; the next run publishes normally")
         return 0
+    if args.rollback is not None:
+        sid = rollback(paths, args.rollback or None, pin=not args.no_pin)
+        held = "" if args.no_pin else " (pinned: later runs keep their snapshots but current stays; release with --unpin)"
+        print(f"{paths.library_id}: current -> {sid}{held}")
+        return 0
+    pin = pinned_snapshot(paths)
+    if pin:
+        print(f"pinned to {pin} (release with --unpin)")
     for rec in list_snapshots(paths):
         mark = "*" if rec["current"] else " "
         print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
@@ -70,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("snapshots", help="list published snapshots, or roll back")
     p.add_argument("library_dir", help="data/artifacts/<library>")
     p.add_argument("--rollback", nargs="?", const="", default=None, metavar="SNAPSHOT_ID",
-                   help="point current at SNAPSHOT_ID (default: the previous snapshot)")
+                   help="point current at SNAPSHOT_ID (default: the previous snapshot) and pin it there")
+    p.add_argument("--no-pin", action="store_true", help="with --rollback: do not pin (the next run moves current)")
+    p.add_argument("--unpin", action="store_true", help="release a pin left by --rollback")
 
     p = sub.add_parser("eval", help="evaluate retrieval on a BEIR-format dataset")
     from .evaluate import add_eval_arguments

@@ -31,6 +31,8 @@ class IngestSummary:
             f"({m.get('restricted_chunks')} RESTRICTED, {m.get('embedded_chunks')} embedded), "
             f"analyzer {m.get('analyzer')}, embedding {m.get('embedding_model')}\n"
             f"  artifacts: {self.snapshot_dir}\n  run: {self.run_id}"
+            + (f"\n  current stays pinned to {m['pinned_to']} (ragspine snapshots … --unpin to release)"
+               if m.get("pinned_to") not in (None, "-") else "")
         )
 
 

@@ -62,6 +62,7 @@ def index_manifest(
             "snapshot_id": result.snapshot_id,
             "previous_snapshot_id": result.previous_snapshot_id or "-",
             "changed": result.changed,
+            "pinned_to": result.pinned_to or "-",
             "snapshot_dir": dg.MetadataValue.path(str(result.snapshot_dir)),
             "documents": manifest["counts"]["documents"],
             "chunks": manifest["counts"]["chunks"],

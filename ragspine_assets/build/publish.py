@@ -23,6 +23,7 @@ from .artifacts import LibraryPaths, dir_files, fsync_dir, sha256_file, sha256_j
 from .chunk_store import init_schema
 
 HISTORY_FILE = "history.jsonl"
+PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
 DEFAULT_KEEP_SNAPSHOTS = 5
 
 
@@ -32,6 +33,7 @@ class PublishResult:
     snapshot_dir: Path
     previous_snapshot_id: str | None
     changed: bool
+    pinned_to: str | None = None  # set when a pin kept ``current`` where it was
 
 
 def write_snapshot_chunks(db_path: Path, rows: Sequence[sqlite3.Row]) -> None:
@@ -137,11 +139,26 @@ def publish_snapshot(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    swap_pointer(paths, snapshot_id)
+    pin = pinned_snapshot(paths)
+    if pin is None:
+        swap_pointer(paths, snapshot_id)
     with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"), "previous": previous}) + "\n")
+        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"), "previous": previous, "held_by_pin": pin}) + "\n")
     prune_snapshots(paths, keep=keep)
-    return PublishResult(snapshot_id, target, previous, changed)
+    return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def pinned_snapshot(paths: LibraryPaths) -> str | None:
+    """The snapshot ``current`` is pinned to, or None."""
+    f = paths.root / PIN_FILE
+    return f.read_text(encoding="utf-8").strip() or None if f.is_file() else None
+
+
+def unpin(paths: LibraryPaths) -> str | None:
+    """Release a pin (the next publication moves ``current`` again); returns the old pin."""
+    pin = pinned_snapshot(paths)
+    (paths.root / PIN_FILE).unlink(missing_ok=True)
+    return pin
 
 
 def list_snapshots(paths: LibraryPaths) -> list[dict[str, Any]]:
@@ -169,6 +186,9 @@ def prune_snapshots(paths: LibraryPaths, *, keep: int) -> list[str]:
     current = current_snapshot_id(paths)
     listed = list_snapshots(paths)
     keep_ids = {r["snapshot_id"] for r in listed[:keep]} | ({current} if current else set())
+    pin = pinned_snapshot(paths)
+    if pin:
+        keep_ids.add(pin)
     removed = []
     for d in sorted(paths.snapshots.iterdir()):
         if d.name.startswith("."):
@@ -179,8 +199,12 @@ def prune_snapshots(paths: LibraryPaths, *, keep: int) -> list[str]:
     return removed
 
 
-def rollback(paths: LibraryPaths, snapshot_id: str | None = None) -> str:
-    """Point ``current`` back at ``snapshot_id`` (default: the previous snapshot)."""
+def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool = True) -> str:
+    """Point ``current`` back at ``snapshot_id`` (default: the previous snapshot).
+
+    With ``pin`` (the default) the rollback holds: later runs still build and keep their
+    snapshots, but ``current`` stays here until :func:`unpin`.
+    """
     listed = list_snapshots(paths)
     current = current_snapshot_id(paths)
     if snapshot_id is None:
@@ -189,6 +213,10 @@ def rollback(paths: LibraryPaths, snapshot_id: str | None = None) -> str:
             raise IndexNotFoundError(f"no earlier snapshot of {paths.library_id!r} is retained to roll back to")
         snapshot_id = older[0]
     swap_pointer(paths, snapshot_id)
+    if pin:
+        tmp = paths.root / f".{PIN_FILE}-{os.getpid()}"
+        tmp.write_text(snapshot_id + "\n", encoding="utf-8")
+        os.replace(tmp, paths.root / PIN_FILE)
     with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": None, "run_id": "rollback", "previous": current}) + "\n")
     return snapshot_id
