@@ -397,7 +397,7 @@ def run_scifact(args, onnx: tuple[Any | None, Any | None, str | None]) -> dict:
             "snapshot_id": lib.snapshot_id, "chunks": lib.n_chunks, "documents": int(lib.manifest["counts"]["documents"]),
             "embedding_model": lib.embedding_model_id, "embedding_dim": int(lib.embeddings().vectors.shape[1]),
             "analyzer": lib.manifest["tokenizer"]["analyzer"], "queries": len(queries),
-            "query_how": f"the first {len(queries)} texts of {SCIFACT_DIR}/queries.jsonl",
+            "query_how": f"the first {len(queries)} texts of ../shared/datasets/scifact/queries.jsonl",
         }
     finally:
         lib.close()
