@@ -548,16 +548,9 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 raise RuntimeError(f"non-positive or non-finite figures {bad} in {m['label']}")
     stem = f"hybrid_{report['synthetic']['corpus']['name']}"
-    md_path, json_path = out_dir / f"{stem}.md", out_dir / f"{stem}.json"
-    report["report_markdown"] = str(md_path)
-    md_path.write_text(render_markdown(report), encoding="utf-8")
-    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print("\n".join(summary_lines(report)))
-        print(f"\nreport: {md_path}")
-    return 0
+    from lexbench.report import write_report
+
+    return write_report(report, out_dir, stem, as_json=args.json, render=render_markdown, summarize=summary_lines)
 
 
 if __name__ == "__main__":

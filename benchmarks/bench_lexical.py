@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import shutil
 import sys
@@ -48,7 +47,7 @@ from lexbench.corpus import DEFAULT_SEED, Corpus, SyntheticConfig, scifact_corpu
 from lexbench.engines import ENGINE_NAMES, Engine, Tantivy, make_engines, time_queries  # noqa: E402
 from lexbench.measure import dir_size_mb, latency_stats, machine_description, peak_rss, traced_peak  # noqa: E402
 from lexbench.reference import ReferenceBM25, agreement  # noqa: E402
-from lexbench.report import render_markdown, summary_lines  # noqa: E402
+from lexbench.report import render_markdown, summary_lines, write_report  # noqa: E402
 
 CORPORA = ("synthetic-100k", "synthetic-10k", "scifact")
 DEFAULT_OUT = HERE / "reports"
@@ -259,16 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = "ingest" if args.skip_lexical else f"lexical_{report.get('corpus', {}).get('name', args.corpus)}"
     if args.analyzer != "spec" and not args.skip_lexical:
         stem += f"-{args.analyzer}"
-    md_path, json_path = out_dir / f"{stem}.md", out_dir / f"{stem}.json"
-    report["report_markdown"] = str(md_path)
-    md_path.write_text(render_markdown(report), encoding="utf-8")
-    json_path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print("\n".join(summary_lines(report)))
-        print(f"\nreport: {md_path}")
-    return 0
+    return write_report(report, out_dir, stem, as_json=args.json, render=render_markdown, summarize=summary_lines)
 
 
 def run_lexical(corpus: Corpus, args, scratch: Path) -> dict:

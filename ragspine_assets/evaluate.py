@@ -80,7 +80,7 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
     try:
         manifest = read_manifest(resolve_snapshot_dir(paths.root))
         has_dense = manifest.get("embedding") is not None
-        if has_dense == want_dense or (want_dense and has_dense):
+        if has_dense or not want_dense:  # an index with vectors serves BM25 runs too
             _say(f"reusing cached index {manifest['snapshot_id']} ({manifest['counts']['chunks']} chunks)", quiet)
             return manifest
     except Exception:

@@ -186,3 +186,20 @@ def summary_lines(report: dict) -> list[str]:
             f"{ing['documents_per_s']:,.0f} docs/s, {ing['chunks_per_s']:,.0f} chunks/s"
         )
     return lines
+
+
+def write_report(report: dict, out_dir, stem: str, *, as_json: bool, render, summarize) -> int:
+    """Write ``<stem>.md`` (``render(report)``) and ``<stem>.json``; print JSON or the summary."""
+    import json
+    from pathlib import Path
+
+    md_path, json_path = Path(out_dir) / f"{stem}.md", Path(out_dir) / f"{stem}.json"
+    report["report_markdown"] = str(md_path)
+    md_path.write_text(render(report), encoding="utf-8")
+    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        print(json.dumps(report))
+    else:
+        print("\n".join(summarize(report)))
+        print(f"\nreport: {md_path}")
+    return 0

@@ -409,18 +409,21 @@ def _read(path: Path, rel: str) -> bytes | DocumentError:
         return DocumentError(rel, problem, field="content", hint="check the file's permissions")
 
 
+def _binary_error(data: bytes, rel: str, hint: str) -> DocumentError | None:
+    """A NUL byte in the first ``BINARY_SNIFF_BYTES`` marks a binary file."""
+    nul = data.find(b"\x00", 0, BINARY_SNIFF_BYTES)
+    if nul < 0:
+        return None
+    return DocumentError(rel, f"looks like a binary file (NUL byte at offset {nul})", field="content", hint=hint)
+
+
 def _check_bytes(data: bytes, rel: str) -> DocumentError | None:
     """Empty, binary or invalid UTF-8 → the error; else ``None``."""
     if not data:
         return DocumentError(rel, "the file is empty (0 bytes)", field="body", hint="add text or delete the file")
-    nul = data.find(b"\x00", 0, BINARY_SNIFF_BYTES)
-    if nul >= 0:
-        return DocumentError(
-            rel,
-            f"looks like a binary file (NUL byte at offset {nul})",
-            field="content",
-            hint="convert it to UTF-8 text (.md, .txt or .jsonl) or move it out of the library",
-        )
+    binary = _binary_error(data, rel, "convert it to UTF-8 text (.md, .txt or .jsonl) or move it out of the library")
+    if binary is not None:
+        return binary
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -453,14 +456,9 @@ def _parse_jsonl_file(path: Path, rel: str, library_id: str) -> Iterator[SourceD
     if not data.strip():
         yield DocumentError(rel, "the file is empty", field="body", hint="add one JSON object per line or delete it")
         return
-    nul = data.find(b"\x00", 0, BINARY_SNIFF_BYTES)
-    if nul >= 0:
-        yield DocumentError(
-            rel,
-            f"looks like a binary file (NUL byte at offset {nul})",
-            field="content",
-            hint="a .jsonl library file must be UTF-8 text with one JSON object per line",
-        )
+    binary = _binary_error(data, rel, "a .jsonl library file must be UTF-8 text with one JSON object per line")
+    if binary is not None:
+        yield binary
         return
     offset = 0
     for lineno, raw in enumerate(data.split(b"\n"), start=1):

@@ -6,6 +6,7 @@ evaluation harness) without an orchestrator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -49,11 +50,7 @@ class DocumentSet:
 
     @property
     def config_id(self) -> str:
-        return json.dumps(_config_dict(self.config), sort_keys=True)
-
-
-def _config_dict(cfg: LibraryConfig) -> dict[str, Any]:
-    return {k: getattr(cfg, k) for k in cfg.__slots__} if hasattr(cfg, "__slots__") else dict(vars(cfg))
+        return json.dumps(dataclasses.asdict(self.config), sort_keys=True)
 
 
 def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
