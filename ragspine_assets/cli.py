@@ -19,9 +19,9 @@ from ragspine_query.errors import RagspineError
 def _ingest(args: argparse.Namespace) -> int:
     from .ingest import ingest_library
 
-    for raw in args.raw_dirs:
-        summary = ingest_library(Path(raw), embedding=args.embedding, keep_snapshots=args.keep)
-        print(summary.describe())
+    for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
+        summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root)
+        print(summary.describe(), flush=True)
     return 0
 
 
@@ -70,10 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
 
-    p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)")
-    p.add_argument("raw_dirs", nargs="+", help="library folders, e.g. data/raw/sample")
+    p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)",
+                       description="Materialize each library through the Dagster assets in this process. Dagster's "
+                                   "logs go to the run's event log (DAGSTER_HOME, the Dagster UI); this prints a summary.")
+    p.add_argument("raw_dirs", nargs="+", help="library folders <data>/raw/<library>, e.g. data/raw/sample")
     p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
     p.add_argument("--keep", type=int, default=None, help="snapshots to retain (default 5)")
+    p.add_argument("--data-root", default=None, metavar="DATA",
+                   help="write artifacts/ and cache/ under DATA (and read glossary.toml there); "
+                        "default: the folder above raw/ (library folders must then be DATA/raw/<library>)")
 
     p = sub.add_parser("snapshots", help="list published snapshots, or roll back")
     p.add_argument("library_dir", help="data/artifacts/<library>")

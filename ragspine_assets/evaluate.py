@@ -40,7 +40,7 @@ def code_versions() -> dict[str, str]:
         "schema": str(schema.SCHEMA_VERSION),
         "chunkers": ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())),
         "tokenizer": f"spec@{SPEC_TOKENIZER_VERSION},english@{ENGLISH_ANALYZER_VERSION}",
-        "eval_library": "1",
+        "eval_library": "2",  # 2: honours the corpus's sensitivity field
     }
 
 
@@ -65,7 +65,10 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False):
         with open(raw / "corpus.jsonl", "w", encoding="utf-8") as fh:
             for doc in iter_corpus_jsonl(corpus):
                 text = doc.text if doc.text.strip() else doc.title
-                fh.write(json.dumps({"doc_id": doc.doc_id, "title": doc.title, "text": text, "sensitivity": "PUBLIC"}, ensure_ascii=False) + "\n")
+                # the corpus's own marking is honoured (validated, fail-closed, by the parser);
+                # an unmarked evaluation document is PUBLIC
+                fh.write(json.dumps({"doc_id": doc.doc_id, "title": doc.title, "text": text,
+                                     "sensitivity": doc.sensitivity or "PUBLIC"}, ensure_ascii=False) + "\n")
         marker.write_text(key)
     return paths
 
@@ -111,7 +114,8 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
     chunk_depth = max(depth * 3, rerank_depth)
     for i, qid in enumerate(qids, 1):
         query = dataset.queries[qid]
-        hits = retriever.search(query, top_k=chunk_depth)
+        # what a user is shown: RESTRICTED chunks never enter the ranking
+        hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
         if reranker is not None:
             hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
         # rank-based document scores: the evaluated order is exactly the order a user sees

@@ -1,17 +1,38 @@
-"""Run the real Dagster assets for one library in-process (what ``ragspine ingest`` does)."""
+"""Run the real Dagster assets for one library in-process (what ``ragspine ingest`` does).
+
+Dagster's own logs go to the instance's event log (the UI shows them per run), not to
+the terminal: the caller gets an :class:`IngestSummary` to print.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 
+from ragspine_query.errors import ConfigError, RagspineError
+
 from .assets import ALL_ASSETS
+from .build.artifacts import pid_alive, validate_library_id
 from .partitions import LIBRARIES_PARTITION
 from .resources import RagspineConfig
+
+#: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
+#: run whose process was killed (it stays STARTED forever) from one still running.
+TAG_LAUNCHER = "ragspine/launcher"
+LAUNCHER_INGEST = "ragspine-ingest"
+TAG_HOST = "ragspine/host"
+TAG_PID = "ragspine/pid"
+TAG_PROCESS_START = "ragspine/process_start"  # start time of that pid (detects pid reuse)
+#: Dagster's console logger prints every event at DEBUG; the terminal gets nothing below
+#: this level (the event log keeps everything).
+CONSOLE_LOG_LEVEL = "CRITICAL"
+#: At most this many parse problems are listed in the summary (all are in the run's metadata).
+MAX_LISTED_ERRORS = 20
+_UNFINISHED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,18 +43,38 @@ class IngestSummary:
     snapshot_dir: str
     changed: bool
     metadata: dict
+    #: ``DocumentError`` messages of the files that failed to parse (path, field, reason).
+    errors: tuple[str, ...] = ()
+    #: Those files, relative to the library folder.
+    error_paths: tuple[str, ...] = ()
+    #: Documents parsed from the folder in this run.
+    parsed_documents: int | None = None
+    #: Earlier ``ragspine ingest`` runs found dead (still STARTED) and marked failed.
+    failed_dead_runs: tuple[str, ...] = ()
 
     def describe(self) -> str:
         m = self.metadata
-        return (
+        lines = [
             f"{self.library_id}: published snapshot {self.snapshot_id} ({'new' if self.changed else 'unchanged'}) — "
             f"{m.get('documents')} documents, {m.get('chunks')} chunks "
             f"({m.get('restricted_chunks')} RESTRICTED, {m.get('embedded_chunks')} embedded), "
-            f"analyzer {m.get('analyzer')}, embedding {m.get('embedding_model')}\n"
-            f"  artifacts: {self.snapshot_dir}\n  run: {self.run_id}"
-            + (f"\n  current stays pinned to {m['pinned_to']} (ragspine snapshots … --unpin to release)"
-               if m.get("pinned_to") not in (None, "-") else "")
-        )
+            f"analyzer {m.get('analyzer')}, embedding {m.get('embedding_model')}"
+        ]
+        if self.error_paths or self.errors:
+            n = len(self.error_paths) or len(self.errors)
+            parsed = f" ({self.parsed_documents} documents parsed)" if self.parsed_documents is not None else ""
+            lines.append(f"  {n} file{'' if n == 1 else 's'} failed to parse{parsed}; fix and ingest again:")
+            lines += [f"    {' '.join(e.split())}" for e in self.errors[:MAX_LISTED_ERRORS]]
+            if len(self.errors) > MAX_LISTED_ERRORS:
+                lines.append(f"    … {len(self.errors) - MAX_LISTED_ERRORS} more (the documents asset's 'errors' in the Dagster UI)")
+        if self.failed_dead_runs:
+            lines.append(f"  marked failed {len(self.failed_dead_runs)} earlier ingest run(s) whose process had been killed: "
+                         + ", ".join(self.failed_dead_runs))
+        lines.append(f"  artifacts: {self.snapshot_dir}")
+        lines.append(f"  run: {self.run_id}")
+        if m.get("pinned_to") not in (None, "-"):
+            lines.append(f"  current stays pinned to {m['pinned_to']} (ragspine snapshots … --unpin to release)")
+        return "\n".join(lines)
 
 
 def default_instance() -> dg.DagsterInstance:
@@ -50,36 +91,126 @@ def default_instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
+@dataclass(frozen=True, slots=True)
+class LibraryLocation:
+    """Where one ``ragspine ingest`` reads (``folder``) and writes (under ``data_root``)."""
+
+    library_id: str
+    folder: Path
+    data_root: Path
+
+
+def locate_library(raw_dir: str | os.PathLike, data_root: str | os.PathLike | None = None) -> LibraryLocation:
+    """Check a library folder given on the command line and find its data root.
+
+    Without ``data_root`` the folder must be ``<data>/raw/<library>``; artifacts and caches
+    then go to ``<data>/artifacts`` and ``<data>/cache``. With ``data_root`` the folder may
+    be anywhere (it is only read); everything is written under ``data_root``.
+
+    Raises:
+        ConfigError: an empty path, a folder outside ``<data>/raw/`` without ``data_root``,
+            or a folder name that is not a valid library name.
+        RagspineError: the folder does not exist.
+    """
+    text = os.fspath(raw_dir)
+    if not str(text).strip():
+        raise ConfigError("the library folder is an empty path; pass a library folder such as data/raw/sample")
+    folder = Path(os.path.abspath(text))  # '..' resolved lexically; a symlinked library keeps its name
+    if not folder.is_dir():
+        raise RagspineError(f"{folder} is not a directory; pass a library folder such as data/raw/sample")
+    library_id = validate_library_id(folder.name)
+    if data_root is not None:
+        if not str(os.fspath(data_root)).strip():
+            raise ConfigError("--data-root is an empty path; pass the folder that holds raw/, artifacts/ and cache/")
+        return LibraryLocation(library_id, folder, Path(os.path.abspath(data_root)))
+    if folder.parent.name != "raw":
+        raise ConfigError(
+            f"{folder} is not inside a data root's raw/ folder, so there is no data root to write artifacts/ "
+            f"and cache/ into; move it to <data>/raw/{library_id} (for example data/raw/{library_id}), "
+            f"or pass --data-root <data> to read it where it is and write under <data>")
+    return LibraryLocation(library_id, folder, folder.parent.parent)
+
+
+def _process_start(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, Linux), or "" if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def ingest_run_tags() -> dict[str, str]:
+    """Tags naming the process that runs an ingest (see :func:`fail_dead_ingest_runs`)."""
+    pid = os.getpid()
+    return {TAG_LAUNCHER: LAUNCHER_INGEST, TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
+            TAG_PROCESS_START: _process_start(pid)}
+
+
+def _ingest_process_alive(tags: dict[str, str]) -> bool | None:
+    """Whether the process that ran a ``ragspine ingest`` run still exists; None when this
+    machine cannot tell (another host, or no pid recorded)."""
+    pid = tags.get(TAG_PID, "")
+    if tags.get(TAG_HOST) != socket.gethostname() or not pid.isdigit():
+        return None
+    if not pid_alive(int(pid)):
+        return False
+    started, now = tags.get(TAG_PROCESS_START, ""), _process_start(int(pid))
+    return not (started and now and started != now)  # a different process got the pid
+
+
+def fail_dead_ingest_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed every unfinished ``ragspine ingest`` run on ``instance`` whose process died.
+
+    A run killed with SIGKILL (or by the OOM killer, or a lost machine) never records its
+    end, so Dagster shows it STARTED forever. Dagster's run monitoring does this for runs
+    the daemon launched; in-process ``ragspine ingest`` runs are checked here instead, by
+    the pid recorded in their tags (only runs started on this host; a live one is left
+    alone). Returns the run ids marked failed.
+    """
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=list(_UNFINISHED), tags={TAG_LAUNCHER: LAUNCHER_INGEST}))
+    failed = []
+    for run in runs:
+        if _ingest_process_alive(dict(run.tags)) is not False:
+            continue
+        instance.report_run_failed(
+            run,
+            f"The process that ran this run (ragspine ingest, pid {run.tags.get(TAG_PID)} on {run.tags.get(TAG_HOST)}) "
+            f"is gone: it was killed before the run finished. Marked failed by a later ragspine ingest "
+            f"(pid {os.getpid()}). Nothing of it was published unless its index_manifest step succeeded.",
+        )
+        failed.append(run.run_id)
+    return failed
+
+
 def ingest_library(
-    raw_dir: Path,
+    raw_dir: str | os.PathLike,
     *,
     embedding: str | None = None,
     keep_snapshots: int | None = None,
     instance: dg.DagsterInstance | None = None,
-    data_root: Path | None = None,
+    data_root: str | os.PathLike | None = None,
 ) -> IngestSummary:
-    """Materialize every asset for the library at ``raw_dir`` (``<data>/raw/<library>``)."""
-    raw_dir = Path(raw_dir).resolve()
-    if not raw_dir.is_dir():
-        from ragspine_query.errors import RagspineError
-
-        raise RagspineError(f"{raw_dir} is not a directory; pass a library folder such as data/raw/sample")
-    library_id = raw_dir.name
-    if data_root is None:
-        data_root = raw_dir.parent.parent if raw_dir.parent.name == "raw" else raw_dir.parent
+    """Materialize every asset for the library at ``raw_dir`` (``<data>/raw/<library>``,
+    or anywhere with ``data_root``; see :func:`locate_library`)."""
+    where = locate_library(raw_dir, data_root)
+    library_id = where.library_id
     resource = RagspineConfig(
-        data_root=str(data_root),
-        raw_root=str(raw_dir.parent),
+        data_root=str(where.data_root),
+        raw_root=str(where.folder.parent),
         embedding=embedding or os.environ.get("RAGSPINE_EMBEDDING", "auto"),
         keep_snapshots=keep_snapshots or int(os.environ.get("RAGSPINE_KEEP_SNAPSHOTS", "5")),
     )
     instance = instance or default_instance()
+    dead = fail_dead_ingest_runs(instance)
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
-        result = dg.materialize(ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id)
+        result = dg.materialize(
+            ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
+            tags=ingest_run_tags(),
+            run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
+        )
     except dg.DagsterError as exc:
-        from ragspine_query.errors import RagspineError
-
         current = resource.library_paths(library_id).current
         serving = current.resolve().name if current.exists() else "nothing (never published)"
         raise RagspineError(
@@ -90,4 +221,9 @@ def ingest_library(
     out = result.output_for_node("index_manifest")
     mats = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("index_manifest")]
     meta = {k: v.value for k, v in mats[-1].materialization.metadata.items()} if mats else {}
-    return IngestSummary(library_id, result.run_id, out["snapshot_id"], out["snapshot_dir"], out["changed"], meta)
+    docs = result.output_for_node("documents")
+    return IngestSummary(
+        library_id, result.run_id, out["snapshot_id"], out["snapshot_dir"], out["changed"], meta,
+        errors=tuple(docs.errors), error_paths=tuple(docs.error_paths), parsed_documents=len(docs.documents),
+        failed_dead_runs=tuple(dead),
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from .build.artifacts import LibraryPaths
+from .build.artifacts import LIBRARY_ID_PATTERN, LibraryPaths, validate_library_id
 from .build.publish import DEFAULT_KEEP_SNAPSHOTS
 
 
@@ -38,10 +38,23 @@ class RagspineConfig(dg.ConfigurableResource):
         return Path(self.glossary_path) if self.glossary_path else Path(self.data_root) / "glossary.toml"
 
     def library_paths(self, library_id: str) -> LibraryPaths:
+        """Paths of one library; raises ConfigError for a name that is not one safe folder name
+        (so a partition key such as ``../../outside`` can never write outside the data root)."""
+        validate_library_id(library_id)
         return LibraryPaths(library_id, self.raw_dir() / library_id, self.artifacts_dir() / library_id)
 
-    def libraries_on_disk(self) -> list[str]:
+    def library_folders(self) -> tuple[list[str], list[str]]:
+        """``(valid library names, other folder names)`` under the raw root, each sorted.
+
+        Hidden (``.``/``_``) folders and symlinks are in neither list.
+        """
         raw = self.raw_dir()
         if not raw.is_dir():
-            return []
-        return sorted(p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+            return [], []
+        names = sorted(p.name for p in raw.iterdir()
+                       if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
+        valid = [n for n in names if LIBRARY_ID_PATTERN.fullmatch(n) and not n.endswith(".")]
+        return valid, [n for n in names if n not in valid]
+
+    def libraries_on_disk(self) -> list[str]:
+        return self.library_folders()[0]

@@ -181,7 +181,11 @@ def diff_libraries(raw_dir: Path, libraries: list[str], previous: Mapping[str, L
 )
 def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConfig) -> dg.SensorResult:
     previous = load_cursor(context.cursor)
-    on_disk = ragspine.libraries_on_disk()
+    on_disk, invalid = ragspine.library_folders()
+    for name in invalid:
+        context.log.warning(
+            f"folder {ascii(name)} under {ragspine.raw_dir()} is not a valid library name (1-128 characters "
+            "from A-Z a-z 0-9 . _ -, starting with a letter or digit); rename it to index it")
     states, changes = diff_libraries(ragspine.raw_dir(), on_disk, previous)
     for gone in sorted(set(previous) - set(on_disk)):
         # The partition and its history stay; delete it in the UI if the library is retired.

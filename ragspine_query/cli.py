@@ -13,6 +13,21 @@ from .errors import RagspineError
 from .filters import parse_filter_arg
 
 
+def _top_k_arg(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {value!r}")
+    return number
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``), so one field stays on one line."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+
+
 def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="search one or more published libraries", description=(
         "Search published libraries. LIBRARY_DIR is data/artifacts/<library> (or data/raw/<library>, "
@@ -20,7 +35,7 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("library_dir", help="published library directory")
     p.add_argument("text", help="the query")
     p.add_argument("--library", action="append", default=[], help="another library to search (multi-index RRF)")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=_top_k_arg, default=5, help="results to return (a whole number >= 0; default 5)")
     p.add_argument("--filter", action="append", default=[], metavar="FIELD=OP:VALUE",
                    help="metadata predicate, e.g. entity=eq:ACME_CN, period=between:2024Q1,2024Q4 (repeatable; AND)")
     p.add_argument("--mode", default=None, help="auto|hybrid|vector|bm25|lexical|economy (default RAGSPINE_RETRIEVAL_MODE or auto)")
@@ -51,13 +66,13 @@ def run_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snippets, ensure_ascii=False, indent=2))
         return 0
-    print(f"query: {args.text}")
+    print(f"query: {printable(args.text)}")
     if not snippets:
         print("  (no results)")
     for i, s in enumerate(snippets, 1):
         sc = s["scores"]
-        print(f"[{i}] {s['title']} — {s['library_id']}:{s['doc_id']}  ({s['locator']})")
-        print(f"    entity={s['entity'] or '-'} period={s['period'] or '-'} sensitivity={s['sensitivity']} "
+        print(f"[{i}] {printable(s['title'])} — {printable(s['library_id'])}:{printable(s['doc_id'])}  ({printable(s['locator'])})")
+        print(f"    entity={printable(s['entity']) or '-'} period={printable(s['period']) or '-'} sensitivity={s['sensitivity']} "
               f"fused={sc['fused']:.4f} bm25={sc['bm25']:.3f} vector={sc['vector']:.3f}")
         body = " ".join(s["text"].split())
         print(textwrap.indent(textwrap.fill(body[:300] + ("…" if len(body) > 300 else ""), 100), "    "))

@@ -1,8 +1,11 @@
 """The seam into an agent: RESTRICTED-free, fully cited snippet dicts.
 
-RESTRICTED exit #2: every RESTRICTED chunk is dropped before any snippet is built, so
-nothing sensitive can reach an LLM synthesis prompt. (Exit #1 is in the listwise
-reranker, which never shows RESTRICTED text to the judge.)
+On this path RESTRICTED rows are removed from the candidate mask *before* any channel
+ranks them (``include_restricted=False``), so the ranks and fused scores a caller sees
+are computed as if RESTRICTED chunks did not exist: a score cannot reveal how many of
+them outranked a visible hit. The RESTRICTED strip before snippets are built stays as a
+last guard (RESTRICTED exit #2); exit #1 is the listwise reranker, which never shows
+RESTRICTED text to the judge.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from .fusion import DEFAULT_RRF_K
 from .glossary import Glossary, GlossaryQueryRewriter
 from .library import open_library
 from .records import RESTRICTED_SENSITIVITY, Hit, sort_hits, to_snippet
-from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
+from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
 
 class SearchIndex(Protocol):
-    def search(self, query: str, *, filters: Any = None, top_k: int = 10) -> list[Hit]: ...
+    def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]: ...
 
 
 class NarrativeIndex:
@@ -33,17 +36,19 @@ class NarrativeIndex:
         self.rerank_top_n = rerank_top_n
         self.rrf_k = rrf_k
 
-    def search(self, query: str, *, filters: Any = None, top_k: int = 10) -> list[Hit]:
+    def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False) -> list[Hit]:
+        """Hits for the narrative path: RESTRICTED removed before ranking unless asked for."""
         queries = self.rewriter.rewrite(query) if self.rewriter else [query]
         # every variant (and the reranker) sees a deep list: RRF over shallow lists is unstable
         depth = max(top_k, 50) if (len(queries) > 1 or self.reranker or self.judge) else top_k
         if len(queries) == 1:
-            hits = self.retriever.search(query, filters=filters, top_k=depth)
+            hits = self.retriever.search(query, filters=filters, top_k=depth, include_restricted=include_restricted)
         else:
             fused: dict[tuple[str, str], float] = {}
             best: dict[tuple[str, str], Hit] = {}
             for q in queries:
-                for rank, h in enumerate(self.retriever.search(q, filters=filters, top_k=depth), start=1):
+                variant_hits = self.retriever.search(q, filters=filters, top_k=depth, include_restricted=include_restricted)
+                for rank, h in enumerate(variant_hits, start=1):
                     key = (h.chunk.library_id, h.chunk_id)
                     fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)
                     best.setdefault(key, h)
@@ -65,21 +70,23 @@ class NarrativeIndexRetriever:
         self.retry_without_filters = retry_without_filters
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50) -> list[dict]:
+        """Cited, RESTRICTED-free snippet dicts, best first.
+
+        Raises:
+            ConfigError: ``top_k`` is negative or not an integer.
+        """
+        top_k = check_top_k(top_k)
         snippets = self._open_snippets(query, filters or None, top_k)
         if not snippets and filters and self.retry_without_filters:
             snippets = self._open_snippets(query, None, top_k)
         return snippets
 
     def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> list[dict]:
-        """Search deep enough that ``top_k`` non-RESTRICTED hits survive the strip."""
-        depth = top_k
-        while True:
-            results = self.index.search(query, filters=filters, top_k=depth)
-            # RESTRICTED exit #2: dropped before any snippet dict exists
-            open_hits = [r for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
-            if len(open_hits) >= top_k or len(results) < depth or depth >= 4096:
-                return [to_snippet(r) for r in open_hits[:top_k]]
-            depth *= 4
+        """Snippets of the top ``top_k`` hits; RESTRICTED rows never entered the ranking."""
+        results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
+        # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
+        open_hits = [r for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
+        return [to_snippet(r) for r in open_hits[:top_k]]
 
 
 def build_narrative_retriever(
@@ -96,8 +103,9 @@ def build_narrative_retriever(
     Defaults (read from the environment here and nowhere deeper): retrieval mode from
     ``RAGSPINE_RETRIEVAL_MODE`` (``auto``), embedding backend from ``RAGSPINE_EMBEDDING``
     (``auto``: the model the index was built with when installed, else BM25 only),
-    reranker from ``RAGSPINE_RERANKER`` (``none``); with a ``provider`` and no local
-    reranker, an LLM listwise judge reranks the top 10. Glossary multi-query uses the
+    reranker from ``RAGSPINE_RERANKER`` (unset: the LLM listwise judge over the top 10
+    when a ``provider`` is given, else none). ``reranker=None`` or ``RAGSPINE_RERANKER=none`` means no
+    reranker and no call to the provider. Glossary multi-query uses the
     glossary published with each library.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
@@ -121,15 +129,14 @@ def build_narrative_retriever(
     if reranker == "env":
         from .rerank import make_reranker
 
-        reranker = make_reranker(None, provider=provider)
+        # unset RAGSPINE_RERANKER: the LLM judge when a provider was given, else none;
+        # an explicit "none" means no reranker and no network call at all
+        default = "listwise" if provider is not None else "none"
+        reranker = make_reranker(os.environ.get("RAGSPINE_RERANKER", "").strip() or default, provider=provider)
     judge = None
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
-    elif reranker is None and provider is not None:
-        from .rerank.listwise import ProviderListwiseJudge
-
-        judge = ProviderListwiseJudge(provider)
     rewriter = GlossaryQueryRewriter(glossary_obj) if glossary_obj and glossary_obj.concepts else None
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge))
 

@@ -1,6 +1,7 @@
 """Hybrid retrieval over one published library, and RRF routing over several.
 
-Order of operations (SPEC §7): metadata predicates → candidate mask; BM25 (chunk field
+Order of operations (SPEC §7): metadata predicates (and, on the narrative path that
+feeds snippets and prompts, "not RESTRICTED") → candidate mask; BM25 (chunk field
 blended with the document field) and, when a dense channel is active, exact cosine over
 the surviving rows only; Reciprocal Rank Fusion; deterministic ties by ``chunk_id``
 (rows are assigned in ``chunk_id`` order, so ties break on row ascending).
@@ -9,6 +10,7 @@ the surviving rows only; Reciprocal Rank Fusion; deterministic ties by ``chunk_i
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -29,6 +31,19 @@ LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 #: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
 DEFAULT_DOC_WEIGHT = 2.0
 _MASK_CACHE_SIZE = 32
+
+
+def check_top_k(top_k: Any) -> int:
+    """``top_k`` as an int, or :class:`ConfigError` for a negative or non-integer value."""
+    if isinstance(top_k, bool):
+        top_k = None
+    try:
+        value = operator.index(top_k)
+    except TypeError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"top_k must be a whole number >= 0, got {top_k!r}; e.g. --top-k 5")
+    return value
 
 
 def normalize_mode(mode: str | None) -> str:
@@ -84,7 +99,7 @@ class HybridRetriever:
             )
         self.embedding_backend = embedding_backend
         # the snapshot is immutable, so a predicate tuple always yields the same mask
-        self._masks: dict[tuple[Predicate, ...], np.ndarray] = {}
+        self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
 
     @property
     def library_id(self) -> str:
@@ -98,20 +113,31 @@ class HybridRetriever:
         return "vector" if self.config.mode == "vector" else "hybrid"
 
     # -- channels --------------------------------------------------------------------
-    def allowed_mask(self, filters: Mapping[str, Any] | Sequence[Predicate] | None) -> np.ndarray | None:
-        """Rows satisfying every predicate (None = no filter); the last few masks are reused."""
+    def allowed_mask(
+        self, filters: Mapping[str, Any] | Sequence[Predicate] | None, *, include_restricted: bool = True
+    ) -> np.ndarray | None:
+        """Rows satisfying every predicate (None = every row); the last few masks are reused.
+
+        With ``include_restricted=False`` RESTRICTED rows are removed too, *before* any
+        channel ranks: visible ranks and fused scores then say nothing about them.
+        """
         preds = parse_filters(filters, allowed_fields=self.library.filter_fields())
-        if not preds:
-            return None
-        cached = self._masks.get(preds)
-        if cached is not None:
-            return cached
-        cols = {p.field: self.library.column(p.field) for p in preds}
-        mask = combined_mask(preds, cols, self.library.n_chunks)
-        mask.setflags(write=False)
+        key = (preds, include_restricted)
+        if key in self._masks:
+            return self._masks[key]
+        mask: np.ndarray | None = None
+        if preds:
+            cols = {p.field: self.library.column(p.field) for p in preds}
+            mask = combined_mask(preds, cols, self.library.n_chunks)
+        if not include_restricted:
+            restricted = self.library.restricted_mask()
+            if restricted.any():
+                mask = ~restricted if mask is None else (mask & ~restricted)
+        if mask is not None:
+            mask.setflags(write=False)
         if len(self._masks) >= _MASK_CACHE_SIZE:
-            self._masks.pop(next(iter(self._masks), None), None)
-        self._masks[preds] = mask
+            self._masks.pop(next(iter(self._masks)), None)
+        self._masks[key] = mask
         return mask
 
     def lexical(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -143,11 +169,27 @@ class HybridRetriever:
         return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
 
     # -- public verbs ----------------------------------------------------------------
-    def search(self, query: str, *, filters: Mapping[str, Any] | Sequence[Predicate] | None = None, top_k: int = 10) -> list[Hit]:
-        """Top-``top_k`` hits (RESTRICTED included — strip them at the exits)."""
-        if top_k <= 0:
+    def search(
+        self,
+        query: str,
+        *,
+        filters: Mapping[str, Any] | Sequence[Predicate] | None = None,
+        top_k: int = 10,
+        include_restricted: bool = True,
+    ) -> list[Hit]:
+        """Top-``top_k`` hits.
+
+        ``include_restricted=True`` (the default, for evaluation and admin use) keeps
+        RESTRICTED hits, which must be stripped at the exits; ``False`` removes them
+        before ranking, as the narrative path (snippets, prompts) does.
+
+        Raises:
+            ConfigError: ``top_k`` is negative.
+        """
+        top_k = check_top_k(top_k)
+        if top_k == 0:
             return []
-        allowed = self.allowed_mask(filters)
+        allowed = self.allowed_mask(filters, include_restricted=include_restricted)
         if allowed is not None and not allowed.any():
             return []
         depth = max(self.config.depth, top_k)
@@ -170,8 +212,8 @@ class HybridRetriever:
         ]
         return sort_hits(hits)
 
-    def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10) -> list[list[Hit]]:
-        return [self.search(q, filters=filters, top_k=top_k) for q in queries]
+    def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[list[Hit]]:
+        return [self.search(q, filters=filters, top_k=top_k, include_restricted=include_restricted) for q in queries]
 
 
 Router = Callable[[str], Sequence[str]]
@@ -200,11 +242,12 @@ class MultiIndexRetriever:
             chosen = []
         return chosen or list(self.retrievers)
 
-    def search(self, query: str, *, filters=None, top_k: int = 10) -> list[Hit]:
+    def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]:
+        top_k = check_top_k(top_k)
         fused: dict[tuple[str, str], float] = {}
         best: dict[tuple[str, str], Hit] = {}
         for lib in self.route(query):
-            hits = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50))
+            hits = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50), include_restricted=include_restricted)
             for rank, h in enumerate(hits, start=1):
                 key = (lib, h.chunk_id)
                 fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)

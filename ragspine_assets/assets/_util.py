@@ -3,6 +3,8 @@ from typing import Any, Sequence
 
 import dagster as dg
 
+from ragspine_query.records import RESTRICTED_SENSITIVITY
+
 
 def run_id_of(context: dg.AssetExecutionContext) -> str:
     """The run id, or ``""`` when an asset is invoked directly (no run) in a test."""
@@ -12,8 +14,21 @@ def run_id_of(context: dg.AssetExecutionContext) -> str:
         return ""
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int = 10) -> dg.MetadataValue:
-    """A small Markdown table for the UI (cells truncated, pipes escaped)."""
+def is_restricted(sensitivity: Any) -> bool:
+    return str(sensitivity).strip().upper() == RESTRICTED_SENSITIVITY
+
+
+def withheld_note(count: int, noun: str) -> str:
+    """The line that says how many RESTRICTED items a preview leaves out (never which)."""
+    return f"{count} RESTRICTED {noun}{'' if count == 1 else 's'} withheld from this preview" if count else ""
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int = 10, note: str = "") -> dg.MetadataValue:
+    """A small Markdown table for the UI (cells truncated, pipes escaped).
+
+    Callers pass only rows that may be shown: never a RESTRICTED document's id, title or
+    text (``note`` says how many were left out).
+    """
 
     def cell(v: Any) -> str:
         s = str(v).replace("\n", " ").replace("|", "\\|")
@@ -23,6 +38,8 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: in
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in list(rows)[:limit]]
     if len(rows) > limit:
         lines.append(f"\n… {len(rows) - limit} more")
+    if note:
+        lines.append(f"\n_{note}_")
     return dg.MetadataValue.md("\n".join(lines))
 
 

@@ -7,7 +7,7 @@ from ..build.chunking import CHUNKER_VERSIONS
 from ..build.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import md_list, run_id_of
+from ._util import md_list, run_id_of, withheld_note
 
 # The chunk asset's code version carries every chunker's version, so changing a chunker
 # marks chunks and everything downstream unsynced in the UI.
@@ -41,11 +41,18 @@ def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, document
             "documents_unchanged": update.unchanged,
             "documents_rechunked_identical": update.rechunked_identical,
             "documents_kept_on_parse_error": len(update.kept_on_error),
+            "documents_withdrawn_on_parse_error": len(update.withdrawn_on_error),
             "chunks_written": update.chunks_written,
             "active_chunks": update.n_active_chunks,
             "active_documents": update.n_active_docs,
             "active_hash": update.active_hash,
-            "changed_documents": md_list(list(update.added) + list(update.changed) + [f"(removed) {d}" for d in update.removed]),
+            # RESTRICTED documents are counted, never named
+            "changed_documents": md_list(
+                update.shown(update.added) + update.shown(update.changed)
+                + [f"(removed) {d}" for d in update.shown(update.removed)]
+                + [f"(withdrawn: failed to parse and may be RESTRICTED now) {d}" for d in update.shown(update.withdrawn_on_error)]
+                + ([withheld_note(n, "document")] if (n := len(set(update.restricted) & set(
+                    update.added + update.changed + update.removed + update.withdrawn_on_error))) else [])),
         },
     )
     yield dg.AssetCheckResult(

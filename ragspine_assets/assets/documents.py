@@ -6,7 +6,9 @@ import dagster as dg
 from ..build.steps import DocumentSet, load_documents
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import md_list, md_table
+from ragspine_query.records import RESTRICTED_SENSITIVITY
+
+from ._util import is_restricted, md_list, md_table, withheld_note
 
 DOCUMENTS_CODE_VERSION = "1"
 
@@ -24,7 +26,8 @@ def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
     paths = ragspine.library_paths(library_id)
     if not paths.raw.is_dir():
         raise dg.Failure(f"library folder {paths.raw} does not exist; create it or remove the partition {library_id!r}")
-    docs: DocumentSet = load_documents(paths.raw, library_id)
+    # saved under the library's artifacts: the step output that Dagster pickles is a reference
+    docs: DocumentSet = load_documents(paths.raw, library_id).save(paths)
     sens = Counter(d.sensitivity for d in docs.documents)
     langs = Counter(d.language for d in docs.documents)
     yield dg.Output(
@@ -40,8 +43,12 @@ def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
             "by_sensitivity": dict(sorted(sens.items())),
             "by_language": dict(sorted(langs.items())),
             "errors": md_list(docs.errors),
+            # RESTRICTED documents appear only in the counts: no id, title or text of theirs
+            # reaches the event log
             "preview": md_table(["doc_id", "title", "entity", "period", "sensitivity"],
-                                [(d.doc_id, d.title, d.entity, d.period, d.sensitivity) for d in docs.documents]),
+                                [(d.doc_id, d.title, d.entity, d.period, d.sensitivity)
+                                 for d in docs.documents if not is_restricted(d.sensitivity)],
+                                note=withheld_note(sens.get(RESTRICTED_SENSITIVITY, 0), "document")),
         },
     )
     yield dg.AssetCheckResult(

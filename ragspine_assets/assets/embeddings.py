@@ -28,7 +28,8 @@ def chunk_embeddings(context: dg.AssetExecutionContext, ragspine: RagspineConfig
     backend = make_embedding_backend(spec)
     ref: EmbeddingRef = build_embeddings(
         paths, index_text, backend, backend_spec=spec, cache_path=ragspine.cache_dir() / "embeddings.sqlite",
-        progress=lambda done, total: context.log.info(f"embedded {done}/{total} new texts"))
+        progress=lambda done, total: context.log.info(f"embedded {done}/{total} new texts"),
+        store_path=paths.chunk_store)
     restricted_rows, bad = [], 0
     if ref.directory:
         sens = read_index_text(index_text).column("sensitivity").to_pylist()
@@ -48,6 +49,7 @@ def chunk_embeddings(context: dg.AssetExecutionContext, ragspine: RagspineConfig
             "embedded": ref.embedded,
             "reused_from_cache": ref.reused,
             "restricted_skipped": ref.skipped_restricted,
+            "restricted_vectors_purged_from_cache": ref.purged_restricted,
             "seconds": round(ref.seconds, 3),
             "directory": dg.MetadataValue.path(ref.directory or "-"),
         },

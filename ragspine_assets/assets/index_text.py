@@ -4,7 +4,7 @@ import dagster as dg
 from ..build.steps import ChunkUpdate, IndexTextRef, export_index_text, read_index_text
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import md_table
+from ._util import is_restricted, md_table, withheld_note
 from pathlib import Path
 
 INDEX_TEXT_CODE_VERSION = "1"
@@ -21,7 +21,12 @@ def index_text(context: dg.AssetExecutionContext, ragspine: RagspineConfig, chun
     paths = ragspine.library_paths(context.partition_key)
     ref: IndexTextRef = export_index_text(paths, Path(chunks.store_path))
     table = read_index_text(ref)
-    preview = list(zip(table.column("chunk_id").to_pylist()[:5], table.column("index_text").to_pylist()[:5]))
+    # the first open chunks only: RESTRICTED index text never reaches the event log
+    preview = [
+        (c, t) for c, t, s in zip(table.column("chunk_id").to_pylist(), table.column("index_text").to_pylist(),
+                                  table.column("sensitivity").to_pylist())
+        if not is_restricted(s)
+    ][:5]
     return dg.Output(
         ref,
         data_version=dg.DataVersion(ref.content_hash[:32]),
@@ -30,6 +35,7 @@ def index_text(context: dg.AssetExecutionContext, ragspine: RagspineConfig, chun
             "rows": ref.n_rows,
             "restricted_rows": ref.n_restricted,
             "content_hash": ref.content_hash,
-            "preview": md_table(["chunk_id", "index_text"], [(c[:12], t) for c, t in preview]),
+            "preview": md_table(["chunk_id", "index_text"], [(c[:12], t) for c, t in preview],
+                                note=withheld_note(ref.n_restricted, "chunk")),
         },
     )

@@ -5,12 +5,34 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from ragspine_query import schema
+from ragspine_query.errors import ConfigError
+
+#: A library name is one path segment: it names ``raw/<library>``, ``artifacts/<library>``
+#: and the Dagster partition, so it may never reach outside the data root.
+LIBRARY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def validate_library_id(name: str) -> str:
+    """Return ``name`` when it is a valid library name, else raise :class:`ConfigError`.
+
+    Valid: 1–128 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter or digit
+    (so never empty, ``.``, ``..``, hidden, or containing a path separator).
+    """
+    if not isinstance(name, str) or not LIBRARY_ID_PATTERN.fullmatch(name) or name.endswith("."):
+        shown = repr(name) if isinstance(name, str) and len(name) <= 64 and name.isprintable() else "given"
+        raise ConfigError(
+            f"library name {shown} is not allowed: a library name is one folder name of 1-128 characters "
+            "from A-Z a-z 0-9 . _ - starting with a letter or digit (e.g. 'sample', 'acme-cn'); "
+            "rename the folder under data/raw/ or pass a valid partition key"
+        )
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +42,9 @@ class LibraryPaths:
     library_id: str
     raw: Path
     root: Path
+
+    def __post_init__(self) -> None:
+        validate_library_id(self.library_id)
 
     @property
     def chunk_store(self) -> Path:
@@ -88,6 +113,42 @@ def write_once(target: Path, build: "callable[[Path], None]") -> Path:
             return target
         raise
     return target
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a zombie counts as alive)."""
+    if pid <= 0:
+        return True  # not a pid we can judge: treat as alive, never delete on a guess
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_tmp_dirs(root: Path) -> list[Path]:
+    """Delete the ``.tmp-<name>-<pid>`` folders a :func:`write_once` left under ``root``
+    when its process was killed (SIGKILL, OOM, power loss); returns what was removed.
+
+    Only folders whose owning pid is no longer alive on this machine are removed, so a
+    build in progress keeps its folder. ``root`` is one library's ``work/`` folder, which
+    only runs of that library write (and those never overlap, see docs/operations.md).
+    """
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in list(dirnames):
+            if not name.startswith(".tmp-"):
+                continue
+            dirnames.remove(name)  # never descend into a temp folder
+            pid = name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(Path(dirpath) / name, ignore_errors=True)
+                removed.append(Path(dirpath) / name)
+    return removed
 
 
 def dir_files(directory: Path) -> Iterable[Path]:

@@ -6,23 +6,92 @@ line) file below it is parsed, in sorted relative-path order. Names starting wit
 ``_`` are ignored at any depth (``_library.toml`` holds the library config); files with
 other extensions are listed in :attr:`ParseResult.skipped`.
 
+Symbolic links: a link to a file is followed only when its target is a visible (no
+``.``/``_`` part) regular file inside the library folder; a link that leads outside the
+library, to a hidden path, or nowhere is an error for the link's own path (the target is
+never named). Links to folders are never followed: one that stays inside the library is
+listed in ``skipped`` (as ``name/``), one that leads outside is an error.
+
 Bad input never aborts the library: each problem becomes a :class:`DocumentError` that
 names the file (and line), the field and the fix, and every other document still parses.
+Error messages never quote document text. They give the file, line, column, field name,
+JSON type and length; a key is quoted only when it is a well-formed name (see below), a
+``doc_id`` only when it is a plain identifier, a sensitivity only when it is a short
+word and a date only when it is made of digits and ``-``/``.``/``/``.
 
-Front matter is a first line that is exactly ``---``, then ``key: value`` lines, then a
-line that is exactly ``---``. Values are plain strings (surrounding whitespace and one
-pair of matching quotes removed); blank lines and ``#`` comment lines are allowed. Keys
-that are not metadata fields become ``extra`` fields.
+Front matter is a first line that is exactly ``---`` (one leading UTF-8 byte-order mark
+is dropped first), then ``key: value`` lines, then a line that is exactly ``---``.
+Blank lines and lines starting with ``#`` are allowed. Every other line is
+``key: value`` starting in column 1 (an indented line — YAML nesting or continuation —
+is an error). Keys are ASCII names, ``[A-Za-z_][A-Za-z0-9_.-]*`` of at most 64
+characters, or names written only in CJK scripts (``作者``; Han, kana, Hangul, digits,
+``_``) (whitespace before the ``:`` is ignored), and each appears once. Values are
+plain strings: surrounding whitespace and one pair of matching quotes are removed,
+nothing else — no YAML (``|``, ``>``, ``[...]``) and no trailing ``# comments``; those
+are part of the value. Control characters other than tab, and Unicode line or
+paragraph separators, are errors anywhere in front matter. Keys that are not metadata
+fields become ``extra`` fields. A ``.jsonl`` line is one JSON object whose values are
+all strings, with the same key rules (``text`` holds the body).
+
+Sensitivity fails closed: anything that tries to set it but is not parsed exactly is an
+error for that file, never the default.
+
+* ``sensitivity`` must be ``PUBLIC``, ``INTERNAL`` or ``RESTRICTED`` — ASCII,
+  case-insensitive, surrounding whitespace ignored. Anything else (``RESTRICTED!``,
+  ``PUBLIC # was RESTRICTED``, full-width letters, an empty value) is an error.
+* A key that is not exactly a field name but matches one after Unicode NFKC, case
+  folding, mapping look-alike letters to ASCII and dropping ``-``/``_``/``.``/spaces
+  (``Sensitivity``, ``doc-id``), a key naming a sensitivity-like notion
+  (``classification``, ``confidentiality``, ``security_level``, ``restricted``,
+  ``密级``…) or misspelling one (``sensitivty``), and two keys that match each other
+  after that normalisation are errors.
+* Line 1 that looks like a fence without being exactly ``---`` (``--- ``, ``---yaml``,
+  ``- --``, other dashes, a line of dashes only, ``+++``), such a line as the first
+  non-blank line after leading blank lines, whitespace or a second byte-order mark, and
+  a closing fence that is not exactly ``---`` are errors.
+* A document that does not set ``sensitivity`` gets the default only if nothing tries
+  to mark it. It is an error when
+
+  - a front matter line (comments included) or another metadata value mentions a
+    sensitivity notion or level: ``sensitiv…``, ``classifi…``, ``confidential``,
+    ``restrict…``, the word ``secret``, ``top secret``, ``密级``/``机密``/``绝密``/
+    ``秘密``/``保密``/``敏感`` (after NFKC, case folding, look-alike mapping, ignoring
+    ``-``, ``_``, spaces), or spells ``sensitivity`` in a key, or ``restricted`` /
+    ``confidential`` in a short value, with stray characters in between;
+  - the first non-blank line after the closing fence is another fence or a metadata
+    field's ``key:`` line (a doubled or early fence);
+  - one of the first 20 non-blank body lines (or ``text`` lines) looks like a marking:
+    it starts with a sensitivity-like key and ``:`` or ``=`` (markdown emphasis, list
+    and quote markers ignored); it contains ``<sensitivity|classification|
+    confidentiality|security level>: <PUBLIC|INTERNAL|RESTRICTED|CONFIDENTIAL|SECRET…>``
+    (spaces ignored); it has ``RESTRICTED``, ``CONFIDENTIAL``, ``TOP SECRET``,
+    ``STRICTLY CONFIDENTIAL``, ``机密``, ``绝密`` or ``秘密`` right after a ``:`` or
+    ``=``; its value after the first or last ``:``/``=`` is exactly one of those words
+    or ``SECRET``; it is a banner made of one of them (or an all-capitals line starting
+    with one); or it is ``Sensitivity RESTRICTED`` without a separator. A line holding
+    a carriage return or another line separator is read both joined and split.
+* A document that sets ``PUBLIC`` or ``INTERNAL`` must not carry a marking (the body
+  rules above, minus the "right after a ``:``" one; a metadata field's own value does
+  not count) that names ``RESTRICTED``, ``CONFIDENTIAL`` or ``SECRET`` (or
+  ``机密``/``绝密``/``秘密``): the conflict is an error. A document that sets
+  ``RESTRICTED`` is never inspected.
 
 Defaults when a field is absent or empty:
 
 * ``doc_id`` — the relative path without its extension, lowercased, with ``/`` and
-  whitespace runs replaced by ``-`` (``reports/Q1 Note.md`` → ``reports-q1-note``).
-  ``.jsonl`` lines must carry their own ``doc_id``.
+  whitespace runs replaced by ``-`` and other control or invisible formatting
+  characters dropped (``reports/Q1 Note.md`` → ``reports-q1-note``). ``.jsonl`` lines
+  must carry their own ``doc_id``.
 * ``title`` — the first markdown heading (``.md``/``.markdown``), else the file stem
   (``.txt``); the ``doc_id`` for ``.jsonl``.
 * ``source_locator`` — the source path (``notes/a.md``, or ``file.jsonl#L<line>``).
-* ``sensitivity`` — ``INTERNAL``; ``language`` — detected (``zh``/``en``).
+* ``sensitivity`` — ``INTERNAL`` (see above); ``language`` — detected (``zh``/``en``).
+
+Control and invisible formatting characters in a file name (Unicode categories Cc, Cf,
+Zl, Zp, and undecodable bytes) are percent-encoded as UTF-8 in the ``source_path``, the
+default ``source_locator``, the default title and error paths (a newline shows as
+``%0A``), so every one stays on one printable line. A ``doc_id`` or ``source_locator``
+value containing such a character is an error.
 
 The body is the text after the front matter with CRLF turned into LF and a leading UTF-8
 byte-order mark dropped; nothing else is touched. ``content_hash`` covers the body, the
@@ -37,14 +106,16 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tomllib
+import unicodedata
 from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable
 
 from ragspine_query.errors import ConfigError, DocumentError
-from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, SENSITIVITIES
+from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
 from .chunking import (
     CHUNKER_NAMES,
@@ -66,6 +137,9 @@ FRONT_MATTER_FENCE = "---"
 BINARY_SNIFF_BYTES = 8192
 #: Share of CJK ideographs among word characters from which a body is ``zh``.
 CJK_LANGUAGE_THRESHOLD = 0.3
+#: How many non-blank body lines are searched for a sensitivity marking when a document
+#: sets no ``sensitivity`` (see the module docstring).
+SENSITIVITY_SNIFF_LINES = 20
 ANALYZERS = ("auto", "spec", "english")
 _BOM = "\ufeff"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -77,6 +151,60 @@ _CJK_RANGES = (
 )
 _FIX_FRONT_MATTER = (
     "front matter is a first line '---', then one 'key: value' per line, then a line '---'"
+)
+_FIX_KEY = ("keys are ASCII names (a letter or '_', then letters, digits, '_', '.' or '-') or names written "
+            "only in CJK characters, at most 64 characters")
+_FIX_SENSITIVITY = (
+    f"use one of {', '.join(SENSITIVITIES)} (case-insensitive), or omit the key for {DEFAULT_SENSITIVITY}"
+)
+#: Key names, and the values/identifiers that are safe to quote in an error message.
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_QUOTABLE_SENSITIVITY = re.compile(r"[A-Za-z_-]{1,20}")
+_QUOTABLE_DATE = re.compile(r"[0-9./-]{1,12}")
+_QUOTABLE_DOC_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+#: Control, format (invisible), line/paragraph separator and surrogate characters.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+#: Normalised key names (see :func:`_norm_key`) that try to set a sensitivity.
+_SENSITIVITY_LIKE = frozenset(
+    {
+        "sensitivity", "sensitivitylevel", "sensitive", "datasensitivity",
+        "classification", "classificationlevel", "dataclassification", "securityclassification",
+        "confidentiality", "confidentialitylevel", "confidential",
+        "securitylevel", "restricted", "restriction", "clearance", "accesslevel",
+        "密级", "保密级别", "保密等级", "敏感级别", "敏感等级", "敏感度", "安全级别", "安全等级",
+    }
+)
+#: Names whose near misses (edit distance, see :func:`_sensitivity_like`) count too.
+_SENSITIVITY_FUZZY = (("sensitivity", 2), ("classification", 1), ("confidentiality", 1))
+#: Values and banner lines that mark a document as sensitive.
+_MARKING_WORDS = frozenset(
+    {"restricted", "confidential", "strictlyconfidential", "secret", "topsecret", "机密", "绝密", "秘密"}
+)
+_LEVEL_WORDS = _MARKING_WORDS | {"public", "internal"}
+#: A metadata line (front matter, comments included, or a JSONL value) of a document that
+#: sets no sensitivity must not contain any of these (after :func:`_norm_key`).
+_SENSITIVITY_STEMS = (
+    "sensitiv", "classifi", "confidential", "restrict", "topsecret", "密级", "机密", "绝密", "秘密", "保密", "敏感",
+)
+_EMBEDDED_MARKING = re.compile(
+    r"(?:sensitivity|classification|confidentiality|security[\s_-]*level)[\s*_\"'`]*[:=].{0,3}?"
+    r"(?:public|internal|restricted|confidential|secret|top\s*secret|strictly\s*confidential)"
+)
+_FIELD_NORMS = frozenset(name.replace("_", "") for name in METADATA_FIELDS)
+_AFTER_SEPARATOR_MARKING = re.compile(
+    r"[:=][\s*_\"'`\[(]*(?:restricted|confidential|top\s*secret|strictly\s*confidential|机密|绝密|秘密)"
+)
+_LEADING_MARKUP = "#>*_-+|`'\"[(•·0123456789.)\t "
+#: Lower-case letters from other scripts that look like ASCII ones (after NFKC + casefold).
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p",
+        "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j", "ѕ": "s", "ԁ": "d",
+        "ԛ": "q", "ԝ": "w", "ӏ": "l", "һ": "h", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i",
+        "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ı": "i",
+        "ɩ": "i", "ɡ": "g", "ʏ": "y", "ꜱ": "s", "ᴄ": "c", "ᴏ": "o", "ᴠ": "v", "ᴡ": "w", "ᴢ": "z",
+        "∶": ":", "꞉": ":", "˸": ":", "։": ":", "׃": ":", "⁚": ":", "≔": ":",
+    }
 )
 
 
@@ -270,8 +398,9 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
 
     Returns:
         Documents sorted by ``doc_id``; one error per problem found (file order); the
-        relative paths of files skipped for an unsupported extension. When two sources
-        share a ``doc_id`` the first by sorted source path wins and the others are errors.
+        relative paths of files skipped for an unsupported extension (and of folder
+        links inside the library, which are not followed). When two sources share a
+        ``doc_id`` the first by sorted source path wins and the others are errors.
 
     Raises:
         ConfigError: ``raw_dir`` is not a folder, or ``library_id`` is empty.
@@ -286,13 +415,28 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     documents: dict[str, SourceDocument] = {}
     errors: list[DocumentError] = []
     skipped: list[str] = []
-    for rel, path in _library_files(root):
-        suffix = Path(rel).suffix.lower()
-        if suffix not in SUPPORTED_SUFFIXES:
-            skipped.append(rel)
+    for entry in _library_files(root):
+        shown = printable_path(entry.rel)
+        if entry.problem:
+            errors.append(DocumentError(shown, entry.problem, field="path", hint=entry.hint))
             continue
-        parse = _parse_jsonl_file if suffix == JSONL_SUFFIX else _parse_document_file
-        for item in parse(path, rel, lib):
+        if entry.path is None:  # a folder link that stays inside the library
+            skipped.append(shown + "/")
+            continue
+        suffix = Path(entry.rel).suffix.lower()
+        if suffix not in SUPPORTED_SUFFIXES:
+            skipped.append(shown)
+            continue
+        data = _read(entry, shown)
+        if isinstance(data, DocumentError):
+            errors.append(data)
+            continue
+        if suffix == JSONL_SUFFIX:
+            items: list[SourceDocument | DocumentError] = parse_jsonl(data, entry.rel, lib)
+        else:
+            result = parse_document(data, entry.rel, lib)
+            items = [result] if isinstance(result, SourceDocument) else list(result)
+        for item in items:
             if isinstance(item, DocumentError):
                 errors.append(item)
                 continue
@@ -301,7 +445,8 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 errors.append(
                     DocumentError(
                         item.source_path,
-                        f"doc_id {item.doc_id!r} is already used by {first.source_path}; this copy is not indexed",
+                        f"{_doc_id_words(item.doc_id)} is already used by {first.source_path}; "
+                        "this copy is not indexed",
                         field="doc_id",
                         hint="give one of the two a distinct doc_id",
                     )
@@ -318,44 +463,102 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
 
 def parse_document(data: bytes, rel_path: str, library_id: str) -> SourceDocument | list[DocumentError]:
     """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX)."""
-    problem = _check_bytes(data, rel_path)
+    shown = printable_path(rel_path)
+    problem = _check_bytes(data, shown)
     if problem is not None:
         return [problem]
     text = data.decode("utf-8").removeprefix(_BOM).replace("\r\n", "\n")
     if not text.strip():
         hint = "add text or delete the file"
-        return [DocumentError(rel_path, "the file contains only whitespace", field="body", hint=hint)]
-    parsed = _split_front_matter(text, rel_path)
+        return [DocumentError(shown, "the file contains only whitespace", field="body", hint=hint)]
+    parsed = _split_front_matter(text, shown)
     if isinstance(parsed, DocumentError):
         return [parsed]
-    meta, body, body_line = parsed
+    meta, body, body_line, front_lines = parsed
     if not body.strip():
         return [
             DocumentError(
-                rel_path,
+                shown,
                 f"no text after the front matter (body starts on line {body_line})",
                 field="body",
                 hint="add the document text below the closing '---'",
             )
         ]
     suffix = Path(rel_path).suffix.lower()
-    stem = Path(rel_path).stem
     title = _first_markdown_heading(body) if suffix in MARKDOWN_SUFFIXES else ""
+    marking_lines = [
+        (f"front matter line {lineno}", line, _front_matter_kind(line)) for lineno, line in front_lines
+    ] + _first_body_lines(body, lambda n: f"line {body_line + n}")
     return _make_document(
         meta,
         body,
         library_id=library_id,
-        source_path=rel_path,
-        error_path=rel_path,
+        source_path=shown,
+        error_path=shown,
         default_doc_id=default_doc_id(rel_path),
-        default_title=title or stem,
+        default_title=title or Path(shown).stem,
+        marking_lines=marking_lines,
+        sensitivity_fix=(
+            "set it explicitly in front matter at the top of the file ('---', 'sensitivity: RESTRICTED' "
+            "or PUBLIC/INTERNAL, '---'); an explicit sensitivity turns this check off"
+        ),
     )
 
 
+def parse_jsonl(data: bytes, rel_path: str, library_id: str) -> list[SourceDocument | DocumentError]:
+    """Parse the bytes of one ``.jsonl`` file: one document (or errors) per non-blank line."""
+    shown = printable_path(rel_path)
+    if not data.strip():
+        hint = "add one JSON object per line or delete it"
+        return [DocumentError(shown, "the file is empty", field="body", hint=hint)]
+    binary = _binary_error(data, shown, "a .jsonl library file must be UTF-8 text with one JSON object per line")
+    if binary is not None:
+        return [binary]
+    out: list[SourceDocument | DocumentError] = []
+    offset = 0
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        line_offset, offset = offset, offset + len(raw) + 1
+        if not raw.strip():
+            continue
+        result = _parse_jsonl_line(raw, shown, lineno, line_offset, library_id)
+        if isinstance(result, SourceDocument):
+            out.append(result)
+        else:
+            out.extend(result)
+    return out
+
+
 def default_doc_id(rel_path: str) -> str:
-    """``reports/Q1 Note.md`` → ``reports-q1-note`` (path without suffix, lowercased)."""
+    """``reports/Q1 Note.md`` → ``reports-q1-note`` (path without suffix, lowercased).
+
+    ``/`` and whitespace runs become ``-``; other control or invisible formatting
+    characters are dropped.
+    """
     without_suffix = rel_path[: -len(Path(rel_path).suffix)] if Path(rel_path).suffix else rel_path
-    return re.sub(r"[\s/]+", "-", without_suffix.lower()).strip("-")
+    dashed = re.sub(r"[\s/]+", "-", without_suffix.lower())
+    return "".join(ch for ch in dashed if not _unprintable(ch)).strip("-")
+
+
+def printable_path(rel_path: str) -> str:
+    """``rel_path`` with control and invisible formatting characters percent-encoded.
+
+    Each such character (Unicode category Cc, Cf, Zl, Zp, or an undecodable byte kept as
+    a surrogate) becomes its UTF-8 bytes as ``%XX`` — ``"a\nb.md"`` → ``"a%0Ab.md"`` —
+    so the path always prints on one line. Other characters are kept as they are.
+    """
+    if not any(_unprintable(ch) for ch in rel_path):
+        return rel_path
+    out = []
+    for ch in rel_path:
+        if not _unprintable(ch):
+            out.append(ch)
+            continue
+        try:
+            encoded = ch.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            encoded = ch.encode("utf-8", "surrogatepass")
+        out.append("".join(f"%{byte:02X}" for byte in encoded))
+    return "".join(out)
 
 
 def detect_language(text: str) -> str:
@@ -384,29 +587,115 @@ def content_hash(body: str, metadata: dict[str, str], extra: tuple[tuple[str, st
 # --------------------------------------------------------------------------- files
 
 
+_LINK_LEAVES = (
+    "is a symbolic link to a location outside the library; symlinks that leave the library are not followed"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One walked path: a file to read (``path``), a folder link (no ``path``) or a ``problem``."""
+
+    rel: str
+    path: Path | None = None
+    #: ``(st_dev, st_ino)`` seen by the walk; the opened file must be the same one.
+    identity: tuple[int, int] | None = None
+    problem: str = ""
+    hint: str = ""
+
+
 def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _library_files(root: Path) -> list[tuple[str, Path]]:
-    """``(relative POSIX path, path)`` of every non-hidden regular file, sorted by path."""
-    found: list[tuple[str, Path]] = []
+def _library_files(root: Path) -> list[_Entry]:
+    """Every non-hidden regular file and symbolic link under ``root``, sorted by path.
+
+    Folder links are never descended into; file links are followed only to a visible
+    regular file inside the library (see the module docstring).
+    """
+    real_root = Path(os.path.realpath(root))
+    found: list[_Entry] = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
-        for name in filenames:
-            path = Path(dirpath) / name
-            if _hidden(name) or not path.is_file():
+        here = Path(dirpath)
+        descend = []
+        for name in sorted(dirnames):
+            if _hidden(name):
                 continue
-            found.append((path.relative_to(root).as_posix(), path))
-    return sorted(found, key=lambda item: item[0])
+            path = here / name
+            if not path.is_symlink():
+                descend.append(name)
+                continue
+            rel = path.relative_to(root).as_posix()
+            if _inside(Path(os.path.realpath(path)), real_root) is None:
+                found.append(_Entry(rel, problem=_LINK_LEAVES, hint="copy the folder into the library instead"))
+            else:
+                found.append(_Entry(rel))
+        dirnames[:] = descend
+        for name in filenames:
+            if _hidden(name):
+                continue
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found.append(_link_entry(path, rel, real_root))
+                continue
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue  # vanished during the walk
+            if stat.S_ISREG(info.st_mode):
+                found.append(_Entry(rel, path, (info.st_dev, info.st_ino)))
+    return sorted(found, key=lambda entry: entry.rel)
 
 
-def _read(path: Path, rel: str) -> bytes | DocumentError:
+def _inside(target: Path, real_root: Path) -> Path | None:
+    """``target`` relative to ``real_root``, or ``None`` when it is not below it."""
     try:
-        return path.read_bytes()
+        return target.relative_to(real_root)
+    except ValueError:
+        return None
+
+
+def _link_entry(path: Path, rel: str, real_root: Path) -> _Entry:
+    target = Path(os.path.realpath(path))
+    inside = _inside(target, real_root)
+    if inside is None:
+        return _Entry(rel, problem=_LINK_LEAVES, hint="copy the file into the library instead")
+    if any(_hidden(part) for part in inside.parts):
+        problem = "is a symbolic link to a hidden ('.' or '_') path inside the library; such links are not followed"
+        return _Entry(rel, problem=problem, hint="link to a visible file, or copy the file here")
+    try:
+        info = os.stat(target)
+    except OSError:
+        return _Entry(rel, problem="is a symbolic link whose target does not exist", hint="fix or delete the link")
+    if not stat.S_ISREG(info.st_mode):
+        return _Entry(rel, problem="is a symbolic link to something that is not a regular file", hint="delete the link")
+    return _Entry(rel, target, (info.st_dev, info.st_ino))
+
+
+def _read(entry: _Entry, shown: str) -> bytes | DocumentError:
+    """The bytes of ``entry``, opened without following a link and checked to be the
+    regular file the walk saw (a path swapped for a link meanwhile is refused)."""
+    assert entry.path is not None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(entry.path, flags)
     except OSError as exc:
-        problem = f"cannot be read ({exc.strerror or exc})"
-        return DocumentError(rel, problem, field="content", hint="check the file's permissions")
+        problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
+        return DocumentError(shown, problem, field="content", hint="check the file's permissions")
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or (
+            entry.identity is not None and (info.st_dev, info.st_ino) != entry.identity
+        ):
+            problem = "changed while the library was being read (it is no longer the same regular file)"
+            return DocumentError(shown, problem, field="content", hint="run the build again")
+        try:
+            return handle.read()
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
+            return DocumentError(shown, problem, field="content", hint="check the file")
 
 
 def _binary_error(data: bytes, rel: str, hint: str) -> DocumentError | None:
@@ -429,47 +718,28 @@ def _check_bytes(data: bytes, rel: str) -> DocumentError | None:
     except UnicodeDecodeError as exc:
         return DocumentError(
             rel,
-            f"is not valid UTF-8: byte {data[exc.start:exc.start + 1]!r} at byte offset {exc.start} ({exc.reason})",
+            f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
             field="encoding",
             hint="re-save the file as UTF-8",
         )
     return None
 
 
-def _parse_document_file(path: Path, rel: str, library_id: str) -> Iterator[SourceDocument | DocumentError]:
-    data = _read(path, rel)
-    if isinstance(data, DocumentError):
-        yield data
-        return
-    result = parse_document(data, rel, library_id)
-    if isinstance(result, SourceDocument):
-        yield result
-    else:
-        yield from result
+# --------------------------------------------------------------------------- jsonl
 
 
-def _parse_jsonl_file(path: Path, rel: str, library_id: str) -> Iterator[SourceDocument | DocumentError]:
-    data = _read(path, rel)
-    if isinstance(data, DocumentError):
-        yield data
-        return
-    if not data.strip():
-        yield DocumentError(rel, "the file is empty", field="body", hint="add one JSON object per line or delete it")
-        return
-    binary = _binary_error(data, rel, "a .jsonl library file must be UTF-8 text with one JSON object per line")
-    if binary is not None:
-        yield binary
-        return
-    offset = 0
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        line_offset, offset = offset, offset + len(raw) + 1
-        if not raw.strip():
-            continue
-        result = _parse_jsonl_line(raw, rel, lineno, line_offset, library_id)
-        if isinstance(result, SourceDocument):
-            yield result
-        else:
-            yield from result
+class _JsonObject(list):
+    """A JSON object as its ``(key, value)`` pairs, in order, duplicates kept."""
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, _JsonObject):
+        return "object"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {list: "array", str: "string", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _parse_jsonl_line(
@@ -480,48 +750,82 @@ def _parse_jsonl_line(
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         problem = (
-            f"line {lineno} is not valid UTF-8: byte {raw[exc.start:exc.start + 1]!r} at byte offset "
-            f"{line_offset + exc.start} of the file ({exc.reason})"
+            f"line {lineno} is not valid UTF-8 at byte offset {line_offset + exc.start} of the file ({exc.reason})"
         )
         return [DocumentError(where, problem, field="encoding", hint="re-save the file as UTF-8")]
     if lineno == 1:
         line = line.removeprefix(_BOM)
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, object_pairs_hook=_JsonObject)
     except json.JSONDecodeError as exc:
         problem = f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}"
         return [DocumentError(where, problem, field="json", hint="write one complete JSON object per line")]
-    if not isinstance(obj, dict):
-        problem = f"line {lineno} is a JSON {type(obj).__name__}, not an object"
+    except RecursionError:
+        problem = f"line {lineno} is nested too deeply to parse"
+        return [DocumentError(where, problem, field="json", hint="write one flat JSON object per line")]
+    if not isinstance(obj, _JsonObject):
+        problem = f"line {lineno} is a JSON {_json_type(obj)}, not an object"
         hint = 'write one {"doc_id": ..., "text": ...} object per line'
         return [DocumentError(where, problem, field="json", hint=hint)]
     problems: list[DocumentError] = []
-    for key in ("doc_id", "text"):
-        if key not in obj:
-            hint = f"add a string {key!r} to the object"
-            problems.append(DocumentError(where, f"line {lineno} has no {key!r}", field=key, hint=hint))
-    meta: dict[str, str] = {}
-    for key, value in obj.items():
+    known = (*METADATA_FIELDS, "text")
+    seen: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for key, value in obj:
+        key_problem = _check_key(key, known)
+        if key_problem is not None:
+            field, problem, hint = key_problem
+            problems.append(DocumentError(where, f"line {lineno}: {problem}", field=field or "json", hint=hint))
+            continue
+        norm = _norm_key(key)
+        if norm in seen:
+            first = seen[norm]
+            what = f"key {key!r} appears twice" if first == key else f"keys {first!r} and {key!r} name the same field"
+            field = "sensitivity" if _sensitivity_like(norm) else key
+            problems.append(
+                DocumentError(where, f"line {lineno}: {what}", field=field, hint="keep exactly one of them")
+            )
+            continue
+        seen[norm] = key
         if not isinstance(value, str):
             problems.append(
                 DocumentError(
                     where,
-                    f"line {lineno}: {key!r} is a JSON {type(value).__name__} ({_preview(value)}), not a string",
+                    f"line {lineno}: {key!r} is a JSON {_json_type(value)}, not a string",
                     field=key,
                     hint="metadata values must be strings; quote the value or drop the key",
                 )
             )
-        elif key != "text":
-            meta[key] = value.strip()
+            continue
+        if _has_surrogate(value):
+            problems.append(
+                DocumentError(
+                    where,
+                    f"line {lineno}: {key!r} contains an unpaired surrogate escape (\\uD800-\\uDFFF)",
+                    field=key,
+                    hint="escape characters outside the BMP as a surrogate pair, or write them as UTF-8",
+                )
+            )
+            continue
+        values[key] = value
+    for key in ("doc_id", "text"):
+        if _norm_key(key) not in seen:
+            hint = f"add a string {key!r} to the object"
+            problems.append(DocumentError(where, f"line {lineno} has no {key!r}", field=key, hint=hint))
     if problems:
         return problems
-    body = obj["text"].replace("\r\n", "\n")
+    body = values.pop("text").replace("\r\n", "\n")
+    meta = {key: value.strip() for key, value in values.items()}
     if not body.strip():
         problem = f"line {lineno} has an empty 'text'"
         return [DocumentError(where, problem, field="text", hint="add the document text")]
     if not meta.get("doc_id"):
         problem = f"line {lineno} has an empty 'doc_id'"
         return [DocumentError(where, problem, field="doc_id", hint="give it a unique doc_id")]
+    marking_lines = [
+        (f"line {lineno}: the {key!r} value", f"{key}: {value}", "field" if key in METADATA_FIELDS else "meta")
+        for key, value in meta.items()
+    ] + _first_body_lines(body, lambda n: f"line {lineno}: line {n + 1} of 'text'")
     return _make_document(
         meta,
         body,
@@ -530,64 +834,174 @@ def _parse_jsonl_line(
         error_path=where,
         default_doc_id="",
         default_title=meta["doc_id"],
+        marking_lines=marking_lines,
+        sensitivity_fix=(
+            'add "sensitivity": "RESTRICTED" (or PUBLIC/INTERNAL) to the object; '
+            "an explicit sensitivity turns this check off"
+        ),
     )
 
 
-def _preview(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:37] + "..."
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 # --------------------------------------------------------------------------- front matter
 
 
-def _split_front_matter(text: str, rel: str) -> tuple[dict[str, str], str, int] | DocumentError:
-    """``(metadata, body, line number where the body starts)`` or the first structural error."""
+def _split_front_matter(
+    text: str, rel: str
+) -> tuple[dict[str, str], str, int, list[tuple[int, str]]] | DocumentError:
+    """``(metadata, body, body's first line number, front matter lines)`` or the first error."""
     lines = text.split("\n")
     if lines[0] != FRONT_MATTER_FENCE:
-        return {}, text, 1
-    try:
-        close = lines.index(FRONT_MATTER_FENCE, 1)
-    except ValueError:
+        misplaced = _misplaced_fence(lines)
+        if misplaced is not None:
+            return DocumentError(rel, misplaced, field="front_matter", hint=_FIX_FRONT_MATTER_START)
+        return {}, text, 1, []
+    close = next(
+        (i for i in range(1, len(lines)) if lines[i] == FRONT_MATTER_FENCE or _fence_like(lines[i])), None
+    )
+    if close is None:
         return DocumentError(
             rel,
             "front matter opened on line 1 is never closed",
             field="front_matter",
             hint=f"add a line containing only '---' after the last 'key: value' line ({_FIX_FRONT_MATTER})",
         )
+    if lines[close] != FRONT_MATTER_FENCE:
+        return DocumentError(
+            rel,
+            f"front matter line {close + 1} looks like the closing fence but is not exactly '---' "
+            f"({_extra_chars(lines[close])})",
+            field="front_matter",
+            hint="write the closing fence as three hyphens alone on the line, with no spaces",
+        )
     meta: dict[str, str] = {}
-    seen_on: dict[str, int] = {}
+    seen_on: dict[str, tuple[str, int]] = {}
     for index in range(1, close):
         lineno = index + 1
         line = lines[index]
+        control = next(((col, ch) for col, ch in enumerate(line, 1) if _breaks_lines(ch)), None)
+        if control is not None:
+            col, ch = control
+            return DocumentError(
+                rel,
+                f"front matter line {lineno} contains a control character (U+{ord(ch):04X}) at column {col}",
+                field="front_matter",
+                hint="front matter values are single-line text; remove the character",
+            )
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
+        if line[0].isspace():
+            return DocumentError(
+                rel,
+                f"front matter line {lineno} is indented",
+                field="front_matter",
+                hint="nested or continued (YAML) values are not supported: write each 'key: value' on one line, "
+                "starting in column 1",
+            )
         key, colon, value = line.partition(":")
-        key = key.strip()
+        key = key.rstrip()
         if not colon:
             return DocumentError(
-                rel, f"front matter line {lineno} has no ':' ({_preview(stripped)})", field="front_matter",
+                rel, f"front matter line {lineno} has no ':'", field="front_matter",
                 hint=f"write it as 'key: value'; {_FIX_FRONT_MATTER}",
             )
         if not key:
             return DocumentError(
-                rel, f"front matter line {lineno} has an empty key ({_preview(stripped)})", field="front_matter",
+                rel, f"front matter line {lineno} has an empty key", field="front_matter",
                 hint="put the field name before the ':'",
             )
-        if any(ch.isspace() for ch in key):
-            return DocumentError(
-                rel, f"front matter line {lineno}: key {key!r} contains whitespace", field="front_matter",
-                hint="keys are single words such as valid_as_of; is the closing '---' missing?",
-            )
-        if key in seen_on:
-            return DocumentError(
-                rel, f"front matter key {key!r} appears on line {seen_on[key]} and again on line {lineno}",
-                field=key, hint="keep one of the two lines",
-            )
-        seen_on[key] = lineno
+        key_problem = _check_key(key, METADATA_FIELDS)
+        if key_problem is not None:
+            field, problem, hint = key_problem
+            if field is None and any(ch.isspace() for ch in key):
+                hint = "keys are single words such as valid_as_of; is the closing '---' missing?"
+            problem = f"front matter line {lineno}: {problem}"
+            return DocumentError(rel, problem, field=field or "front_matter", hint=hint)
+        norm = _norm_key(key)
+        if norm in seen_on:
+            first, first_line = seen_on[norm]
+            if first == key:
+                problem = f"front matter key {key!r} appears on line {first_line} and again on line {lineno}"
+            else:
+                problem = (
+                    f"front matter keys {first!r} (line {first_line}) and {key!r} (line {lineno}) name the same field"
+                )
+            return DocumentError(rel, problem, field=key, hint="keep one of the two lines")
+        seen_on[norm] = (key, lineno)
         meta[key] = _unquote(value.strip())
-    return meta, "\n".join(lines[close + 1 :]), close + 2
+    after = _front_matter_again(lines, close + 1) if "sensitivity" not in meta else None
+    if after is not None:
+        return DocumentError(
+            rel,
+            f"line {after} right after the front matter looks like front matter again (a fence or a "
+            "metadata 'key: value' line), and no sensitivity is set",
+            field="front_matter",
+            hint="put every 'key: value' line between the two '---' lines and start the body with text, "
+            "or set 'sensitivity' in the front matter",
+        )
+    front_lines = [(index + 1, lines[index]) for index in range(1, close)]
+    return meta, "\n".join(lines[close + 1 :]), close + 2, front_lines
+
+
+_FIX_FRONT_MATTER_START = (
+    "front matter starts with a first line that is exactly '---' (no spaces, nothing before it); "
+    "if this line is meant as text, put a line of text before it"
+)
+
+
+def _visible(line: str) -> str:
+    """``line`` after NFKC without invisible formatting characters, stripped."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", line) if not _unprintable(ch) or ch.isspace()).strip()
+
+
+def _fence_like(line: str) -> bool:
+    """``---`` with stray characters (``--- ``, ``---yaml``, ``- --``, full-width ``－－－``, other
+    dashes), a line of dashes only, or ``+++``."""
+    visible = _visible(line)
+    squeezed = "".join(visible.split())
+    dashes_only = len(squeezed) >= 2 and all(unicodedata.category(ch) == "Pd" for ch in squeezed)
+    return visible == "+++" or visible.startswith("---") or dashes_only
+
+
+def _extra_chars(line: str) -> str:
+    extra = len(line) - len(FRONT_MATTER_FENCE) if line.strip() == FRONT_MATTER_FENCE else None
+    if extra is not None:
+        return f"it has {extra} extra whitespace character(s)"
+    return f"it is {len(line)} characters long"
+
+
+def _front_matter_again(lines: list[str], start: int) -> int | None:
+    """The line number of the first non-blank body line when it is a fence or a metadata
+    field's ``key:`` line (a doubled or misplaced fence), else ``None``."""
+    for index in range(start, len(lines)):
+        line = lines[index]
+        if not _visible(line):
+            continue
+        key, colon, _ = _fold(line).partition(":")
+        if _fence_like(line) or (colon and _norm_key(key) in _FIELD_NORMS):
+            return index + 1
+        return None
+    return None
+
+
+def _misplaced_fence(lines: list[str]) -> str | None:
+    """Why the first non-blank line looks like a fence that does not open front matter."""
+    for lineno, line in enumerate(lines, start=1):
+        if not _visible(line):
+            continue
+        if not _fence_like(line):
+            return None
+        if lineno == 1:
+            return f"line 1 looks like a front-matter fence but is not exactly '---' ({_extra_chars(line)})"
+        return (
+            f"line {lineno} looks like a front-matter fence, but front matter must start on line 1 "
+            "(the lines before it are blank or invisible)"
+        )
+    return None
 
 
 def _unquote(value: str) -> str:
@@ -599,6 +1013,202 @@ def _unquote(value: str) -> str:
 def _first_markdown_heading(body: str) -> str:
     """The first markdown heading outside code fences (the same rule the layout chunker uses)."""
     return next((section.heading for section in find_sections(body, markdown_heading) if section.heading), "")
+
+
+# --------------------------------------------------------------------------- keys and markings
+
+
+def _unprintable(ch: str) -> bool:
+    return unicodedata.category(ch) in _UNPRINTABLE
+
+
+def _breaks_lines(ch: str) -> bool:
+    """A control character other than tab, a line/paragraph separator or a surrogate."""
+    return ch != "\t" and unicodedata.category(ch) in {"Cc", "Zl", "Zp", "Cs"}
+
+
+def _fold(text: str) -> str:
+    """NFKC, case folding, look-alike letters mapped to ASCII, invisible characters dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_CONFUSABLES)
+    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+
+
+def _norm_key(key: str) -> str:
+    """``Sensitivity``/``SENSITIVITY``/``sensi-tivity``/``ｓｅｎｓｉｔｉｖｉｔｙ`` → ``sensitivity``."""
+    return "".join(ch for ch in _fold(key) if ch.isalnum())
+
+
+def _osa_distance(a: str, b: str) -> int:
+    """Edit distance with adjacent transpositions (optimal string alignment)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, start=1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def _sensitivity_like(norm: str) -> bool:
+    """Whether a normalised name tries to name a sensitivity, misspells one, or hides
+    ``sensitivity`` among stray letters (``sPUBLICensitivity``)."""
+    if norm in _SENSITIVITY_LIKE:
+        return True
+    if len(norm) <= 2 * len("sensitivity") and _is_subsequence("sensitivity", norm):
+        return True
+    return any(
+        abs(len(norm) - len(name)) <= limit and _osa_distance(norm, name) <= limit for name, limit in _SENSITIVITY_FUZZY
+    )
+
+
+def _is_subsequence(needle: str, haystack: str) -> bool:
+    letters = iter(haystack)
+    return all(ch in letters for ch in needle)
+
+
+def _describe_key(key: str) -> str:
+    """A key that is not a well-formed name, described without quoting it."""
+    traits = []
+    if any(ch.isspace() for ch in key):
+        traits.append("containing whitespace")
+    if not key.isascii():
+        traits.append("with non-ASCII characters")
+    if any(_unprintable(ch) for ch in key):
+        traits.append("with control or invisible characters")
+    if not traits:
+        traits.append("that is not a plain name")
+    return f"a key of {len(key)} character{'s' if len(key) != 1 else ''} " + " and ".join(traits)
+
+
+def _check_key(key: str, known: tuple[str, ...]) -> tuple[str | None, str, str] | None:
+    """``(field, problem, hint)`` for a key that is malformed or only almost a known field."""
+    if key in known:
+        return None
+    norm = _norm_key(key)
+    subject = f"key {key!r}" if _KEY.fullmatch(key) else _describe_key(key)
+    for name in known:
+        if norm == _norm_key(name):
+            return name, f"{subject} is not written exactly as the field {name!r}", f"write the key exactly as '{name}'"
+    if _sensitivity_like(norm):
+        return (
+            "sensitivity",
+            f"{subject} looks like a sensitivity setting, but only a key written exactly 'sensitivity' is read",
+            f"write it as 'sensitivity' with one of {', '.join(SENSITIVITIES)}; "
+            "no default is assumed while it is there",
+        )
+    if not (_KEY.fullmatch(key) or _cjk_key(key)):
+        return None, _describe_key(key), _FIX_KEY
+    return None
+
+
+def _cjk_key(key: str) -> bool:
+    """A key written only in CJK scripts (Han, kana, Hangul; digits and ``_`` allowed),
+    such as ``作者``: those scripts have no look-alikes of ASCII letters, so such a key can
+    never pose as a field name. Sensitivity-like ones (``密级``…) were refused before."""
+    if not 0 < len(key) <= 64 or not unicodedata.is_normalized("NFKC", key):
+        return False
+    return all(ch.isdigit() and ch.isascii() or ch == "_" or _CJK_KEY_SCRIPT.match(unicodedata.name(ch, "")) for ch in key) \
+        and not key[0].isdigit()
+
+
+_CJK_KEY_SCRIPT = re.compile(r"CJK UNIFIED IDEOGRAPH|HIRAGANA LETTER|KATAKANA LETTER|HANGUL SYLLABLE")
+
+
+def _front_matter_kind(line: str) -> str:
+    """``field`` for a metadata field's line, else ``meta`` (extra fields and comments)."""
+    key = line.partition(":")[0].strip()
+    return "field" if key in METADATA_FIELDS and not line.lstrip().startswith("#") else "meta"
+
+
+def _first_body_lines(body: str, where: Any) -> list[tuple[str, str, str]]:
+    """The first ``SENSITIVITY_SNIFF_LINES`` non-blank lines as ``(where(n), line, "body")``."""
+    out: list[tuple[str, str, str]] = []
+    for n, line in enumerate(body.split("\n")):
+        pieces = line.splitlines()
+        if len(pieces) > 1:  # a CR or other line separator inside: read it both ways
+            out.append((where(n), "".join(pieces), "body"))
+        for piece in pieces:
+            if not _visible(piece):
+                continue
+            out.append((where(n), piece, "body"))
+            if len(out) >= SENSITIVITY_SNIFF_LINES:
+                return out
+    return out
+
+
+def _looks_like_marking(line: str, *, value_rule: bool = True, strict: bool = False) -> bool:
+    """Whether one line looks like it marks a sensitivity (see the module docstring).
+
+    ``strict`` (no sensitivity is set) also counts a restricted-type word right after
+    any ``:`` or ``=`` (``Access: restricted to staff``).
+    """
+    folded = _fold(line)
+    if _EMBEDDED_MARKING.search(folded) or _EMBEDDED_MARKING.search("".join(folded.split())):
+        return True
+    if strict and _AFTER_SEPARATOR_MARKING.search(folded):
+        return True
+    text = folded.strip().lstrip(_LEADING_MARKUP)
+    separator = re.search(r"[:=]", text)
+    if separator is not None and separator.start() <= 40:
+        if _sensitivity_like(_norm_key(text[: separator.start()])):
+            return True
+        if value_rule and _norm_key(text[separator.end() :]) in _MARKING_WORDS:
+            return True
+    last = max(text.rfind(":"), text.rfind("="))
+    if value_rule and last >= 0 and _norm_key(text[last + 1 :]) in _MARKING_WORDS:
+        return True
+    words = re.findall(r"[^\W_]+", text)
+    if not words:
+        return False
+    if "".join(words) in _MARKING_WORDS:
+        return True
+    if _sensitivity_like(words[0]) and "".join(words[1:]) in _LEVEL_WORDS:
+        return True
+    shown = unicodedata.normalize("NFKC", line)
+    banner = shown == shown.upper() and any(ch.isalpha() for ch in shown)
+    return banner and (words[0] in _MARKING_WORDS or "".join(words[:2]) in _MARKING_WORDS)
+
+
+def _mentions_sensitivity(line: str) -> bool:
+    """Whether a metadata line mentions a sensitivity notion or level at all — also with
+    stray characters mixed in: a key spelling ``sensitivity`` among other letters, or a
+    short value spelling ``restricted``/``confidential`` among other letters."""
+    letters = _norm_key(line)
+    if any(stem in letters for stem in _SENSITIVITY_STEMS) or re.search(r"\bsecret\b", _fold(line)):
+        return True
+    key, colon, value = _fold(line).partition(":")
+    if not colon:
+        return False
+    key_letters, value_letters = _norm_key(key), _norm_key(value)
+    if len(key_letters) <= 64 and _is_subsequence("sensitivity", key_letters):
+        return True
+    return any(
+        len(value_letters) <= 3 * len(word) and _is_subsequence(word, value_letters)
+        for word in ("restricted", "confidential")
+    )
+
+
+def _first_marking(lines: Iterable[tuple[str, str, str]], *, restricted_only: bool = False) -> str | None:
+    """Where the first marking is among ``(where, line, kind)``.
+
+    Without ``restricted_only`` (no sensitivity is set): a metadata line (``meta`` or
+    ``field``) that mentions a sensitivity notion at all, or a body line that looks like a
+    marking. With it (``PUBLIC``/``INTERNAL`` is set): a line that looks like a marking and
+    names a restricted-type word (``RESTRICTED``, ``CONFIDENTIAL``, ``SECRET``…); the value
+    of a metadata field's own line does not count as a marking then.
+    """
+    for where, line, kind in lines:
+        if restricted_only:
+            if _looks_like_marking(line, value_rule=kind != "field") and any(
+                word in _norm_key(line) for word in _MARKING_WORDS
+            ):
+                return where
+        elif (kind != "body" and _mentions_sensitivity(line)) or _looks_like_marking(line, strict=True):
+            return where
+    return None
 
 
 # --------------------------------------------------------------------------- metadata
@@ -613,6 +1223,8 @@ def _make_document(
     error_path: str,
     default_doc_id: str,
     default_title: str,
+    marking_lines: list[tuple[str, str, str]],
+    sensitivity_fix: str,
 ) -> SourceDocument | list[DocumentError]:
     """Validate metadata strings, apply defaults, build the document (or list every problem)."""
     problems: list[DocumentError] = []
@@ -623,24 +1235,71 @@ def _make_document(
     if not doc_id:
         problem = "no doc_id and none can be derived from the path"
         problems.append(DocumentError(error_path, problem, field="doc_id", hint="add 'doc_id: <id>'"))
-
-    sensitivity = fields_["sensitivity"].upper() or DEFAULT_SENSITIVITY
-    if sensitivity not in SENSITIVITIES:
-        problems.append(
-            DocumentError(
-                error_path,
-                f"unknown sensitivity {fields_['sensitivity']!r}",
-                field="sensitivity",
-                hint=f"use one of {', '.join(SENSITIVITIES)} (case-insensitive), or omit it for {DEFAULT_SENSITIVITY}",
+    for name in ("doc_id", "source_locator"):
+        bad = next(((pos, ch) for pos, ch in enumerate(fields_[name], 1) if _unprintable(ch)), None)
+        if bad is not None:
+            pos, ch = bad
+            problems.append(
+                DocumentError(
+                    error_path,
+                    f"{name} contains a control or invisible character (U+{ord(ch):04X}) at position {pos}",
+                    field=name,
+                    hint="remove it; identifiers and locators must be printable on one line",
+                )
             )
-        )
+
+    if "sensitivity" in meta:
+        raw = fields_["sensitivity"]
+        sensitivity = raw.upper() if raw.isascii() else ""
+        if not raw:
+            problems.append(
+                DocumentError(
+                    error_path, "sensitivity is set but empty", field="sensitivity",
+                    hint=f"{_FIX_SENSITIVITY}; an empty value is never read as the default",
+                )
+            )
+        elif sensitivity not in SENSITIVITIES:
+            shown = repr(raw) if _QUOTABLE_SENSITIVITY.fullmatch(raw) else f"of {len(raw)} characters"
+            problems.append(
+                DocumentError(
+                    error_path, f"unknown sensitivity {shown}", field="sensitivity",
+                    hint=f"{_FIX_SENSITIVITY}; nothing else (quotes aside) may follow the value",
+                )
+            )
+        elif sensitivity != RESTRICTED_SENSITIVITY:
+            where = _first_marking(marking_lines, restricted_only=True)
+            if where is not None:
+                problems.append(
+                    DocumentError(
+                        error_path,
+                        f"{where} looks like a restricted/confidential marking, but the document's "
+                        f"sensitivity is {sensitivity}",
+                        field="sensitivity",
+                        hint=f"set the sensitivity to {RESTRICTED_SENSITIVITY} if that is what the marking means, "
+                        "or reword the line",
+                    )
+                )
+    else:
+        sensitivity = DEFAULT_SENSITIVITY
+        where = _first_marking(marking_lines)
+        if where is not None:
+            problems.append(
+                DocumentError(
+                    error_path,
+                    f"{where} looks like a sensitivity marking, but the document sets no 'sensitivity', "
+                    f"so it would be indexed as {DEFAULT_SENSITIVITY}",
+                    field="sensitivity",
+                    hint=sensitivity_fix,
+                )
+            )
 
     valid_as_of = fields_["valid_as_of"]
     if valid_as_of and not _is_iso_date(valid_as_of):
+        shown = repr(valid_as_of) if _QUOTABLE_DATE.fullmatch(valid_as_of) else f"of {len(valid_as_of)} characters"
         problems.append(
             DocumentError(
                 error_path,
-                f"valid_as_of {valid_as_of!r} is not a calendar date in YYYY-MM-DD form",
+                f"valid_as_of {shown} is not a calendar date in YYYY-MM-DD form",
                 field="valid_as_of",
                 hint="write it like 2024-03-31, or leave it empty",
             )
@@ -665,6 +1324,11 @@ def _make_document(
     )
 
 
+def _doc_id_words(doc_id: str) -> str:
+    """``doc_id 'x'`` for a plain identifier, else ``this doc_id`` (never quote other text)."""
+    return f"doc_id {doc_id!r}" if _QUOTABLE_DOC_ID.fullmatch(doc_id) else "this doc_id"
+
+
 def _is_iso_date(value: str) -> bool:
     if not _DATE.match(value):
         return False
@@ -682,6 +1346,7 @@ __all__ = [
     "DOCUMENT_SUFFIXES",
     "LIBRARY_CONFIG_FILE",
     "LIBRARY_CONFIG_KEYS",
+    "SENSITIVITY_SNIFF_LINES",
     "SUPPORTED_SUFFIXES",
     "LibraryConfig",
     "ParseResult",
@@ -691,5 +1356,7 @@ __all__ = [
     "detect_language",
     "load_library_config",
     "parse_document",
+    "parse_jsonl",
     "parse_library",
+    "printable_path",
 ]

@@ -4,14 +4,22 @@ Readers resolve ``<library>/current`` once when they open; every file of a snaps
 written and fsynced in a hidden staging directory, the directory is renamed into
 ``snapshots/<id>``, and only then is ``current`` replaced (``rename(2)`` of a symlink),
 so a reader sees either the old complete snapshot or the new complete one.
+
+Publishers of one library take an exclusive lock (``<library>/.publish.lock``, ``flock``)
+for the whole publication or rollback. With the lock held no other publisher of that
+library is mid-way, so every ``snapshots/.staging-*`` folder and ``.current-*`` /
+``.PINNED-*`` temp file found then was left by a crashed process and is removed first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,12 +27,19 @@ from typing import Any, Sequence
 from ragspine_query import schema
 from ragspine_query.errors import IndexNotFoundError, RagspineError
 
-from .artifacts import LibraryPaths, dir_files, fsync_dir, sha256_file, sha256_json
+from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
 from .chunk_store import init_schema
+from .reclassification import reclassified_documents
 
 HISTORY_FILE = "history.jsonl"
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
 DEFAULT_KEEP_SNAPSHOTS = 5
+LOCK_FILE = ".publish.lock"
+STAGING_PREFIX = ".staging-"
+CURRENT_TMP_PREFIX = ".current-"
+#: How long a publisher waits for another publisher of the same library (a publication
+#: itself takes seconds: links, one SQLite copy, fsyncs).
+LOCK_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +71,58 @@ def write_snapshot_chunks(db_path: Path, rows: Sequence[sqlite3.Row]) -> None:
         conn.close()
 
 
+@contextlib.contextmanager
+def publication_lock(paths: LibraryPaths, *, timeout: float = LOCK_TIMEOUT_S):
+    """Hold the library's publication lock (exclusive ``flock``; released if the process dies).
+
+    Raises:
+        RagspineError: another publisher of this library held it for ``timeout`` seconds.
+    """
+    paths.root.mkdir(parents=True, exist_ok=True)
+    lock_path = paths.root / LOCK_FILE
+    with open(lock_path, "a+b") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RagspineError(
+                        f"another process has been publishing library {paths.library_id!r} for over {timeout:.0f} s "
+                        f"(it holds {lock_path}); wait for it to finish, or stop it, then run again") from None
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def remove_stale_publication_files(paths: LibraryPaths) -> list[Path]:
+    """Remove what a killed publisher left behind; call with :func:`publication_lock` held.
+
+    * ``snapshots/.staging-*`` and the ``.current-*`` / ``.PINNED-*`` temp files: all of
+      them (the lock guarantees that no other publisher of this library is running);
+    * ``work/**/.tmp-*`` folders of :func:`~.artifacts.write_once`: those whose owning
+      process is dead (steps write them outside the publication lock).
+    """
+    removed: list[Path] = []
+    if paths.snapshots.is_dir():
+        for d in paths.snapshots.glob(STAGING_PREFIX + "*"):
+            if d.is_dir() and not d.is_symlink():
+                shutil.rmtree(d, ignore_errors=True)
+            else:
+                d.unlink(missing_ok=True)
+            removed.append(d)
+    if paths.root.is_dir():
+        for f in [*paths.root.glob(CURRENT_TMP_PREFIX + "*"), *paths.root.glob(f".{PIN_FILE}-*")]:
+            if f.is_symlink() or f.is_file():
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    removed += remove_stale_tmp_dirs(paths.work)
+    return removed
+
+
 def current_snapshot_id(paths: LibraryPaths) -> str | None:
     if not paths.current.exists():
         return None
@@ -75,7 +142,7 @@ def swap_pointer(paths: LibraryPaths, snapshot_id: str) -> None:
     target = paths.snapshots / snapshot_id
     if not (target / schema.MANIFEST_FILE).is_file():
         raise IndexNotFoundError(f"snapshot {snapshot_id!r} does not exist under {paths.snapshots}")
-    tmp = paths.root / f".current-{os.getpid()}"
+    tmp = paths.root / f"{CURRENT_TMP_PREFIX}{os.getpid()}"
     if tmp.is_symlink() or tmp.exists():
         tmp.unlink()
     os.symlink(Path(schema.SNAPSHOTS_DIR) / snapshot_id, tmp)
@@ -97,10 +164,27 @@ def publish_snapshot(
 
     ``manifest`` is completed here with ``artifacts`` (sha256 + bytes of every file) and
     ``snapshot_id`` (a hash of the content, so identical inputs give the same id).
+    Runs under :func:`publication_lock`, after removing what a killed publisher left.
     """
+    with publication_lock(paths):
+        remove_stale_publication_files(paths)
+        return _publish_locked(paths, manifest=manifest, chunk_rows=chunk_rows, bm25_dir=bm25_dir,
+                               embeddings_dir=embeddings_dir, glossary=glossary, keep=keep)
+
+
+def _publish_locked(
+    paths: LibraryPaths,
+    *,
+    manifest: dict[str, Any],
+    chunk_rows: Sequence[sqlite3.Row],
+    bm25_dir: Path,
+    embeddings_dir: Path | None,
+    glossary: dict | None,
+    keep: int,
+) -> PublishResult:
     paths.snapshots.mkdir(parents=True, exist_ok=True)
     previous = current_snapshot_id(paths)
-    staging = paths.snapshots / f".staging-{os.getpid()}-{manifest.get('run_id', '') or 'local'}"
+    staging = paths.snapshots / f"{STAGING_PREFIX}{os.getpid()}-{manifest.get('run_id', '') or 'local'}"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir()
@@ -140,10 +224,19 @@ def publish_snapshot(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     pin = pinned_snapshot(paths)
+    released = None
+    if pin is not None and (paths.snapshots / pin).is_dir() and reclassified_documents(paths.snapshots / pin, paths.chunk_store):
+        # a pin never keeps serving as open a document that is RESTRICTED now
+        (paths.root / PIN_FILE).unlink(missing_ok=True)
+        released, pin = pin, None
     if pin is None:
         swap_pointer(paths, snapshot_id)
     with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"), "previous": previous, "held_by_pin": pin}) + "\n")
+        record = {"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"),
+                  "previous": previous, "held_by_pin": pin}
+        if released:
+            record["pin_released"] = {"snapshot_id": released, "reason": "it serves documents that are RESTRICTED now"}
+        fh.write(json.dumps(record) + "\n")
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
 
@@ -203,8 +296,21 @@ def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool =
     """Point ``current`` back at ``snapshot_id`` (default: the previous snapshot).
 
     With ``pin`` (the default) the rollback holds: later runs still build and keep their
-    snapshots, but ``current`` stays here until :func:`unpin`.
+    snapshots, but ``current`` stays here until :func:`unpin` — or until a publication
+    finds that the pinned snapshot serves as open a document that is RESTRICTED now,
+    which releases the pin. Holds :func:`publication_lock`.
+
+    Raises:
+        RagspineError: the target serves as open a document that is RESTRICTED now (its
+            sensitivity rose after the snapshot was published); ``current`` is unchanged.
     """
+    if not paths.root.is_dir():
+        return _rollback_locked(paths, snapshot_id, pin=pin)  # nothing to lock: reports what is missing
+    with publication_lock(paths):
+        return _rollback_locked(paths, snapshot_id, pin=pin)
+
+
+def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool) -> str:
     listed = list_snapshots(paths)
     current = current_snapshot_id(paths)
     if snapshot_id is None:
@@ -212,6 +318,18 @@ def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool =
         if not older:
             raise IndexNotFoundError(f"no earlier snapshot of {paths.library_id!r} is retained to roll back to")
         snapshot_id = older[0]
+    if not snapshot_id or Path(snapshot_id).name != snapshot_id or snapshot_id.startswith("."):
+        raise IndexNotFoundError(
+            f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
+    target = paths.snapshots / snapshot_id
+    if (target / schema.MANIFEST_FILE).is_file():
+        risky = reclassified_documents(target, paths.chunk_store)
+        if risky:
+            raise RagspineError(
+                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {len(risky)} "
+                f"document{'' if len(risky) == 1 else 's'} as open that {'is' if len(risky) == 1 else 'are'} "
+                "RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
+                "new ingest; current is unchanged")
     swap_pointer(paths, snapshot_id)
     if pin:
         tmp = paths.root / f".{PIN_FILE}-{os.getpid()}"

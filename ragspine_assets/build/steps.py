@@ -7,9 +7,11 @@ evaluation harness) without an orchestrator.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sqlite3
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ragspine_query import schema
-from ragspine_query.errors import DocumentError
+from ragspine_query.errors import DocumentError, RagspineError
 from ragspine_query.lexical.bm25 import BM25Params
 from ragspine_query.records import METADATA_FIELDS
 from ragspine_query.text.tokenize import cjk_share, make_analyzer, resolve_auto_analyzer
@@ -43,14 +45,56 @@ class DocumentSet:
     errors: tuple[str, ...]
     error_paths: tuple[str, ...]
     skipped: tuple[str, ...]
+    #: Failing files that may now be RESTRICTED (a sensitivity error, or the word
+    #: "restricted" anywhere in them): their previous chunks are withdrawn, not kept.
+    withdraw_paths: tuple[str, ...] = ()
+    #: Set by :meth:`save`: the file the documents are read back from after pickling.
+    saved_path: str = ""
 
     @property
     def content_hash(self) -> str:
-        return sha256_json([[d.doc_id, d.content_hash] for d in self.documents] + [self.config_id])
+        return sha256_json([[d.doc_id, d.content_hash] for d in self.documents] + [self.config_id]
+                           + [["withdraw", p] for p in self.withdraw_paths])
 
     @property
     def config_id(self) -> str:
         return json.dumps(dataclasses.asdict(self.config), sort_keys=True)
+
+    # -- between processes: a reference, never the text --------------------------------
+    def save(self, paths: LibraryPaths) -> "DocumentSet":
+        """Write the parsed documents under the library's ``work/documents/`` and return a
+        set that pickles as a reference to that file.
+
+        Dagster's IO manager pickles step outputs under ``DAGSTER_HOME`` (or
+        ``RAGSPINE_IO_DIR``); a saved set's pickle carries no document text, so neither a
+        RESTRICTED body nor its title is ever copied out of the library's own folder.
+        """
+        records = [{f.name: getattr(d, f.name) for f in dataclasses.fields(SourceDocument)} for d in self.documents]
+        payload = json.dumps(records, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        target = paths.work_dir("documents", hashlib.sha256(payload).hexdigest())
+        write_once(target, lambda tmp: (tmp / _DOCUMENTS_FILE).write_bytes(payload))
+        return dataclasses.replace(self, saved_path=str(target / _DOCUMENTS_FILE))
+
+    def __reduce__(self):
+        if not self.saved_path:
+            return object.__reduce__(self)
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "documents"}
+        return (_load_saved_document_set, (state,))
+
+
+_DOCUMENTS_FILE = "documents.json"
+
+
+def _load_saved_document_set(state: dict[str, Any]) -> DocumentSet:
+    path = Path(state["saved_path"])
+    try:
+        records = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise RagspineError(
+            f"the parsed documents of library {state['library_id']!r} are gone ({exc.strerror}); "
+            "re-materialize the documents asset") from exc
+    docs = tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"])}) for r in records)
+    return DocumentSet(documents=docs, **state)
 
 
 def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
@@ -58,15 +102,43 @@ def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
     config = load_library_config(raw_dir)
     result: ParseResult = parse_library(raw_dir, library_id)
     lib = library_id or raw_dir.name
+    error_paths = sorted({_error_path(e, raw_dir) for e in result.errors})
     return DocumentSet(
         library_id=lib,
         raw_dir=str(raw_dir),
         config=config,
         documents=tuple(result.documents),
         errors=tuple(str(e) for e in result.errors),
-        error_paths=tuple(sorted({_error_path(e, raw_dir) for e in result.errors})),
+        error_paths=tuple(error_paths),
         skipped=tuple(result.skipped),
+        withdraw_paths=tuple(p for p in error_paths if _may_be_restricted(raw_dir, p, result.errors)),
     )
+
+
+def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError]) -> bool:
+    """Whether a file that failed to parse could be trying to become RESTRICTED.
+
+    Fail closed: a sensitivity error in the file, an unreadable file, or the word
+    "restricted" anywhere in its text (after Unicode NFKC and case folding, with
+    whitespace removed, so ``R E S T R I C T E D`` and full-width letters count) means
+    yes. Any other broken file keeps its previous chunks (bad input loses nothing). Such a file's previously indexed chunks are withdrawn
+    instead of kept serving under their old, lower sensitivity.
+    """
+    for err in errors:
+        if _error_path(err, raw_dir) == rel and (err.field or "").casefold() in _SENSITIVITY_ERROR_FIELDS:
+            return True
+    path = raw_dir / rel
+    try:
+        if path.is_symlink() or not path.is_file():
+            return True  # never follow a link (it may leave the library); unreadable: fail closed
+        data = path.read_bytes()
+    except OSError:
+        return True
+    text = unicodedata.normalize("NFKC", data.decode("utf-8", errors="replace")).casefold()
+    return "restricted" in "".join(text.split())
+
+
+_SENSITIVITY_ERROR_FIELDS = frozenset({"sensitivity"})
 
 
 def _error_path(err: DocumentError, raw_dir: Path) -> str:
@@ -95,13 +167,24 @@ class ChunkUpdate:
     n_active_chunks: int
     n_active_docs: int
     active_hash: str
+    #: Documents of failing files that may now be RESTRICTED: withdrawn, not kept.
+    withdrawn_on_error: tuple[str, ...] = ()
+    #: Which of the doc ids above are (or were, before this pass) RESTRICTED: reports
+    #: show them as a count only.
+    restricted: tuple[str, ...] = ()
+
+    def shown(self, doc_ids: Sequence[str]) -> list[str]:
+        """``doc_ids`` without the RESTRICTED ones (for the UI and logs)."""
+        hidden = set(self.restricted)
+        return [d for d in doc_ids if d not in hidden]
 
 
 def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "") -> ChunkUpdate:
     """Re-chunk only documents whose content hash (or chunker) changed; withdraw removed ones.
 
     A document whose source file failed to parse this time keeps its previous chunks
-    (bad input loses nothing).
+    (bad input loses nothing) — unless the file may now be RESTRICTED
+    (:attr:`DocumentSet.withdraw_paths`): then its chunks are withdrawn (fail closed).
     """
     cfg = docs.config
     params: dict[str, Any] = {}
@@ -115,6 +198,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
     changed: list[str] = []
     removed: list[str] = []
     kept: list[str] = []
+    withdrawn: list[str] = []
     unchanged = 0
     rechunked_identical = 0
     written = 0
@@ -123,6 +207,9 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
         known_chunkers = store.document_chunkers()
         source_paths = {r["doc_id"]: r["source_path"] for r in store.execute_read(
             f"SELECT doc_id, source_path FROM {schema.DOCUMENT_TABLE} WHERE active = 1")}
+        restricted = {r[0] for r in store.execute_read(
+            f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED'")}
+        restricted |= {d.doc_id for d in docs.documents if d.sensitivity.upper() == "RESTRICTED"}
         seen = set()
         for doc in docs.documents:
             seen.add(doc.doc_id)
@@ -142,13 +229,14 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
             written += n
             (changed if doc.doc_id in known else added).append(doc.doc_id)
         failing = set(docs.error_paths)
+        withdraw = set(docs.withdraw_paths)
         for doc_id in sorted(set(known) - seen):
             src = source_paths.get(doc_id, "").split("#", 1)[0]
-            if src in failing:
+            if src in failing and src not in withdraw:
                 kept.append(doc_id)
                 continue
             store.replace_doc_chunks(doc_id, [], run_id=run_id)
-            removed.append(doc_id)
+            (withdrawn if src in withdraw else removed).append(doc_id)
         rows = store.execute_read(
             f"SELECT chunk_id, version FROM {schema.CHUNK_TABLE} WHERE active = 1 ORDER BY chunk_id")
         n_docs = store.execute_read(f"SELECT COUNT(DISTINCT doc_id) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
@@ -161,6 +249,8 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
         removed=tuple(removed),
         unchanged=unchanged,
         kept_on_error=tuple(kept),
+        withdrawn_on_error=tuple(withdrawn),
+        restricted=tuple(sorted(restricted)),
         rechunked_identical=rechunked_identical,
         chunks_written=written,
         n_active_chunks=len(rows),
@@ -172,6 +262,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
 def verify_chunks(docs: DocumentSet, store_path: Path) -> dict[str, list[str]]:
     """Check the chunk invariants; returns problems by check name (empty lists = pass)."""
     bodies = {d.doc_id: d.body for d in docs.documents}
+    restricted = {d.doc_id for d in docs.documents if d.sensitivity.upper() == "RESTRICTED"}
     problems: dict[str, list[str]] = {"substring": [], "unique_ids": [], "locators": []}
     with ChunkStore(store_path) as store:
         rows = store.execute_read(
@@ -185,9 +276,11 @@ def verify_chunks(docs: DocumentSet, store_path: Path) -> dict[str, list[str]]:
         if body is None:
             continue  # kept from an earlier run while its file is unreadable
         if r["start_char"] < 0 or r["end_char"] > len(body) or r["start_char"] >= r["end_char"]:
-            problems["locators"].append(f"{r['chunk_id']} span {r['start_char']}-{r['end_char']} outside {r['doc_id']}")
+            owner = "a RESTRICTED document" if r["doc_id"] in restricted else r["doc_id"]
+            problems["locators"].append(f"{r['chunk_id']} span {r['start_char']}-{r['end_char']} outside {owner}")
         elif body[r["start_char"]:r["end_char"]] != r["text"]:
-            problems["substring"].append(f"{r['chunk_id']} ({r['doc_id']} {r['start_char']}-{r['end_char']})")
+            owner = "a RESTRICTED document" if r["doc_id"] in restricted else r["doc_id"]
+            problems["substring"].append(f"{r['chunk_id']} ({owner} {r['start_char']}-{r['end_char']})")
     return problems
 
 
@@ -291,6 +384,8 @@ class EmbeddingRef:
     reused: int
     skipped_restricted: int
     seconds: float = 0.0
+    #: Cached vectors deleted because their text belongs to a RESTRICTED document now.
+    purged_restricted: int = 0
 
 
 def resolve_embedding_spec(spec: str, docs: DocumentSet) -> str:
@@ -331,27 +426,69 @@ class EmbeddingCache:
                 "INSERT OR REPLACE INTO embedding_cache (model_id, text_hash, dim, vector) VALUES (?,?,?,?)",
                 [(model_id, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
 
+    def purge(self, hashes: Sequence[str]) -> int:
+        """Delete every model's vector of these text hashes; returns the rows deleted."""
+        deleted = 0
+        with self._conn:
+            for i in range(0, len(hashes), 500):
+                part = list(hashes[i:i + 500])
+                cur = self._conn.execute(
+                    f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(part))})", part)
+                deleted += cur.rowcount
+        return deleted
+
     def close(self) -> None:
         self._conn.close()
 
 
-def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None) -> EmbeddingRef:
+def text_hash(text: str) -> str:
+    """The embedding cache's key for one index text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def restricted_text_hashes(store_path: Path) -> list[str]:
+    """Hashes of the index text of every version of every document that is RESTRICTED now.
+
+    A document reclassified to RESTRICTED must leave no vector behind, not even of the
+    text it had while it was open.
+    """
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read(
+            f"SELECT DISTINCT index_text FROM {schema.CHUNK_TABLE} WHERE doc_id IN ("
+            f"SELECT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED')")
+    return sorted({text_hash(r[0]) for r in rows})
+
+
+def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None) -> EmbeddingRef:
     """Embed the index text of non-RESTRICTED chunks, reusing cached vectors.
 
     A RESTRICTED chunk is never embedded and never written. Rows are chunk rows
-    (chunk_id order), ascending.
+    (chunk_id order), ascending. Before anything is read from the cache, every cached
+    vector of a RESTRICTED chunk's text is deleted (for every model), and with
+    ``store_path`` also those of every earlier version of a document that is RESTRICTED
+    now: reclassification is retroactive.
     """
     table = read_index_text(ref)
     sens = table.column("sensitivity").to_pylist()
     texts = table.column("index_text").to_pylist()
     rows = [i for i, s in enumerate(sens) if str(s).upper() != "RESTRICTED"]
     skipped = len(sens) - len(rows)
+    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if str(s).upper() == "RESTRICTED"}
+    if store_path is not None:
+        purge.update(restricted_text_hashes(store_path))
+    purged = 0
+    if purge and Path(cache_path).exists():
+        cache = EmbeddingCache(cache_path)
+        try:
+            purged = cache.purge(sorted(purge))
+        finally:
+            cache.close()
     if backend is None:
-        return EmbeddingRef(None, sha256_json(["none", ref.content_hash]), None, None, 0, 0, 0, 0, skipped)
-    import hashlib
+        return EmbeddingRef(None, sha256_json(["none", ref.content_hash]), None, None, 0, 0, 0, 0, skipped,
+                            purged_restricted=purged)
 
     t0 = time.perf_counter()
-    hashes = [hashlib.sha256(texts[r].encode("utf-8")).hexdigest() for r in rows]
+    hashes = [text_hash(texts[r]) for r in rows]
     cache = EmbeddingCache(cache_path)
     try:
         cached = cache.get_many(backend.model_id, sorted(set(hashes)))
@@ -384,7 +521,8 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
         np.save(tmp / schema.EMB_ROWS, np.asarray(rows, dtype=np.int32))
 
     write_once(target, build)
-    return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing), len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0)
+    return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing),
+                        len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged)
 
 
 # ----------------------------------------------------------------------------- publish
@@ -467,7 +605,7 @@ def build_library(paths: LibraryPaths, *, embedding: str = "none", cache_path: P
     spec = resolve_embedding_spec(embedding, docs)
     backend = make_embedding_backend(spec)
     emb = build_embeddings(paths, text, backend, backend_spec=spec, cache_path=cache_path,
-                           progress=lambda d, n: say(f"embedded {d}/{n} new texts"))
+                           progress=lambda d, n: say(f"embedded {d}/{n} new texts"), store_path=paths.chunk_store)
     t["chunk_embeddings"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     manifest = build_manifest(docs, chunks, text, bm25, emb, run_id=run_id, code_versions=code_versions or {}, created_at=_now())

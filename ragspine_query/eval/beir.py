@@ -28,11 +28,16 @@ _HEADER_WORDS = ("query-id", "corpus-id", "score")
 
 @dataclass(frozen=True, slots=True)
 class BeirDoc:
-    """One corpus document: its id, title (possibly empty) and body text."""
+    """One corpus document: its id, title (possibly empty), body text and sensitivity.
+
+    ``sensitivity`` is the corpus line's optional ``sensitivity`` string exactly as
+    written (``""`` when absent); the indexing pipeline validates it and fails closed.
+    """
 
     doc_id: str
     title: str
     text: str
+    sensitivity: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +137,7 @@ def _string_field(record: dict, key: str, where: str, *, required: bool) -> str:
         return str(value)
     if not isinstance(value, str):
         raise DatasetError(
-            f"{where}: field {key!r} must be a string, got {type(value).__name__} "
-            f"{value!r}; fix the line"
+            f"{where}: field {key!r} must be a string, got a JSON {type(value).__name__}; fix the line"
         )
     return value
 
@@ -171,7 +175,8 @@ def iter_corpus_jsonl(path: str | Path) -> Iterator[BeirDoc]:
         path: the ``corpus.jsonl`` file.
 
     Yields:
-        One :class:`BeirDoc` per non-blank line; a missing ``title`` reads as ``""``.
+        One :class:`BeirDoc` per non-blank line; a missing ``title`` or ``sensitivity``
+        reads as ``""``.
 
     Raises:
         DatasetError: the file is missing, or a line (named as ``file:line``) is not a
@@ -183,10 +188,18 @@ def iter_corpus_jsonl(path: str | Path) -> Iterator[BeirDoc]:
             f"corpus file {str(path)!r} does not exist; {_expected_layout('<split>.tsv')}"
         )
     for where, record in _iter_jsonl(path):
+        for key in record:
+            folded = "".join(ch for ch in str(key).casefold() if ch.isalnum())
+            if folded == "sensitivity" and key != "sensitivity":
+                raise DatasetError(
+                    f"{where}: a key spelled like 'sensitivity' but not exactly 'sensitivity'; "
+                    "write the key as sensitivity (a marking that is not parsed exactly is refused, never defaulted)"
+                )
         yield BeirDoc(
             doc_id=_string_field(record, "_id", where, required=True),
             title=_string_field(record, "title", where, required=False),
             text=_string_field(record, "text", where, required=True),
+            sensitivity=_string_field(record, "sensitivity", where, required=False),
         )
 
 

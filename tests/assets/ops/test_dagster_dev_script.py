@@ -1,0 +1,86 @@
+"""``scripts/dagster_dev.sh`` started in the background stops on SIGTERM, children included.
+
+Started the way a background job of a non-interactive shell starts (SIGINT ignored),
+plain ``dagster dev`` ignores SIGTERM too (it maps SIGTERM to its SIGINT handler); the
+script restores both signals, so SIGTERM shuts the webserver, daemon and code servers down.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import PYTHON, python_env
+
+from .helpers import make_dagster_home
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
+SCRIPT = REPO / "scripts" / "dagster_dev.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def as_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `cmd &` in a script does to cmd
+
+
+def test_dagster_dev_script_stops_on_sigterm_in_the_background(tmp_path: Path) -> None:
+    home = make_dagster_home(tmp_path / "dagster_home")
+    port = free_port()
+    log = open(tmp_path / "dagster_dev.log", "wb")
+    proc = subprocess.Popen(["bash", str(SCRIPT), "-w", "workspace.yaml", "-p", str(port)], cwd=REPO,
+                            env=python_env(DAGSTER_HOME=str(home), PYTHON=PYTHON, DAGSTER_DEV_STOP_GRACE_S="20"),
+                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=as_background_job, start_new_session=True)
+    tree: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not serving(port):
+            assert proc.poll() is None, (tmp_path / "dagster_dev.log").read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "dagster dev did not serve within 180 s"
+            time.sleep(0.5)
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        names = " ".join(" ".join(p.cmdline()) for p in tree)
+        assert "dagster_webserver" in names and "dagster._daemon" in names, names
+
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - started
+        gone, alive = psutil.wait_procs(tree, timeout=5)
+        assert not alive, f"left running after SIGTERM: {[p.pid for p in alive]}"
+        assert took < 15, f"took {took:.1f} s to stop"
+        assert proc.returncode == 0  # a graceful stop, not the SIGKILL fallback
+        assert not serving(port)
+    finally:
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,325 @@
+"""The leak suite: RESTRICTED text never leaves, wherever text can go (issue 9).
+
+One library is built from the sample (four RESTRICTED documents, each with a marker)
+plus RESTRICTED files that are broken on purpose, so their parse errors travel too. It
+is ingested by the real ``ragspine ingest`` (Dagster, in a subprocess, with vectors from
+the deterministic backend), then:
+
+* the ingest's stdout and stderr, every file of the Dagster instance (event log, run
+  storage, step outputs), the published ``manifest.json`` and ``history.jsonl``, and the
+  embedding cache are scanned;
+* 10,000+ seeded random queries run through every exit: snippets and their JSON, the
+  multi-library router, glossary multi-query, a local reranker, a recording listwise
+  judge (its prompts), and the real HTTP provider against a local chat server (the raw
+  request bodies), with Python logging captured at DEBUG;
+* 30 seeded random ingests through the plain pipeline functions (the ones the assets
+  call) mutate RESTRICTED files and scan the manifest, the parse errors and the cache.
+
+A *fingerprint* is a marker or a 32-character window of a RESTRICTED document (title or
+body) that occurs in no open document. The chunk tables, the parsed-documents work file
+and the lexical vocabulary are the library's own data plane: RESTRICTED text is indexed
+lexically there on purpose and is not scanned as an exit.
+
+As new artifacts land (summary trees, the relation graph), add them to ``EXIT_FILES``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragspine_assets.build.artifacts import LibraryPaths
+from ragspine_assets.build.parsing import parse_library
+from ragspine_assets.build.steps import build_library, text_hash
+from ragspine_query.library import open_library
+from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.records import RESTRICTED_SENSITIVITY
+from ragspine_query.rerank import LexicalMaxSimReranker
+from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
+from tests.conftest import PYTHON, REPO_ROOT, RESTRICTED_MARKERS, copy_sample_data, python_env
+
+import sys
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
+from llm_server import LocalChatServer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SEED = 20261130
+N_QUERIES = 10_000
+N_HTTP_QUERIES = 150
+N_RANDOM_INGESTS = 30
+WINDOW = 32
+EXTRA_MARKER = "RESTRICTED-MARKER-ECHO"
+
+#: RESTRICTED files that fail to parse: their errors reach metadata, checks, the manifest.
+BROKEN_RESTRICTED = {
+    "broken/ws-key.md": f"---\nsensitivity: RESTRICTED\n{EXTRA_MARKER} secret key: value\n---\nbody {EXTRA_MARKER}\n",
+    "broken/no-colon.md": f"---\nsensitivity: RESTRICTED\n{EXTRA_MARKER} merger line without colon\n---\nbody\n",
+    "broken/bad-date.md": f"---\nsensitivity: RESTRICTED\nvalid_as_of: {EXTRA_MARKER}\n---\n# {EXTRA_MARKER} title\n\nbody\n",
+    "broken/list-text.jsonl": json.dumps({"doc_id": "lt", "sensitivity": "RESTRICTED", "text": [EXTRA_MARKER, "merger"]}) + "\n",
+    "broken/bad-sens.md": f"---\nsensitivity: RESTRICTED {EXTRA_MARKER}\n---\nbody {EXTRA_MARKER}\n",
+}
+
+
+def fingerprints(raw: Path) -> list[str]:
+    """Markers, plus 32-character windows of RESTRICTED titles and bodies absent from open documents."""
+    parsed = parse_library(raw)
+    open_text = "\n".join(d.title + "\n" + d.body for d in parsed.documents if d.sensitivity != RESTRICTED_SENSITIVITY)
+    out = set(RESTRICTED_MARKERS.values()) | {EXTRA_MARKER}
+    for d in parsed.documents:
+        if d.sensitivity != RESTRICTED_SENSITIVITY:
+            continue
+        for text in (d.title, d.body):
+            flat = " ".join(text.split())
+            for start in range(0, max(len(flat) - WINDOW, 1), WINDOW // 2):
+                piece = flat[start:start + WINDOW]
+                if len(piece) == WINDOW and piece not in " ".join(open_text.split()):
+                    out.add(piece)
+    assert len(out) > 100, "the fingerprint set is meaningful"
+    return sorted(out)
+
+
+class Scanner:
+    def __init__(self, prints: list[str]) -> None:
+        self.prints = prints
+        self.needles = [p.encode("utf-8") for p in prints]
+        self.scanned = 0
+
+    def text(self, where: str, text: str) -> None:
+        self.scanned += 1
+        flat = " ".join(text.split())
+        found = [p for p in self.prints if p in text or p in flat]
+        assert not found, f"RESTRICTED fingerprint(s) in {where}: {len(found)} (first {found[0][:12]}…)"
+
+    def blob(self, where: str, data: bytes) -> None:
+        self.scanned += 1
+        found = [n for n in self.needles if n in data]
+        assert not found, f"RESTRICTED fingerprint(s) in {where}: {len(found)}"
+
+
+@pytest.fixture(scope="module")
+def leak_library(tmp_path_factory):
+    pytest.importorskip("dagster")
+    root = tmp_path_factory.mktemp("leak")
+    data = copy_sample_data(root / "data")
+    raw = data / "raw" / "sample"
+    for rel, text in BROKEN_RESTRICTED.items():
+        (raw / rel).parent.mkdir(parents=True, exist_ok=True)
+        (raw / rel).write_text(text, encoding="utf-8")
+    home = root / "dagster_home"
+    env = python_env(DAGSTER_HOME=str(home), RAGSPINE_EMBEDDING="deterministic")
+    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "ingest", str(raw)], cwd=root,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"root": root, "data": data, "raw": raw, "home": home, "stdout": proc.stdout, "stderr": proc.stderr,
+            "art": data / "artifacts" / "sample", "prints": fingerprints(raw)}
+
+
+def test_ingest_exits_hold_no_restricted_text(leak_library):
+    lib = leak_library
+    scan = Scanner(lib["prints"])
+    scan.text("ingest stdout", lib["stdout"])
+    scan.text("ingest stderr", lib["stderr"])
+    assert "broken/ws-key.md" in lib["stdout"] + lib["stderr"], "the failed files are named"
+    for path in sorted(lib["home"].rglob("*")):
+        if path.is_file():
+            scan.blob(f"Dagster instance file {path.relative_to(lib['home'])}", path.read_bytes())
+    art = lib["art"]
+    manifest = json.loads((art / "current" / "manifest.json").read_text(encoding="utf-8"))
+    assert len(manifest["errors"]) >= len(BROKEN_RESTRICTED)
+    scan.text("manifest.json", json.dumps(manifest, ensure_ascii=False))
+    scan.text("history.jsonl", (art / "history.jsonl").read_text(encoding="utf-8"))
+    # vectors: none for a RESTRICTED row, none of a RESTRICTED text in the shared cache
+    with open_library(art) as opened:
+        restricted = opened.restricted_mask()
+        emb = opened.embeddings()
+        assert emb is not None and restricted.any()
+        assert not restricted[np.asarray(emb.rows)].any()
+        texts = [r[0] for r in opened.execute_read("SELECT index_text FROM narrative_chunk WHERE upper(sensitivity) = 'RESTRICTED'")]
+    conn = sqlite3.connect(lib["data"] / "cache" / "embeddings.sqlite")
+    cached = {r[0] for r in conn.execute("SELECT text_hash FROM embedding_cache")}
+    conn.close()
+    assert cached and not ({text_hash(t) for t in texts} & cached)
+    assert scan.scanned > 10
+
+
+def _random_queries(rng: random.Random, lib_dir: Path, prints: list[str]) -> list[str]:
+    with open_library(lib_dir) as opened:
+        rows = opened.execute_read("SELECT text, sensitivity FROM narrative_chunk")
+    secret_words = sorted({w for r in rows if r[1] == RESTRICTED_SENSITIVITY for w in re.findall(r"\w+", r[0])})
+    open_words = sorted({w for r in rows if r[1] != RESTRICTED_SENSITIVITY for w in re.findall(r"\w+", r[0])})
+    markers = sorted(RESTRICTED_MARKERS.values())
+    out = []
+    for _ in range(N_QUERIES):
+        kind = rng.random()
+        if kind < 0.1:
+            out.append(rng.choice(markers))
+        elif kind < 0.2:
+            out.append(rng.choice(prints))
+        else:
+            n = rng.randint(1, 6)
+            pool = secret_words if kind < 0.7 else open_words
+            words = [rng.choice(pool) for _ in range(n)] + ([rng.choice(open_words)] if rng.random() < 0.5 else [])
+            out.append(" ".join(words))
+    return out
+
+
+FILTERS = [None, {"language": "zh"}, {"language": "en"}, {"sensitivity": "RESTRICTED"}, {"sensitivity": {"ne": "PUBLIC"}},
+           {"entity": {"in": ["ACME_CN", "ACME_US", "ACME_EU"]}}, {"period": {"between": ["2024Q1", "2025Q4"]}}]
+
+
+class RecordingJudge:
+    """A listwise judge that keeps every candidate passage it is shown and reverses them.
+
+    The query is the user's own text (it may quote a fingerprint on purpose), so only the
+    passages, which come from the index, are scanned.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def judge(self, query: str, candidates: list[str]) -> list[int]:
+        self.seen.append("\n".join(candidates))
+        return list(reversed(range(len(candidates))))
+
+
+def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog):
+    from ragspine_query.dense.embedding import make_embedding_backend
+
+    caplog.set_level(logging.DEBUG)
+    lib, prints = leak_library, leak_library["prints"]
+    scan = Scanner(prints)
+    rng = random.Random(SEED)
+    art = lib["art"]
+    # a second library: the same sample, published under another name (multi-library routing)
+    other = tmp_path / "other"
+    shutil.copytree(art, other, symlinks=True)
+    queries = _random_queries(rng, art, prints)
+    backend = make_embedding_backend("deterministic")
+    judge = RecordingJudge()
+    with open_library(art) as a, open_library(other) as b:
+        retrievers = {
+            mode: HybridRetriever(a, embedding_backend=None if mode == "bm25" else backend, config=RetrievalConfig(mode=mode))
+            for mode in ("bm25", "hybrid", "vector")
+        }
+        multi = MultiIndexRetriever({"a": retrievers["hybrid"],
+                                     "b": HybridRetriever(b, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))})
+        glossary_path = art / "current" / "glossary.json"
+        from ragspine_query.glossary import Glossary, GlossaryQueryRewriter
+
+        rewriter = GlossaryQueryRewriter(Glossary.load(glossary_path))
+        exits = [
+            NarrativeIndexRetriever(NarrativeIndex(retrievers["bm25"])),
+            NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], rewriter=rewriter)),
+            NarrativeIndexRetriever(NarrativeIndex(retrievers["vector"])),
+            NarrativeIndexRetriever(NarrativeIndex(multi, reranker=LexicalMaxSimReranker(weighted=True))),
+            NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], judge=judge)),
+        ]
+        answered = 0
+        for i, q in enumerate(queries):
+            snippets = exits[i % len(exits)].retrieve(q, filters=rng.choice(FILTERS), top_k=rng.randint(1, 30))
+            answered += bool(snippets)
+            assert all(s["sensitivity"] != RESTRICTED_SENSITIVITY for s in snippets)
+            scan.text(f"snippets of query #{i}", json.dumps(snippets, ensure_ascii=False))
+    assert answered > N_QUERIES // 2, "most queries return something: the scan is not vacuous"
+    assert len(judge.seen) > 100
+    for k, prompt in enumerate(judge.seen):
+        scan.text(f"judge prompt #{k}", prompt)
+    scan.text("Python logs", caplog.text)
+    assert scan.scanned >= N_QUERIES
+
+
+def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_path):
+    lib, prints = leak_library, leak_library["prints"]
+    scan = Scanner(prints)
+    rng = random.Random(SEED + 1)
+    # the user's query is sent to the judge as typed: keep queries that quote no fingerprint,
+    # so anything fingerprinted in a request body came from the index
+    queries = [q for q in _random_queries(rng, lib["art"], prints) if not any(p in q for p in prints)][:N_HTTP_QUERIES]
+    from ragspine_query.llm import OpenAICompatibleProvider
+
+    with LocalChatServer("ok") as server:
+        provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
+        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25", reranker="env")
+        for i, q in enumerate(queries):
+            scan.text(f"http snippets #{i}", json.dumps(retriever.retrieve(q, top_k=10), ensure_ascii=False))
+        assert len(server.requests) > N_HTTP_QUERIES // 2
+        scan.blob("LLM request bodies", server.all_raw_bodies())
+        for q in queries[:6]:
+            for extra in ([], ["--json"]):
+                proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(lib["art"]), q, "--mode", "bm25",
+                                       "--top-k", "20", *extra], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                      env=python_env(RAGSPINE_LLM_BASE_URL=server.base_url, RAGSPINE_LLM_MODEL="local-test"))
+                assert proc.returncode == 0, proc.stderr
+                scan.text("CLI stdout", proc.stdout)
+                scan.text("CLI stderr", proc.stderr)
+        scan.blob("LLM request bodies (CLI)", server.all_raw_bodies())
+
+
+MUTATIONS = [
+    lambda t: t.replace("sensitivity: RESTRICTED", "Sensitivity: RESTRICTED"),
+    lambda t: t.replace("---\n", "--- \n", 1),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity: RESTRICTED\nsensitivity: PUBLIC"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity: restricted"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity : RESTRICTED"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity: RESTRICTED # keep"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity: 'RESTRICTED\""),
+    lambda t: t.replace("valid_as_of:", "valid as of:"),
+    lambda t: "\n" + t,
+    lambda t: "\ufeff" + t,
+    lambda t: t.replace("\n", "\r\n"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity:\tRESTRICTED"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "SENSITIVITY: RESTRICTED"),
+    lambda t: t.replace("sensitivity: RESTRICTED", "sensitivity: ＲＥＳＴＲＩＣＴＥＤ"),
+    lambda t: t,
+]
+
+
+def test_thirty_random_ingests_leak_nothing(leak_library, tmp_path, caplog):
+    """Random RESTRICTED mutations, ingested twice each (fresh, then incremental)."""
+    caplog.set_level(logging.DEBUG)
+    prints = leak_library["prints"]
+    scan = Scanner(prints)
+    rng = random.Random(SEED + 2)
+    sample = REPO_ROOT / "data" / "raw" / "sample"
+    secret_files = sorted(p for p in sample.rglob("*.md") if "sensitivity: RESTRICTED" in p.read_text(encoding="utf-8"))
+    open_files = sorted(p for p in sample.rglob("*.md") if p not in secret_files)
+    assert len(secret_files) == 4
+    cache = tmp_path / "cache" / "embeddings.sqlite"
+    for n in range(N_RANDOM_INGESTS):
+        raw = tmp_path / f"run{n}" / "raw" / f"lib{n}"
+        raw.mkdir(parents=True)
+        for p in rng.sample(open_files, 4):
+            shutil.copy2(p, raw / p.name)
+        for p in secret_files:
+            text = p.read_text(encoding="utf-8")
+            for mutate in rng.sample(MUTATIONS, rng.randint(0, 3)):
+                text = mutate(text)
+            (raw / p.name).write_text(text, encoding="utf-8", newline="")
+        paths = LibraryPaths(f"lib{n}", raw, tmp_path / f"run{n}" / "artifacts" / f"lib{n}")
+        for attempt in range(2):
+            res = build_library(paths, embedding="deterministic", cache_path=cache, run_id=f"r{n}.{attempt}")
+            scan.text(f"ingest {n} errors", "\n".join(res.docs.errors))
+            scan.text(f"ingest {n} manifest", (Path(res.snapshot_dir) / "manifest.json").read_text(encoding="utf-8"))
+            assert not any(d.sensitivity != RESTRICTED_SENSITIVITY and any(m in d.body for m in RESTRICTED_MARKERS.values())
+                           for d in res.docs.documents), f"ingest {n}: a RESTRICTED file was indexed as open"
+            with open_library(paths.root) as opened:
+                texts = [r[0] for r in opened.execute_read("SELECT index_text FROM narrative_chunk WHERE upper(sensitivity) = 'RESTRICTED'")]
+            conn = sqlite3.connect(cache)
+            cached = {r[0] for r in conn.execute("SELECT text_hash FROM embedding_cache")}
+            conn.close()
+            assert not ({text_hash(t) for t in texts} & cached)
+            if attempt == 0:  # the incremental run: one secret file's marking is mutated again
+                victim = rng.choice(secret_files)
+                (raw / victim.name).write_text(rng.choice(MUTATIONS)(victim.read_text(encoding="utf-8")), encoding="utf-8")
+    scan.text("Python logs", caplog.text)
