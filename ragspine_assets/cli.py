@@ -26,8 +26,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _snapshots(args: argparse.Namespace) -> int:
-    from .build.artifacts import LibraryPaths
-    from .build.publish import list_snapshots, pinned_snapshot, rollback, unpin
+    from .indexing.artifacts import LibraryPaths
+    from .indexing.publish import list_snapshots, pinned_snapshot, rollback, unpin
 
     root = Path(args.library_dir)
     paths = LibraryPaths(root.name, Path(), root)

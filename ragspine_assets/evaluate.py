@@ -1,7 +1,7 @@
 """``ragspine eval``: index a BEIR-format dataset through the production pipeline and score it.
 
 The corpus becomes a library (one ``corpus.jsonl`` under ``<out>/raw/<name>/``) that is
-built by :func:`ragspine_assets.build.steps.build_library` — the same functions, in the
+built by :func:`ragspine_assets.indexing.steps.build_library` — the same functions, in the
 same order, that the Dagster assets call. The built index is cached under a key made of
 the corpus hash and the pipeline's code versions, so a second run with the same inputs
 skips the build. Queries go through :mod:`ragspine_query`; chunk hits aggregate to their
@@ -34,7 +34,7 @@ def code_versions() -> dict[str, str]:
     from ragspine_query import schema
     from ragspine_query.text.tokenize import ENGLISH_ANALYZER_VERSION, SPEC_TOKENIZER_VERSION
 
-    from .build.chunking import CHUNKER_VERSIONS
+    from .indexing.chunking import CHUNKER_VERSIONS
 
     return {
         "schema": str(schema.SCHEMA_VERSION),
@@ -46,7 +46,7 @@ def code_versions() -> dict[str, str]:
 
 def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False):
     """Write the corpus as a raw library folder keyed by corpus hash + code versions."""
-    from .build.artifacts import LibraryPaths, sha256_file, sha256_json
+    from .indexing.artifacts import LibraryPaths, sha256_file, sha256_json
 
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
@@ -77,7 +77,7 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
     """Build (or reuse) the published index; returns the manifest."""
     from ragspine_query.library import read_manifest, resolve_snapshot_dir
 
-    from .build.steps import build_library
+    from .indexing.steps import build_library
 
     want_dense = embedding != "none"
     try:

@@ -16,7 +16,7 @@ import dagster as dg
 from ragspine_query.errors import ConfigError, RagspineError
 
 from .assets import ALL_ASSETS
-from .build.artifacts import pid_alive, validate_library_id
+from .indexing.artifacts import pid_alive, validate_library_id
 from .partitions import LIBRARIES_PARTITION
 from .resources import RagspineConfig
 

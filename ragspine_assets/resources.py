@@ -10,8 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from .build.artifacts import LIBRARY_ID_PATTERN, LibraryPaths, validate_library_id
-from .build.publish import DEFAULT_KEEP_SNAPSHOTS
+from .indexing.artifacts import LIBRARY_ID_PATTERN, LibraryPaths, validate_library_id
+from .indexing.publish import DEFAULT_KEEP_SNAPSHOTS
 
 
 class RagspineConfig(dg.ConfigurableResource):

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import dagster as dg
 
-from .build.artifacts import sha256_file, sha256_json
-from .build.parsing import LIBRARY_CONFIG_FILE
+from .indexing.artifacts import sha256_file, sha256_json
+from .indexing.parsing import LIBRARY_CONFIG_FILE
 from .partitions import libraries_partitions
 from .resources import RagspineConfig
 

@@ -6,7 +6,7 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="the code location needs the 'pipeline' extra")
 
-from ragspine_assets.build.chunking import CHUNKER_VERSIONS  # noqa: E402
+from ragspine_assets.indexing.chunking import CHUNKER_VERSIONS  # noqa: E402
 from ragspine_assets.definitions import defs, make_resources  # noqa: E402
 from ragspine_assets.resources import RagspineConfig  # noqa: E402
 

@@ -106,7 +106,7 @@ class Ours(Engine):
     notes = "exact k1=1.5 b=0.75 impacts; BM25Index.search one query per call (no batch API: batched = loop)"
 
     def build(self, token_lists):
-        from ragspine_assets.build.lexical import write_bm25_arrays
+        from ragspine_assets.indexing.lexical import write_bm25_arrays
         from ragspine_query.lexical.bm25 import build_bm25_arrays
 
         write_bm25_arrays(self.index_dir, build_bm25_arrays(token_lists), "bench")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from ..build.chunking import CHUNKER_VERSIONS
-from ..build.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
+from ..indexing.chunking import CHUNKER_VERSIONS
+from ..indexing.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 from ._util import md_list, run_id_of, withheld_note

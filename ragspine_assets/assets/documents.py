@@ -3,7 +3,7 @@ from collections import Counter
 
 import dagster as dg
 
-from ..build.steps import DocumentSet, load_documents
+from ..indexing.steps import DocumentSet, load_documents
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 from ragspine_query.records import RESTRICTED_SENSITIVITY

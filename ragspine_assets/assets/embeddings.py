@@ -5,7 +5,7 @@ import numpy as np
 from ragspine_query import schema
 from ragspine_query.dense.embedding import make_embedding_backend
 
-from ..build.steps import DocumentSet, EmbeddingRef, IndexTextRef, build_embeddings, read_index_text, resolve_embedding_spec
+from ..indexing.steps import DocumentSet, EmbeddingRef, IndexTextRef, build_embeddings, read_index_text, resolve_embedding_spec
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 

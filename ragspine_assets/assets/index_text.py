@@ -1,7 +1,7 @@
 
 import dagster as dg
 
-from ..build.steps import ChunkUpdate, IndexTextRef, export_index_text, read_index_text
+from ..indexing.steps import ChunkUpdate, IndexTextRef, export_index_text, read_index_text
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 from ._util import is_restricted, md_table, withheld_note

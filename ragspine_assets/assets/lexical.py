@@ -3,7 +3,7 @@ import time
 
 import dagster as dg
 
-from ..build.steps import Bm25Ref, DocumentSet, IndexTextRef, build_bm25
+from ..indexing.steps import Bm25Ref, DocumentSet, IndexTextRef, build_bm25
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 

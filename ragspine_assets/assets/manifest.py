@@ -5,10 +5,10 @@ import dagster as dg
 
 from ragspine_query.glossary import Glossary
 
-from ..build.artifacts import sha256_json
-from ..build.chunk_store import ChunkStore, utc_now
-from ..build.publish import publish_snapshot
-from ..build.steps import Bm25Ref, ChunkUpdate, DocumentSet, EmbeddingRef, IndexTextRef, build_manifest
+from ..indexing.artifacts import sha256_json
+from ..indexing.chunk_store import ChunkStore, utc_now
+from ..indexing.publish import publish_snapshot
+from ..indexing.steps import Bm25Ref, ChunkUpdate, DocumentSet, EmbeddingRef, IndexTextRef, build_manifest
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
 from ._util import run_id_of

@@ -1,6 +1,6 @@
 """Tier 2: the versioned SQLite chunk store (SPEC §3).
 
-Write side: ``ragspine_assets.build.chunk_store.ChunkStore``; read side:
+Write side: ``ragspine_assets.indexing.chunk_store.ChunkStore``; read side:
 ``ragspine_query.chunk_store.ChunkStoreReader`` (``mode=ro``).
 """
 
@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from ragspine_assets.build.chunk_store import ChunkStore
+from ragspine_assets.indexing.chunk_store import ChunkStore
 from ragspine_query import schema
 from ragspine_query.chunk_store import ChunkStoreReader
 from ragspine_query.errors import IndexNotFoundError

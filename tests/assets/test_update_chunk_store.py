@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.build.steps import load_documents, update_chunk_store, verify_chunks
+from ragspine_assets.indexing.steps import load_documents, update_chunk_store, verify_chunks
 from ragspine_query import schema
 from ragspine_query.chunk_store import ChunkStoreReader
 

@@ -170,7 +170,7 @@ def test_score_terms_returns_every_touched_row_with_exact_scores(index_cls, smal
 
 
 def test_memory_mapped_index_gives_the_same_bytes(tmp_path, large, queries):
-    from ragspine_assets.build.lexical import write_bm25_arrays
+    from ragspine_assets.indexing.lexical import write_bm25_arrays
 
     arrays = build_bm25_arrays(large)
     write_bm25_arrays(tmp_path, arrays, "spec@1")

@@ -28,7 +28,7 @@ from dagster._core.loader import LoadingContextForTest
 
 from ragspine_assets.assets import ALL_ASSETS, chunks
 from ragspine_assets.assets.chunks import CHUNKS_CODE_VERSION
-from ragspine_assets.build.chunking import CHUNKER_VERSIONS, ParagraphChunker
+from ragspine_assets.indexing.chunking import CHUNKER_VERSIONS, ParagraphChunker
 from ragspine_assets.definitions import ingest_job, make_resources
 from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_query import schema

@@ -97,8 +97,8 @@ def check_answer_against_snapshot(rec: dict, snapshots: Path, replay_cache: dict
 def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_path: Path) -> None:
     import dagster as dg  # here, not at module level: the reader process runs this file
 
-    from ragspine_assets.build.artifacts import LibraryPaths
-    from ragspine_assets.build.publish import list_snapshots
+    from ragspine_assets.indexing.artifacts import LibraryPaths
+    from ragspine_assets.indexing.publish import list_snapshots
     from ragspine_assets.ingest import ingest_library
 
     repo = Path(__file__).resolve().parents[2]

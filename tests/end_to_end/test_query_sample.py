@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ragspine_assets.build.parsing import parse_library
+from ragspine_assets.indexing.parsing import parse_library
 from ragspine_query import schema
 from ragspine_query.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
 from ragspine_query.library import open_library

@@ -17,8 +17,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.build.artifacts import LibraryPaths
-from ragspine_assets.build.steps import text_hash
+from ragspine_assets.indexing.artifacts import LibraryPaths
+from ragspine_assets.indexing.steps import text_hash
 from ragspine_assets.resources import RagspineConfig
 from ragspine_query.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
@@ -161,7 +161,7 @@ def _all_versions_texts(artifacts: Path, doc_id: str) -> set[str]:
 
 
 def test_reclassified_document_leaves_no_vector_and_old_snapshot_cannot_be_rolled_back_to(tmp_path):
-    from ragspine_assets.build.publish import rollback
+    from ragspine_assets.indexing.publish import rollback
 
     data = tmp_path / "data"
     raw = make_library(data, extra={"reclass.md": RECLASS.format(sens="PUBLIC", extra="", n=3)})
@@ -186,7 +186,7 @@ def test_reclassified_document_leaves_no_vector_and_old_snapshot_cannot_be_rolle
 
 
 def test_pinned_snapshot_is_released_when_it_serves_a_reclassified_document(tmp_path):
-    from ragspine_assets.build.publish import pinned_snapshot, rollback
+    from ragspine_assets.indexing.publish import pinned_snapshot, rollback
 
     data = tmp_path / "data"
     raw = make_library(data, extra={"reclass.md": RECLASS.format(sens="PUBLIC", extra="", n=3)})

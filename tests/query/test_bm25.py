@@ -167,7 +167,7 @@ def test_build_is_deterministic(corpus):
 
 
 def test_bm25_arrays_round_trip_through_disk_memory_mapped(tmp_path, corpus, queries, index):
-    from ragspine_assets.build.lexical import write_bm25_arrays
+    from ragspine_assets.indexing.lexical import write_bm25_arrays
 
     write_bm25_arrays(tmp_path, build_bm25_arrays(corpus), "spec@1")
     loaded = BM25Index.load(tmp_path)

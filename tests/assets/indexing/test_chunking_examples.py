@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.build.chunking import (
+from ragspine_assets.indexing.chunking import (
     CHUNKER_NAMES,
     CHUNKER_VERSIONS,
     DEFAULT_CHUNK_CHARS,
@@ -24,7 +24,7 @@ from ragspine_assets.build.chunking import (
     make_chunker,
     make_parent_id,
 )
-from ragspine_assets.build.parsing import SourceDocument
+from ragspine_assets.indexing.parsing import SourceDocument
 from ragspine_query.errors import ConfigError
 from ragspine_query.records import Chunk
 
@@ -350,7 +350,7 @@ def test_build_chunks_rejects_a_chunker_that_breaks_the_substring_invariant():
 def test_importing_the_build_modules_does_not_import_dagster():
     code = (
         "import sys\n"
-        "import ragspine_assets.build.parsing, ragspine_assets.build.chunking\n"
+        "import ragspine_assets.indexing.parsing, ragspine_assets.indexing.chunking\n"
         "assert 'dagster' not in sys.modules, 'dagster was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.build.parsing import (
+from ragspine_assets.indexing.parsing import (
     LIBRARY_CONFIG_KEYS,
     LibraryConfig,
     SourceDocument,

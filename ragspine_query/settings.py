@@ -1,0 +1,127 @@
+"""Every environment variable RAGSpine reads, in one table, read in one place.
+
+The edges (the ``ragspine`` CLI, the Dagster definitions, ``build_narrative_retriever``)
+call :meth:`Settings.from_env` once and pass plain values inward; nothing deeper reads
+``os.environ``. ``docs/configuration.md`` is this table in prose.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One environment variable: its name, the settings field it sets, default, meaning."""
+
+    name: str
+    field: str
+    default: str
+    meaning: str
+
+
+#: The table. A second name for the same field (a legacy alias) follows the first.
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("RAGSPINE_DATA_ROOT", "data_root", "data", "root of raw/, artifacts/, cache/ and glossary.toml"),
+    EnvVar("RAGSPINE_RAW_ROOT", "raw_root", "", "raw library folders (default <data>/raw)"),
+    EnvVar("RAGSPINE_ARTIFACTS_ROOT", "artifacts_root", "", "published libraries (default <data>/artifacts)"),
+    EnvVar("RAGSPINE_CACHE_ROOT", "cache_root", "", "embedding cache (default <data>/cache)"),
+    EnvVar("RAGSPINE_GLOSSARY_PATH", "glossary_path", "", "glossary TOML (default <data>/glossary.toml)"),
+    EnvVar("RAGSPINE_KEEP_SNAPSHOTS", "keep_snapshots", "5", "published snapshots retained per library"),
+    EnvVar("RAGSPINE_EMBEDDING", "embedding", "auto",
+           "embedding backend: none|auto|onnx|multilingual|deterministic|openai|sentence-transformers"),
+    EnvVar("RAGSPINE_EMBEDDING_BACKEND", "embedding", "auto", "legacy alias of RAGSPINE_EMBEDDING"),
+    EnvVar("RAGSPINE_EMBEDDING_MODEL", "embedding_model", "", "model name for the openai / sentence-transformers backends"),
+    EnvVar("RAGSPINE_EMBEDDING_MODEL_DIR", "embedding_model_dir", "", "a user-supplied ONNX model folder"),
+    EnvVar("RAGSPINE_EMBEDDING_DIM", "embedding_dim", "", "vector size for the openai backend"),
+    EnvVar("RAGSPINE_OPENAI_BASE_URL", "openai_base_url", "", "OpenAI-compatible embeddings endpoint"),
+    EnvVar("RAGSPINE_RETRIEVAL_MODE", "retrieval_mode", "auto", "auto|hybrid|vector|bm25|lexical|economy"),
+    EnvVar("RAGSPINE_RERANKER", "reranker", "",
+           "none|auto|listwise|cross_encoder|colbert|maxsim|splade (unset: listwise when an LLM is configured, else none)"),
+    EnvVar("RAGSPINE_CROSS_ENCODER_DIR", "cross_encoder_dir", "", "cross-encoder ONNX model folder"),
+    EnvVar("RAGSPINE_SPLADE_DIR", "splade_dir", "", "SPLADE ONNX model folder"),
+    EnvVar("RAGSPINE_LLM_BASE_URL", "llm_base_url", "", "OpenAI-compatible chat endpoint (judge, transforms)"),
+    EnvVar("RAGSPINE_LLM_MODEL", "llm_model", "", "chat model name"),
+    EnvVar("RAGSPINE_LLM_API_KEY", "llm_api_key", "", "API key for the chat and embeddings endpoints"),
+    EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
+    EnvVar("RAGSPINE_REINGEST_CRON", "reingest_cron", "0 3 * * *", "schedule of reingest_schedule"),
+    EnvVar("RAGSPINE_REINGEST_TIMEZONE", "reingest_timezone", "UTC", "its time zone"),
+    EnvVar("RAGSPINE_EXECUTOR", "executor", "multiprocess", "multiprocess|in_process|k8s|celery|dask"),
+    EnvVar("RAGSPINE_MAX_CONCURRENT", "max_concurrent", "0", "steps at once in one run (0 = one per CPU)"),
+    EnvVar("RAGSPINE_START_METHOD", "start_method", "forkserver", "forkserver|spawn"),
+    EnvVar("RAGSPINE_IO_DIR", "io_dir", "", "where step outputs are stored (shared storage on a cluster)"),
+)
+
+_INT_FIELDS = ("keep_snapshots", "max_concurrent")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The resolved configuration. Build it with :meth:`from_env` at an edge."""
+
+    data_root: str = "data"
+    raw_root: str = ""
+    artifacts_root: str = ""
+    cache_root: str = ""
+    glossary_path: str = ""
+    keep_snapshots: int = 5
+    embedding: str = "auto"
+    embedding_model: str = ""
+    embedding_model_dir: str = ""
+    embedding_dim: str = ""
+    openai_base_url: str = ""
+    retrieval_mode: str = "auto"
+    reranker: str = ""
+    cross_encoder_dir: str = ""
+    splade_dir: str = ""
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    reingest_cron: str = "0 3 * * *"
+    reingest_timezone: str = "UTC"
+    executor: str = "multiprocess"
+    max_concurrent: int = 0
+    start_method: str = "forkserver"
+    io_dir: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Read every variable of :data:`ENV_VARS` (the first non-empty name of a field wins).
+
+        Raises:
+            ConfigError: an integer variable that is not a whole number >= 0.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for var in ENV_VARS:
+            raw = env.get(var.name, "").strip()
+            if raw and var.field not in values:
+                values[var.field] = raw
+        for name in _INT_FIELDS:
+            if name in values:
+                try:
+                    number = int(str(values[name]))
+                except ValueError:
+                    number = -1
+                if number < 0:
+                    var = next(v.name for v in ENV_VARS if v.field == name)
+                    raise ConfigError(f"{var} must be a whole number >= 0, got {values[name]!r}")
+                values[name] = number
+        return cls(**values)  # type: ignore[arg-type]
+
+    def as_env(self) -> dict[str, str]:
+        """The non-default settings as environment variables (for a child process)."""
+        out: dict[str, str] = {}
+        defaults = Settings()
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != getattr(defaults, f.name):
+                out[next(v.name for v in ENV_VARS if v.field == f.name)] = str(value)
+        return out
+
+
+__all__ = ["ENV_VARS", "EnvVar", "Settings"]
