@@ -44,6 +44,44 @@ BM25_DOC_IDS = "doc_ids.json"  # document row -> doc_id (in BM25_DOC_DIR)
 EMB_VECTORS = "vectors.npy"  # float32[n, dim], L2-normalised
 EMB_ROWS = "rows.npy"  # int32[n]: chunk row of each vector, ascending
 
+# ----------------------------------------------------------------- the artifact registry
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSpec:
+    """One named artifact of a snapshot: where it lives inside the snapshot and which
+    asset produces it. A writer step declares the name it writes; publication copies it
+    to ``path``; the manifest lists it under ``MANIFEST_ARTIFACT_SETS``; the reader finds
+    it there and names ``asset`` when it is missing."""
+
+    name: str
+    path: str
+    asset: str
+    required: bool = False
+
+
+#: Manifest key: ``{name: {"path": ..., "asset": ...}}`` of the artifacts a snapshot holds.
+MANIFEST_ARTIFACT_SETS = "artifact_sets"
+
+ARTIFACT_REGISTRY: dict[str, ArtifactSpec] = {}
+
+
+def register_artifact(spec: ArtifactSpec) -> ArtifactSpec:
+    """Declare an artifact (a new one is one call here, plus the step that writes it)."""
+    existing = ARTIFACT_REGISTRY.get(spec.name)
+    if existing is not None and existing != spec:
+        raise ValueError(f"artifact {spec.name!r} is already registered as {existing}")
+    ARTIFACT_REGISTRY[spec.name] = spec
+    return spec
+
+
+register_artifact(ArtifactSpec("chunks", SNAPSHOT_CHUNKS_FILE, "index_manifest", required=True))
+register_artifact(ArtifactSpec("bm25", BM25_DIR, "bm25_index", required=True))
+register_artifact(ArtifactSpec("bm25_doc", BM25_DOC_DIR, "bm25_index", required=True))
+register_artifact(ArtifactSpec("embeddings", EMBEDDINGS_DIR, "chunk_embeddings"))
+register_artifact(ArtifactSpec("glossary", "glossary.json", "index_manifest"))
+
 # The asset that produces each artifact, named in reader errors.
 ASSET_FOR_ARTIFACT = {
     MANIFEST_FILE: "index_manifest",
