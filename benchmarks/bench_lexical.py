@@ -201,6 +201,9 @@ def compute_ratios(engines: dict) -> dict:
     for qset, suffix in (("normal", ""), ("stop", "_stop")):
         bm = [q for q in (qps("bm25s-numpy", qset, "cpu_qps"), qps("bm25s-numba", qset, "cpu_qps")) if q]
         out[f"cpu_qps_ratio{suffix}"] = _ratio(qps("ours", qset, "cpu_qps"), max(bm)) if bm else None
+    for qset, suffix in (("normal", ""), ("stop", "_stop")):
+        # the query path a notebook user runs (open_library + HybridRetriever, bm25) vs bm25s-numba
+        out[f"qps_ratio_query_path{suffix}"] = _ratio(qps("query-path", qset), qps("bm25s-numba", qset))
     builds = [engines[n]["build_s"] for n in ("bm25s-numpy", "bm25s-numba") if "build_s" in engines.get(n, {})]
     out["build_speed_ratio"] = _ratio(min(builds), ours.get("build_s")) if builds and ours.get("build_s") else None
     out["build_speed_ratio_vs_tantivy"] = _ratio((engines.get("tantivy") or {}).get("build_s"), ours.get("build_s"))
@@ -215,6 +218,7 @@ def goals(engines: dict, ratios: dict) -> dict:
     return {
         "qps_ratio >= 1.0": None if ratios.get("qps_ratio") is None else ratios["qps_ratio"] >= 1.0,
         "cpu_qps_ratio >= 1.0": None if ratios.get("cpu_qps_ratio") is None else ratios["cpu_qps_ratio"] >= 1.0,
+        "qps_ratio_query_path >= 1.0": None if ratios.get("qps_ratio_query_path") is None else ratios["qps_ratio_query_path"] >= 1.0,
         "cold start < 0.5 s": None if cold is None else cold < 0.5,
         "stop-word QPS >= 2000": None if stop_qps is None else stop_qps >= 2000,
         "top-10 agreement with reference = 1.0": None if None in agree else all(a == 1.0 for a in agree),
@@ -319,7 +323,10 @@ def run_lexical(corpus: Corpus, args, scratch: Path) -> dict:
                 engines_out[engine.name]["cold_start_stop"] = engine.cold_start(query_sets["stop"][0])
     _log("top-10 agreement with the reference")
     for s in QUERY_SETS:
-        for name, agr in agreement(reference, query_sets[s], rows_by_set[s]).items():
+        # the query path ranks the library's index text (with its contextual header) by
+        # chunk + 2.0 x document BM25: not the plain-BM25 reference, so it is not compared
+        plain = {n: r for n, r in rows_by_set[s].items() if n != "query-path"}
+        for name, agr in agreement(reference, query_sets[s], plain).items():
             engines_out[name][s].update(agr.as_dict())
     if "tantivy" in rows_by_set["normal"]:
         ref12 = ReferenceBM25(token_lists, 1.2, 0.75)

@@ -17,10 +17,14 @@ from ragspine_query.errors import RagspineError
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from ragspine_query.settings import Settings
+
     from .ingest import ingest_library
 
+    settings = Settings.from_env()  # the environment is read here, once
     for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
-        summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root)
+        summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root,
+                                 settings=settings)
         print(summary.describe(), flush=True)
     return 0
 

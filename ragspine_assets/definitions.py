@@ -1,11 +1,16 @@
 """The Dagster code location: wiring only.
 
-Environment variables are read here and nowhere deeper:
+Environment variables are read here and nowhere deeper, through
+:meth:`ragspine_query.settings.Settings.from_env` (the one table of them):
 
 * ``RAGSPINE_DATA_ROOT`` (default ``data``), and optionally ``RAGSPINE_RAW_ROOT``,
   ``RAGSPINE_ARTIFACTS_ROOT``, ``RAGSPINE_CACHE_ROOT``, ``RAGSPINE_GLOSSARY_PATH`` —
   every path of :class:`RagspineConfig`; point them at shared storage on a cluster.
-* ``RAGSPINE_EMBEDDING`` (default ``auto``), ``RAGSPINE_KEEP_SNAPSHOTS`` (default 5).
+* ``RAGSPINE_EMBEDDING`` (default ``auto``; with ``RAGSPINE_EMBEDDING_MODEL_DIR``,
+  ``RAGSPINE_EMBEDDING_MODEL``, ``RAGSPINE_EMBEDDING_DIM``, ``RAGSPINE_OPENAI_BASE_URL``:
+  the :class:`EmbeddingBackendResource`), ``RAGSPINE_KEEP_SNAPSHOTS`` (default 5).
+* ``RAGSPINE_LLM_BASE_URL``, ``RAGSPINE_LLM_MODEL``, ``RAGSPINE_LLM_API_KEY``: the ``llm``
+  resource (:class:`LLMProviderResource`).
 * ``RAGSPINE_REINGEST_CRON`` (default ``0 3 * * *``), ``RAGSPINE_REINGEST_TIMEZONE``
   (default ``UTC``).
 * ``RAGSPINE_EXECUTOR`` (default ``multiprocess``; or ``in_process``, ``k8s``, ``celery``,
@@ -26,10 +31,11 @@ from typing import Mapping
 import dagster as dg
 
 from ragspine_query.errors import ConfigError
+from ragspine_query.settings import Settings
 
 from .assets import ALL_ASSETS
 from .partitions import libraries_partitions
-from .resources import RagspineConfig
+from .resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 from .schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from .sensors import raw_files_sensor
 
@@ -39,23 +45,31 @@ ingest_job = dg.define_asset_job(
 )
 
 
-def make_resources(environ: Mapping[str, str] | None = None) -> dict:
-    """Resources from the environment (read here and nowhere deeper)."""
-    env = os.environ if environ is None else environ
+def _settings(environ: Mapping[str, str] | Settings | None) -> Settings:
+    if isinstance(environ, Settings):
+        return environ
+    return Settings.from_env(environ)
+
+
+def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
+    """Resources from the environment (read here, through :class:`Settings`, and nowhere deeper)."""
+    settings = _settings(environ)
     resources: dict = {
         "ragspine": RagspineConfig(
-            data_root=env.get("RAGSPINE_DATA_ROOT", "data"),
-            raw_root=env.get("RAGSPINE_RAW_ROOT", ""),
-            artifacts_root=env.get("RAGSPINE_ARTIFACTS_ROOT", ""),
-            cache_root=env.get("RAGSPINE_CACHE_ROOT", ""),
-            glossary_path=env.get("RAGSPINE_GLOSSARY_PATH", ""),
-            embedding=env.get("RAGSPINE_EMBEDDING", "auto"),
-            keep_snapshots=int(env.get("RAGSPINE_KEEP_SNAPSHOTS", "5")),
-        )
+            data_root=settings.data_root,
+            raw_root=settings.raw_root,
+            artifacts_root=settings.artifacts_root,
+            cache_root=settings.cache_root,
+            glossary_path=settings.glossary_path,
+            embedding=settings.embedding,
+            keep_snapshots=settings.keep_snapshots,
+            embedding_backend=EmbeddingBackendResource.from_settings(settings),
+        ),
+        "llm": LLMProviderResource.from_settings(settings),
     }
-    if env.get("RAGSPINE_IO_DIR"):
+    if settings.io_dir:
         # step outputs (artifact references and the parsed documents) where every worker reads them
-        resources["io_manager"] = dg.FilesystemIOManager(base_dir=env["RAGSPINE_IO_DIR"])
+        resources["io_manager"] = dg.FilesystemIOManager(base_dir=settings.io_dir)
     return resources
 
 
@@ -69,7 +83,7 @@ _DISTRIBUTED_EXECUTORS = {
 START_METHODS = ("forkserver", "spawn")
 
 
-def make_executor(environ: Mapping[str, str] | None = None) -> dg.ExecutorDefinition:
+def make_executor(environ: Mapping[str, str] | Settings | None = None) -> dg.ExecutorDefinition:
     """The executor named by ``RAGSPINE_EXECUTOR`` (default ``multiprocess``).
 
     ``multiprocess`` runs up to ``RAGSPINE_MAX_CONCURRENT`` steps at once (0 = one per
@@ -82,8 +96,8 @@ def make_executor(environ: Mapping[str, str] | None = None) -> dg.ExecutorDefini
         ConfigError: an unknown executor or start method, or a distributed executor whose
             package is not installed (the message names the package).
     """
-    env = os.environ if environ is None else environ
-    kind = env.get("RAGSPINE_EXECUTOR", "multiprocess").strip().lower()
+    settings = _settings(environ)
+    kind = settings.executor.strip().lower()
     if kind == "in_process":
         return dg.in_process_executor
     if kind in _DISTRIBUTED_EXECUTORS:
@@ -96,8 +110,8 @@ def make_executor(environ: Mapping[str, str] | None = None) -> dg.ExecutorDefini
                 f"pip install {package} in the code location's environment, or unset RAGSPINE_EXECUTOR") from None
     if kind != "multiprocess":
         raise ConfigError(f"RAGSPINE_EXECUTOR={kind!r} is not supported; allowed: {', '.join(EXECUTORS)}")
-    config: dict = {"max_concurrent": int(env.get("RAGSPINE_MAX_CONCURRENT", "0"))}
-    start = env.get("RAGSPINE_START_METHOD", "forkserver").strip().lower()
+    config: dict = {"max_concurrent": settings.max_concurrent}
+    start = settings.start_method.strip().lower()
     if start not in START_METHODS:
         raise ConfigError(f"RAGSPINE_START_METHOD={start!r} is not supported; allowed: {', '.join(START_METHODS)}")
     if start == "forkserver":
@@ -109,18 +123,16 @@ def make_executor(environ: Mapping[str, str] | None = None) -> dg.ExecutorDefini
 
 def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definitions:
     """Assets, ``ingest_job``, ``raw_files_sensor``, ``reingest_schedule``, executor, resources."""
-    env = os.environ if environ is None else environ
-    schedule = build_reingest_schedule(
-        env.get("RAGSPINE_REINGEST_CRON", DEFAULT_REINGEST_CRON),
-        timezone=env.get("RAGSPINE_REINGEST_TIMEZONE", "UTC"),
-    )
+    settings = _settings(environ)
+    schedule = build_reingest_schedule(settings.reingest_cron or DEFAULT_REINGEST_CRON,
+                                       timezone=settings.reingest_timezone or "UTC")
     return dg.Definitions(
         assets=ALL_ASSETS,
         jobs=[ingest_job],
         sensors=[raw_files_sensor],
         schedules=[schedule],
-        executor=make_executor(env),
-        resources=make_resources(env),
+        executor=make_executor(settings),
+        resources=make_resources(settings),
     )
 
 

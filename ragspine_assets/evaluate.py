@@ -1,7 +1,7 @@
 """``ragspine eval``: index a BEIR-format dataset through the production pipeline and score it.
 
 The corpus becomes a library (one ``corpus.jsonl`` under ``<out>/raw/<name>/``) that is
-built by :func:`ragspine_assets.indexing.steps.build_library` — the same functions, in the
+built by :func:`ragspine_assets.indexing.pipeline.build_library` — the same functions, in the
 same order, that the Dagster assets call. The built index is cached under a key made of
 the corpus hash and the pipeline's code versions, so a second run with the same inputs
 skips the build. Queries go through :mod:`ragspine_query`; chunk hits aggregate to their
@@ -77,7 +77,7 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
     """Build (or reuse) the published index; returns the manifest."""
     from ragspine_query.library import read_manifest, resolve_snapshot_dir
 
-    from .indexing.steps import build_library
+    from .indexing.pipeline import build_library
 
     want_dense = embedding != "none"
     try:

@@ -14,11 +14,12 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_query.settings import Settings
 
 from .assets import ALL_ASSETS
 from .indexing.artifacts import pid_alive, validate_library_id
 from .partitions import LIBRARIES_PARTITION
-from .resources import RagspineConfig
+from .resources import EmbeddingBackendResource, RagspineConfig
 
 #: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
 #: run whose process was killed (it stays STARTED forever) from one still running.
@@ -190,16 +191,24 @@ def ingest_library(
     keep_snapshots: int | None = None,
     instance: dg.DagsterInstance | None = None,
     data_root: str | os.PathLike | None = None,
+    settings: Settings | None = None,
 ) -> IngestSummary:
     """Materialize every asset for the library at ``raw_dir`` (``<data>/raw/<library>``,
-    or anywhere with ``data_root``; see :func:`locate_library`)."""
+    or anywhere with ``data_root``; see :func:`locate_library`).
+
+    ``embedding`` and ``keep_snapshots`` default to ``settings`` (default
+    :meth:`Settings.from_env`, the only place the environment is read).
+    """
+    settings = settings or Settings.from_env()
     where = locate_library(raw_dir, data_root)
     library_id = where.library_id
+    spec = embedding or settings.embedding
     resource = RagspineConfig(
         data_root=str(where.data_root),
         raw_root=str(where.folder.parent),
-        embedding=embedding or os.environ.get("RAGSPINE_EMBEDDING", "auto"),
-        keep_snapshots=keep_snapshots or int(os.environ.get("RAGSPINE_KEEP_SNAPSHOTS", "5")),
+        embedding=spec,
+        keep_snapshots=keep_snapshots or settings.keep_snapshots,
+        embedding_backend=EmbeddingBackendResource.from_settings(settings, spec),
     )
     instance = instance or default_instance()
     dead = fail_dead_ingest_runs(instance)

@@ -1,21 +1,101 @@
-"""Resources: where data lives, and which embedding backend builds vectors.
+"""Resources: where data lives, which embedding backend builds vectors, which LLM answers.
 
 Every path is configurable, so the same code location runs locally, under the
-multiprocess executor, or on a distributed executor with shared storage.
+multiprocess executor, or on a distributed executor with shared storage. Nothing here
+reads the environment: ``definitions.py`` / ``ingest.py`` build these from
+:meth:`ragspine_query.settings.Settings.from_env`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 import dagster as dg
 
+from ragspine_query.settings import Settings
+
 from .indexing.artifacts import LIBRARY_ID_PATTERN, LibraryPaths, validate_library_id
+from .indexing.documents import DocumentSet
+from .indexing.library_settings import resolve_library_settings
 from .indexing.publish import DEFAULT_KEEP_SNAPSHOTS
 
 
+class EmbeddingBackendResource(dg.ConfigurableResource):
+    """The embedding backend that builds the ``chunk_embeddings`` vectors.
+
+    ``spec`` is the run-level choice (``none|auto|onnx|multilingual|deterministic|openai|
+    sentence-transformers``); a library's own ``_library.toml`` ``embedding`` wins over
+    it, and ``auto`` resolves by the library's languages (one function for the assets and
+    ``build_library``: :func:`~.indexing.library_settings.resolve_library_settings`).
+    """
+
+    spec: str = "auto"
+    model_dir: str = ""
+    #: For ``openai`` / ``sentence-transformers``: the model name, vector size and endpoint.
+    model: str = ""
+    dim: str = ""
+    openai_base_url: str = ""
+    api_key: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: "Settings", spec: str | None = None) -> "EmbeddingBackendResource":
+        """The resource of resolved :class:`~ragspine_query.settings.Settings` (``spec`` overrides its ``embedding``)."""
+        return cls(spec=spec or settings.embedding, model_dir=settings.embedding_model_dir, model=settings.embedding_model,
+                   dim=settings.embedding_dim, openai_base_url=settings.openai_base_url, api_key=settings.llm_api_key)
+
+    def _settings_env(self) -> dict[str, str]:
+        # make_embedding_backend's settings, from these fields (never from os.environ)
+        from ragspine_query.dense import embedding as e
+
+        pairs = {e.ENV_MODEL_DIR: self.model_dir, e.ENV_EMBEDDING_MODEL: self.model, e.ENV_EMBEDDING_DIM: self.dim,
+                 e.ENV_OPENAI_BASE_URL: self.openai_base_url, e.ENV_OPENAI_API_KEY: self.api_key}
+        return {k: v for k, v in pairs.items() if v}
+
+    def backend_for_spec(self, spec: str) -> Any:
+        """The backend of a resolved spec (``None`` for ``none``)."""
+        from ragspine_query.dense.embedding import make_embedding_backend
+
+        return make_embedding_backend(spec, model_dir=self.model_dir or None, env=self._settings_env())
+
+    def factory(self) -> Callable[[str], Any]:
+        return self.backend_for_spec
+
+    def resolve_spec(self, documents: DocumentSet) -> str:
+        return resolve_library_settings(documents, embedding=self.spec).embedding
+
+    def make(self, documents: DocumentSet) -> Any:
+        """The backend for this library (its own setting, else ``spec``; ``auto`` resolved)."""
+        return self.backend_for_spec(self.resolve_spec(documents))
+
+
+class LLMProviderResource(dg.ConfigurableResource):
+    """An OpenAI-compatible chat endpoint (judge, query transforms, listwise reranking)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    timeout_s: float = 30.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "LLMProviderResource":
+        return cls(base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key)
+
+    def make(self) -> Any:
+        """A :class:`ragspine_query.llm.OpenAICompatibleProvider`, or None when ``base_url`` is empty."""
+        if not self.base_url.strip():
+            return None
+        from ragspine_query.llm import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(self.base_url, self.model, api_key=self.api_key or None, timeout_s=self.timeout_s)
+
+
 class RagspineConfig(dg.ConfigurableResource):
-    """Roots of the raw documents, published artifacts and caches."""
+    """Roots of the raw documents, published artifacts and caches; the embedding backend.
+
+    ``embedding_backend`` (nested resource) chooses the backend; without it the legacy
+    ``embedding`` spec string does (kept so existing run configs and tests work).
+    """
 
     data_root: str = "data"
     raw_root: str = ""
@@ -24,6 +104,11 @@ class RagspineConfig(dg.ConfigurableResource):
     glossary_path: str = ""
     embedding: str = "auto"
     keep_snapshots: int = DEFAULT_KEEP_SNAPSHOTS
+    embedding_backend: Optional[EmbeddingBackendResource] = None
+
+    def embedding_resource(self) -> EmbeddingBackendResource:
+        """The nested embedding resource, or one on the legacy ``embedding`` spec."""
+        return self.embedding_backend if self.embedding_backend is not None else EmbeddingBackendResource(spec=self.embedding)
 
     def raw_dir(self) -> Path:
         return Path(self.raw_root) if self.raw_root else Path(self.data_root) / "raw"

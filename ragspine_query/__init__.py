@@ -14,15 +14,26 @@ from .errors import (
     RagspineError,
 )
 from .filters import Predicate, parse_filter_arg, parse_filters
-from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order
+from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
 from .glossary import Glossary, GlossaryQueryRewriter
 from .library import Library, open_library
 from .link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
-from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, to_snippet
+from .pipeline import (
+    Channel,
+    Explain,
+    QueryPipeline,
+    SearchResult,
+    register_channel,
+    register_postprocessor,
+    register_transform,
+)
+from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, hits_to_frame, to_snippet
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
 from .text.tokenize import tokenize
 
 __all__ = [
+    "Channel", "Explain", "QueryPipeline", "SearchResult", "hits_to_frame", "register_channel",
+    "register_postprocessor", "register_transform", "weighted_rrf",
     "Chunk", "ConfigError", "DEFAULT_RRF_K", "EmbeddingModelMismatchError", "FilterError", "Glossary",
     "GlossaryQueryRewriter", "Hit", "HybridRetriever", "IndexIncompatibleError", "IndexNotFoundError",
     "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndex", "NarrativeIndexRetriever",

@@ -41,12 +41,32 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--mode", default=None, help="auto|hybrid|vector|bm25|lexical|economy (default RAGSPINE_RETRIEVAL_MODE or auto)")
     p.add_argument("--reranker", default=None, help="none|maxsim|colbert|cross_encoder|splade|listwise|auto (default RAGSPINE_RERANKER or none)")
     p.add_argument("--json", action="store_true", help="print a JSON list of snippet dicts")
+    p.add_argument("--explain", action="store_true",
+                   help="also show, per pipeline stage, the candidates, their ranks and scores, and the time spent "
+                        "(with --json: an object {results, explain})")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it may register channels, transforms, post-processors); repeatable")
     return p
+
+
+def load_plugins(modules: Sequence[str]) -> None:
+    """Import each plugin module (by dotted name); a failure is a clear error."""
+    import importlib
+
+    from .errors import ConfigError
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # an import error of any kind: say which plugin
+            raise ConfigError(f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def run_query(args: argparse.Namespace) -> int:
     from .link import build_narrative_retriever
 
+    load_plugins(getattr(args, "plugin", []) or [])
+    explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
     filters: dict = {}
     for pr in preds:
@@ -62,9 +82,12 @@ def run_query(args: argparse.Namespace) -> int:
 
         reranker = make_reranker(args.reranker, provider=provider)
     retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker)
-    snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k)
+    snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     if args.json:
-        print(json.dumps(snippets, ensure_ascii=False, indent=2))
+        if explain:
+            print(json.dumps({"results": list(snippets), "explain": snippets.explain.to_rows()}, ensure_ascii=False, indent=2))
+        else:
+            print(json.dumps(snippets, ensure_ascii=False, indent=2))
         return 0
     print(f"query: {printable(args.text)}")
     if not snippets:
@@ -76,7 +99,14 @@ def run_query(args: argparse.Namespace) -> int:
               f"fused={sc['fused']:.4f} bm25={sc['bm25']:.3f} vector={sc['vector']:.3f}")
         body = " ".join(s["text"].split())
         print(textwrap.indent(textwrap.fill(body[:300] + ("…" if len(body) > 300 else ""), 100), "    "))
+    if explain and snippets.explain is not None:
+        print()
+        print(printable_block(snippets.explain.format_table()))
     return 0
+
+
+def printable_block(text: str) -> str:
+    return "\n".join(printable(line) for line in text.splitlines())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

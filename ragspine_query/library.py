@@ -125,23 +125,65 @@ class Library:
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
-        self.bm25 = BM25Index.load(snapshot_dir / schema.BM25_DIR)
-        self.bm25_doc = BM25Index.load(snapshot_dir / schema.BM25_DOC_DIR)
-        self.row_doc = np.load(snapshot_dir / schema.BM25_DIR / schema.BM25_ROW_DOC, mmap_mode="r")
+        bm25_dir = self.artifact_path("bm25")
+        self.bm25 = BM25Index.load(bm25_dir)
+        self.bm25_doc = BM25Index.load(self.artifact_path("bm25_doc"))
+        self.row_doc = np.load(bm25_dir / schema.BM25_ROW_DOC, mmap_mode="r")
         self.n_chunks = int(manifest["counts"]["chunks"])
         if self.bm25.n_rows != self.n_chunks or self.row_doc.shape[0] != self.n_chunks:
             raise IndexIncompatibleError(
                 f"{snapshot_dir}: BM25 rows ({self.bm25.n_rows}) != manifest chunks ({self.n_chunks}); "
                 "re-materialize the bm25_index asset"
             )
-        self._conn = connect_read_only(snapshot_dir / schema.SNAPSHOT_CHUNKS_FILE, immutable=True)
+        self._conn = connect_read_only(self.artifact_path("chunks"), immutable=True)
         self._lock = threading.Lock()
         self._columns: dict[str, np.ndarray] = {}
+        self._chunk_ids: list[str] | None = None
+        self._restricted: np.ndarray | None = None
         self._embeddings: EmbeddingMatrix | None = None
         self._embeddings_loaded = False
         # map every file now: a snapshot pruned later (retention) stays readable through
         # the open handles, so a long-lived reader never sees a half-deleted snapshot
         self.embeddings()
+
+    # -- artifacts -------------------------------------------------------------------
+    def artifact_path(self, name: str) -> Path | None:
+        """Where artifact ``name`` (see ``schema.ARTIFACT_REGISTRY``) lives in this snapshot.
+
+        Read from ``manifest["artifact_sets"]``; snapshots published before that key
+        existed use the fixed layout. Returns None for a missing optional artifact.
+
+        Raises:
+            IndexNotFoundError: a required artifact is missing (names the asset to materialize).
+            IndexIncompatibleError: the manifest points outside the snapshot.
+        """
+        spec = schema.ARTIFACT_REGISTRY.get(name)
+        sets = self.manifest.get(schema.MANIFEST_ARTIFACT_SETS)
+        asset = spec.asset if spec else "index_manifest"
+        required = bool(spec and spec.required)
+        if isinstance(sets, dict):
+            entry = sets.get(name)
+            if not isinstance(entry, dict) or not entry.get("path"):
+                if required:
+                    raise IndexNotFoundError(
+                        f"{self.snapshot_dir}: the manifest lists no {name!r} artifact: materialize the {asset} asset "
+                        "(and index_manifest) for this library")
+                return None
+            asset = str(entry.get("asset") or asset)
+            path = (self.snapshot_dir / str(entry["path"])).resolve()
+            root = self.snapshot_dir.resolve()
+            if path != root and root not in path.parents:
+                raise IndexIncompatibleError(f"{self.snapshot_dir}: artifact {name!r} points outside the snapshot; "
+                                             "re-materialize the index_manifest asset")
+        elif spec is not None:
+            path = self.snapshot_dir / spec.path
+        else:
+            return None
+        if not path.exists():
+            if required:
+                raise IndexNotFoundError(f"{path} is missing: materialize the {asset} asset for this library")
+            return None
+        return path
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
@@ -198,7 +240,25 @@ class Library:
         return col
 
     def restricted_mask(self) -> np.ndarray:
-        return np.char.upper(self.column("sensitivity")) == "RESTRICTED"
+        """Bool mask of RESTRICTED rows (computed once; read-only)."""
+        mask = self._restricted
+        if mask is None:
+            mask = np.char.upper(self.column("sensitivity")) == "RESTRICTED"
+            mask.setflags(write=False)
+            self._restricted = mask
+        return mask
+
+    def chunk_ids(self) -> list[str]:
+        """``chunk_id`` of every row, in row order (loaded once, lazily; no text is read)."""
+        ids = self._chunk_ids
+        if ids is None:
+            with self._lock:
+                ids = [r[0] for r in self._conn.execute(f"SELECT chunk_id FROM {schema.CHUNK_TABLE} ORDER BY row_idx")]
+            if len(ids) != self.n_chunks:
+                raise IndexIncompatibleError(f"{self.snapshot_dir}: {len(ids)} chunk rows != manifest chunks ({self.n_chunks}); "
+                                             "re-materialize the index_manifest asset")
+            self._chunk_ids = ids
+        return ids
 
     # -- embeddings ------------------------------------------------------------------
     @property
@@ -212,7 +272,10 @@ class Library:
             return self._embeddings
         emb = self.manifest.get("embedding")
         if emb and emb.get("count", 0) > 0:
-            d = self.snapshot_dir / schema.EMBEDDINGS_DIR
+            d = self.artifact_path("embeddings")
+            if d is None:
+                raise IndexNotFoundError(f"{self.snapshot_dir}: the manifest records {emb['count']} vectors but the embeddings "
+                                         f"artifact is missing: materialize the {schema.ARTIFACT_REGISTRY['embeddings'].asset} asset")
             vectors = np.load(d / schema.EMB_VECTORS, mmap_mode="r")
             rows = np.load(d / schema.EMB_ROWS, mmap_mode="r")
             if vectors.shape != (emb["count"], emb["dim"]) or rows.shape[0] != emb["count"]:

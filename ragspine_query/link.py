@@ -17,7 +17,9 @@ from typing import Any, Mapping, Protocol, Sequence
 from .fusion import DEFAULT_RRF_K
 from .glossary import Glossary, GlossaryQueryRewriter
 from .library import open_library
-from .records import RESTRICTED_SENSITIVITY, Hit, sort_hits, to_snippet
+from .pipeline.explain import Tracer, hit_candidates, now
+from .pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
+from .records import RESTRICTED_SENSITIVITY, Hit, to_snippet
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
 
@@ -25,8 +27,19 @@ class SearchIndex(Protocol):
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]: ...
 
 
+def glossary_transform(rewriter: GlossaryQueryRewriter):
+    """The glossary multi-query rewriter as a pipeline transform (variants of the user's query)."""
+    def transform(variants: list[str]) -> list[str]:
+        return rewriter.rewrite(variants[0]) + [v for v in variants[1:]]
+    return transform
+
+
 class NarrativeIndex:
-    """Retriever + optional multi-query rewriter + optional reranking, in that order."""
+    """Retriever + optional multi-query rewriter + optional reranking, in that order.
+
+    A façade over :class:`~ragspine_query.pipeline.stages.QueryPipeline` (registered
+    transforms and post-processors included).
+    """
 
     def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K) -> None:
         self.retriever = retriever
@@ -35,31 +48,13 @@ class NarrativeIndex:
         self.judge = judge
         self.rerank_top_n = rerank_top_n
         self.rrf_k = rrf_k
+        transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
+        self.pipeline = QueryPipeline(retriever, transforms=transforms, reranker=reranker, judge=judge,
+                                      rerank_top_n=rerank_top_n, rrf_k=rrf_k)
 
-    def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False) -> list[Hit]:
+    def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         """Hits for the narrative path: RESTRICTED removed before ranking unless asked for."""
-        queries = self.rewriter.rewrite(query) if self.rewriter else [query]
-        # every variant (and the reranker) sees a deep list: RRF over shallow lists is unstable
-        depth = max(top_k, 50) if (len(queries) > 1 or self.reranker or self.judge) else top_k
-        if len(queries) == 1:
-            hits = self.retriever.search(query, filters=filters, top_k=depth, include_restricted=include_restricted)
-        else:
-            fused: dict[tuple[str, str], float] = {}
-            best: dict[tuple[str, str], Hit] = {}
-            for q in queries:
-                variant_hits = self.retriever.search(q, filters=filters, top_k=depth, include_restricted=include_restricted)
-                for rank, h in enumerate(variant_hits, start=1):
-                    key = (h.chunk.library_id, h.chunk_id)
-                    fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)
-                    best.setdefault(key, h)
-            hits = sort_hits([best[k].with_score(v, fused=v) for k, v in fused.items()])[:depth]
-        if self.reranker is not None:
-            hits = self.reranker.rank(query, hits, top_n=self.rerank_top_n)
-        elif self.judge is not None:
-            from .rerank.listwise import listwise_rerank
-
-            hits = listwise_rerank(query, hits, self.judge, top_n=self.rerank_top_n)
-        return hits[:top_k]
+        return self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
 
 
 class NarrativeIndexRetriever:
@@ -68,25 +63,38 @@ class NarrativeIndexRetriever:
     def __init__(self, index: SearchIndex, *, retry_without_filters: bool = True) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
+        self._index_explains = _accepts_explain(index.search)
 
-    def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50) -> list[dict]:
-        """Cited, RESTRICTED-free snippet dicts, best first.
+    def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
+        """Cited, RESTRICTED-free snippet dicts, best first (a list; ``.explain`` when asked for).
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
         """
         top_k = check_top_k(top_k)
-        snippets = self._open_snippets(query, filters or None, top_k)
+        tracer = Tracer() if explain else None
+        snippets = self._open_snippets(query, filters or None, top_k, tracer)
         if not snippets and filters and self.retry_without_filters:
-            snippets = self._open_snippets(query, None, top_k)
-        return snippets
+            if tracer is not None:
+                tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
+            snippets = self._open_snippets(query, None, top_k, tracer)
+        ex = tracer.freeze(query).without_restricted() if tracer is not None else None
+        return Snippets(snippets, ex)
 
-    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> list[dict]:
+    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int, tracer: Tracer | None) -> list[dict]:
         """Snippets of the top ``top_k`` hits; RESTRICTED rows never entered the ranking."""
-        results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
+        if tracer is not None and self._index_explains:
+            results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False, explain=True)
+            tracer.extend(getattr(results, "explain", None))
+        else:
+            results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
+        t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
-        return [to_snippet(r) for r in open_hits[:top_k]]
+        snippets = [to_snippet(r) for r in open_hits[:top_k]]
+        if tracer is not None:
+            tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)
+        return snippets
 
 
 def build_narrative_retriever(
@@ -120,8 +128,8 @@ def build_narrative_retriever(
             backend = backend_for_library(lib, config.mode)
         retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config)
         if glossary == "auto" and glossary_obj is None:
-            gpath = lib.snapshot_dir / "glossary.json"
-            if gpath.is_file():
+            gpath = lib.artifact_path("glossary")
+            if gpath is not None and gpath.is_file():
                 glossary_obj = Glossary.load(gpath)
     if isinstance(glossary, Glossary):
         glossary_obj = glossary
@@ -141,12 +149,13 @@ def build_narrative_retriever(
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge))
 
 
-def backend_for_library(library: Any, mode: str, spec: str | None = None) -> Any | None:
+def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
 
     ``spec`` (default ``RAGSPINE_EMBEDDING``, else ``auto``): ``none`` disables the dense
     channel; ``auto`` re-creates the backend recorded in the manifest when its extra is
-    installed and silently falls back to BM25 when it is not.
+    installed and silently falls back to BM25 when it is not (``strict=True``: raises
+    the ImportError/MissingExtraError instead, for a caller that reports it).
     """
     from .retriever import LEXICAL_MODES, normalize_mode
 
@@ -164,6 +173,6 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None) -> Any
     try:
         return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None)
     except ImportError:
-        if spec == "auto" and normalize_mode(mode) == "auto":
+        if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None
         raise

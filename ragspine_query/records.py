@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 RESTRICTED_SENSITIVITY = "RESTRICTED"
 SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
@@ -89,6 +90,102 @@ class Hit:
         merged = dict(self.scores)
         merged.update(channel_scores)
         return Hit(chunk=self.chunk, score=score, scores=merged)
+
+
+class _ChunkBatch:
+    """Loads the chunks of one result's rows in one read, on first access."""
+
+    __slots__ = ("_load", "_rows", "_chunks")
+
+    def __init__(self, load, rows: list[int]) -> None:
+        self._load, self._rows, self._chunks = load, rows, None
+
+    def get(self, i: int) -> Chunk:
+        if self._chunks is None:
+            self._chunks = self._load(self._rows)
+        return self._chunks[i]
+
+
+_HIT_CHUNK = Hit.__dict__["chunk"]  # the slot descriptor of Hit.chunk
+
+
+class LazyHit(Hit):
+    """A :class:`Hit` whose chunk (text, metadata) is read from the snapshot on first use.
+
+    ``chunk_id`` (and the row) are known without any read; every other use of
+    ``chunk`` loads the chunks of the whole result in one SQLite query.
+    """
+
+    __slots__ = ("_batch", "_pos", "_chunk_id", "row")
+
+    def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float]) -> None:
+        object.__setattr__(self, "_batch", batch)
+        object.__setattr__(self, "_pos", pos)
+        object.__setattr__(self, "_chunk_id", chunk_id)
+        object.__setattr__(self, "row", row)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "scores", scores)
+
+    @property
+    def chunk(self) -> Chunk:  # type: ignore[override]
+        try:
+            return _HIT_CHUNK.__get__(self, Hit)
+        except AttributeError:
+            chunk = self._batch.get(self._pos)
+            _HIT_CHUNK.__set__(self, chunk)
+            return chunk
+
+    @property
+    def chunk_id(self) -> str:
+        return self._chunk_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hit):
+            return NotImplemented
+        return (self.chunk, self.score, self.scores) == (other.chunk, other.score, other.scores)
+
+    __hash__ = Hit.__hash__
+
+
+def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], channel_scores: list[dict[str, float]]) -> list[Hit]:
+    """Hits for ``rows`` whose chunks ``load(rows)`` reads together, on first access."""
+    batch = _ChunkBatch(load, rows)
+    return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
+
+
+#: Columns of :func:`hits_to_frame`, in order (channel scores follow).
+FRAME_COLUMNS = ("rank", "score", "doc_id", "title", "locator", "library_id", "chunk_id", "sensitivity",
+                 "entity", "topic", "geography", "period", "language", "valid_as_of", "text")
+
+
+def hits_to_frame(hits) -> "Any":
+    """A pandas DataFrame of ``hits`` (or snippet dicts) with provenance columns.
+
+    Columns: rank, score, doc_id, title, locator, library_id, chunk_id, sensitivity, the
+    metadata fields, text, then one column per channel score (bm25, vector, fused, …).
+
+    Raises:
+        MissingExtraError: pandas is not installed.
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("hits_to_frame (a DataFrame of results)", "notebook", "pandas") from exc
+    rows = []
+    for rank, h in enumerate(hits, start=1):
+        if isinstance(h, dict):
+            rec = {c: h.get(c, "") for c in FRAME_COLUMNS[2:]}
+            scores = h.get("scores", {})
+            score = scores.get("fused", 0.0)
+        else:
+            c = h.chunk
+            rec = {name: getattr(c, name) for name in FRAME_COLUMNS[2:]}
+            scores, score = h.scores, h.score
+        rows.append({"rank": rank, "score": float(score), **rec, **{k: float(v) for k, v in scores.items()}})
+    cols = list(FRAME_COLUMNS) + sorted({k for r in rows for k in r} - set(FRAME_COLUMNS))
+    return pd.DataFrame(rows, columns=cols)
 
 
 def sort_hits(hits: list[Hit]) -> list[Hit]:

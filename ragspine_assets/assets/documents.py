@@ -3,14 +3,16 @@ from collections import Counter
 
 import dagster as dg
 
-from ..indexing.steps import DocumentSet, load_documents
-from ..partitions import libraries_partitions
-from ..resources import RagspineConfig
 from ragspine_query.records import RESTRICTED_SENSITIVITY
 
-from ._util import is_restricted, md_list, md_table, withheld_note
+from ..indexing.documents import DocumentSet
+from ..indexing.pipeline import STEP_BY_NAME
+from ..partitions import libraries_partitions
+from ..resources import RagspineConfig
+from ._util import check_results, check_specs, is_restricted, md_list, md_table, run_asset_step, withheld_note
 
-DOCUMENTS_CODE_VERSION = "1"
+STEP = STEP_BY_NAME["documents"]
+DOCUMENTS_CODE_VERSION = STEP.code_version
 
 
 @dg.asset(
@@ -18,7 +20,7 @@ DOCUMENTS_CODE_VERSION = "1"
     code_version=DOCUMENTS_CODE_VERSION,
     group_name="indexing",
     kinds={"python"},
-    check_specs=[dg.AssetCheckSpec("documents_parse_cleanly", asset="documents")],
+    check_specs=check_specs(STEP),
     description="Raw files under data/raw/<library>/ parsed and validated (front matter, .jsonl); bad files reported, not fatal.",
 )
 def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
@@ -27,7 +29,8 @@ def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
     if not paths.raw.is_dir():
         raise dg.Failure(f"library folder {paths.raw} does not exist; create it or remove the partition {library_id!r}")
     # saved under the library's artifacts: the step output that Dagster pickles is a reference
-    docs: DocumentSet = load_documents(paths.raw, library_id).save(paths)
+    result = run_asset_step(STEP, context, ragspine)
+    docs: DocumentSet = result.value
     sens = Counter(d.sensitivity for d in docs.documents)
     langs = Counter(d.language for d in docs.documents)
     yield dg.Output(
@@ -51,9 +54,4 @@ def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
                                 note=withheld_note(sens.get(RESTRICTED_SENSITIVITY, 0), "document")),
         },
     )
-    yield dg.AssetCheckResult(
-        check_name="documents_parse_cleanly",
-        passed=not docs.errors,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"errors": md_list(docs.errors), "count": len(docs.errors)},
-    )
+    yield from check_results(result)

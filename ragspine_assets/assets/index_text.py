@@ -1,13 +1,15 @@
 
 import dagster as dg
 
-from ..indexing.steps import ChunkUpdate, IndexTextRef, export_index_text, read_index_text
+from ..indexing.chunks import ChunkUpdate
+from ..indexing.index_text import IndexTextRef, read_index_text
+from ..indexing.pipeline import STEP_BY_NAME
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import is_restricted, md_table, withheld_note
-from pathlib import Path
+from ._util import is_restricted, md_table, run_asset_step, withheld_note
 
-INDEX_TEXT_CODE_VERSION = "1"
+STEP = STEP_BY_NAME["index_text"]
+INDEX_TEXT_CODE_VERSION = STEP.code_version
 
 
 @dg.asset(
@@ -18,8 +20,7 @@ INDEX_TEXT_CODE_VERSION = "1"
     description="Contextual index text (title · entity · period · heading + chunk text) of every active chunk; what BM25 and the embedder see.",
 )
 def index_text(context: dg.AssetExecutionContext, ragspine: RagspineConfig, chunks: ChunkUpdate):
-    paths = ragspine.library_paths(context.partition_key)
-    ref: IndexTextRef = export_index_text(paths, Path(chunks.store_path))
+    ref: IndexTextRef = run_asset_step(STEP, context, ragspine, chunks=chunks).value
     table = read_index_text(ref)
     # the first open chunks only: RESTRICTED index text never reaches the event log
     preview = [

@@ -3,11 +3,16 @@ import time
 
 import dagster as dg
 
-from ..indexing.steps import Bm25Ref, DocumentSet, IndexTextRef, build_bm25
+from ..indexing.documents import DocumentSet
+from ..indexing.index_text import IndexTextRef
+from ..indexing.lexical import Bm25Ref
+from ..indexing.pipeline import STEP_BY_NAME
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
+from ._util import run_asset_step
 
-BM25_CODE_VERSION = "1"
+STEP = STEP_BY_NAME["bm25_index"]
+BM25_CODE_VERSION = STEP.code_version
 
 
 @dg.asset(
@@ -18,9 +23,8 @@ BM25_CODE_VERSION = "1"
     description="Okapi BM25 (k1 1.5, b 0.75) with impacts precomputed into memory-mappable CSC arrays, chunk and document fields.",
 )
 def bm25_index(context: dg.AssetExecutionContext, ragspine: RagspineConfig, index_text: IndexTextRef, documents: DocumentSet):
-    paths = ragspine.library_paths(context.partition_key)
     t0 = time.perf_counter()
-    ref: Bm25Ref = build_bm25(paths, index_text, documents)
+    ref: Bm25Ref = run_asset_step(STEP, context, ragspine, index_text=index_text, documents=documents).value
     return dg.Output(
         ref,
         data_version=dg.DataVersion(ref.content_hash[:32]),

@@ -1,28 +1,21 @@
 
-from pathlib import Path
-
 import dagster as dg
 
-from ragspine_query.glossary import Glossary
-
 from ..indexing.artifacts import sha256_json
-from ..indexing.chunk_store import ChunkStore, utc_now
-from ..indexing.publish import publish_snapshot
-from ..indexing.steps import Bm25Ref, ChunkUpdate, DocumentSet, EmbeddingRef, IndexTextRef, build_manifest
+from ..indexing.chunks import ChunkUpdate
+from ..indexing.documents import DocumentSet
+from ..indexing.embeddings import EmbeddingRef
+from ..indexing.index_text import IndexTextRef
+from ..indexing.lexical import Bm25Ref
+from ..indexing.manifest import PublishedSnapshot
+from ..indexing.pipeline import CODE_VERSIONS, STEP_BY_NAME
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import run_id_of
-from .chunks import CHUNKS_CODE_VERSION
-from .documents import DOCUMENTS_CODE_VERSION
-from .embeddings import EMBEDDINGS_CODE_VERSION
-from .index_text import INDEX_TEXT_CODE_VERSION
-from .lexical import BM25_CODE_VERSION
+from ._util import run_asset_step
 
-MANIFEST_CODE_VERSION = "1"
-CODE_VERSIONS = {
-    "documents": DOCUMENTS_CODE_VERSION, "chunks": CHUNKS_CODE_VERSION, "index_text": INDEX_TEXT_CODE_VERSION,
-    "bm25_index": BM25_CODE_VERSION, "chunk_embeddings": EMBEDDINGS_CODE_VERSION, "index_manifest": MANIFEST_CODE_VERSION,
-}
+STEP = STEP_BY_NAME["index_manifest"]
+MANIFEST_CODE_VERSION = STEP.code_version
+__all__ = ["CODE_VERSIONS", "MANIFEST_CODE_VERSION", "index_manifest"]
 
 
 @dg.asset(
@@ -41,29 +34,19 @@ def index_manifest(
     bm25_index: Bm25Ref,
     chunk_embeddings: EmbeddingRef,
 ):
-    paths = ragspine.library_paths(context.partition_key)
-    manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
-                              run_id=run_id_of(context), code_versions=CODE_VERSIONS, created_at=utc_now())
-    gfile = ragspine.glossary_file()
-    glossary = Glossary.load(gfile).to_dict() if gfile.is_file() else None
-    with ChunkStore(Path(chunks.store_path)) as store:
-        rows = store.active_rows()
-    if len(rows) != index_text.n_rows or len(rows) != bm25_index.stats.get("chunk_rows"):
-        raise dg.Failure(
-            f"row counts disagree (chunk store {len(rows)}, index_text {index_text.n_rows}, "
-            f"bm25 {bm25_index.stats.get('chunk_rows')}): re-materialize chunks and downstream; the previous snapshot keeps serving")
-    result = publish_snapshot(paths, manifest=manifest, chunk_rows=rows, bm25_dir=Path(bm25_index.directory),
-                              embeddings_dir=Path(chunk_embeddings.directory) if chunk_embeddings.directory else None,
-                              glossary=glossary, keep=ragspine.keep_snapshots)
+    published: PublishedSnapshot = run_asset_step(
+        STEP, context, ragspine, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
+        chunk_embeddings=chunk_embeddings).value
+    manifest = published.manifest
     return dg.Output(
-        {"snapshot_id": result.snapshot_id, "snapshot_dir": str(result.snapshot_dir), "changed": result.changed},
-        data_version=dg.DataVersion(result.snapshot_id),
+        {"snapshot_id": published.snapshot_id, "snapshot_dir": published.snapshot_dir, "changed": published.changed},
+        data_version=dg.DataVersion(published.snapshot_id),
         metadata={
-            "snapshot_id": result.snapshot_id,
-            "previous_snapshot_id": result.previous_snapshot_id or "-",
-            "changed": result.changed,
-            "pinned_to": result.pinned_to or "-",
-            "snapshot_dir": dg.MetadataValue.path(str(result.snapshot_dir)),
+            "snapshot_id": published.snapshot_id,
+            "previous_snapshot_id": published.previous_snapshot_id or "-",
+            "changed": published.changed,
+            "pinned_to": published.pinned_to or "-",
+            "snapshot_dir": dg.MetadataValue.path(published.snapshot_dir),
             "documents": manifest["counts"]["documents"],
             "chunks": manifest["counts"]["chunks"],
             "restricted_chunks": manifest["counts"]["restricted_chunks"],
@@ -71,6 +54,7 @@ def index_manifest(
             "analyzer": manifest["tokenizer"]["analyzer"],
             "chunker": f"{manifest['chunker']['name']}@{manifest['chunker']['version']}",
             "embedding_model": (manifest["embedding"] or {}).get("model_id", "none"),
+            "artifact_sets": ", ".join(sorted(manifest.get("artifact_sets", {}))),
             "bytes": sum(a["bytes"] for a in manifest["artifacts"].values()),
             "manifest_hash": sha256_json(manifest)[:16],
         },

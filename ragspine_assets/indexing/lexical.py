@@ -1,8 +1,9 @@
-"""Build and write the chunk-level and document-level BM25 arrays."""
+"""Stage 4, ``bm25_index``: build and write the chunk-level and document-level BM25 arrays."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -10,7 +11,12 @@ import numpy as np
 
 from ragspine_query import schema
 from ragspine_query.lexical.bm25 import BM25Arrays, BM25Params, build_bm25_arrays
-from ragspine_query.text.tokenize import Analyzer
+from ragspine_query.text.tokenize import Analyzer, make_analyzer, resolve_auto_analyzer
+
+from .artifacts import LibraryPaths, sha256_json, write_once
+from .documents import DocumentSet
+from .index_text import IndexTextRef, read_index_text
+from .step_api import StepContext, StepResult
 
 
 def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str) -> None:
@@ -62,3 +68,64 @@ def build_library_bm25(
         "tokens": int(chunk_arrays.doc_lengths.sum()),
         "avgdl": round(chunk_arrays.avgdl, 3),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Ref:
+    directory: str
+    content_hash: str
+    analyzer: str
+    stats: dict = field(default_factory=dict)
+
+    def artifact_paths(self) -> dict[str, Path]:
+        """Artifact name (``schema.ARTIFACT_REGISTRY``) -> what publication copies."""
+        return {"bm25": Path(self.directory) / schema.BM25_DIR, "bm25_doc": Path(self.directory) / schema.BM25_DOC_DIR}
+
+
+def resolve_analyzer(docs: DocumentSet) -> str:
+    spec = (getattr(docs.config, "analyzer", "auto") or "auto").lower()
+    if spec == "auto":
+        return resolve_auto_analyzer(d.body for d in docs.documents)
+    return spec
+
+
+def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, params: BM25Params = BM25Params()) -> Bm25Ref:
+    """Chunk-level and document-level BM25 arrays, content-addressed under work/bm25."""
+    analyzer = make_analyzer(resolve_analyzer(docs))
+    table = read_index_text(ref)
+    chunk_ids = table.column("chunk_id").to_pylist()
+    doc_of_chunk = table.column("doc_id").to_pylist()
+    texts = table.column("index_text").to_pylist()
+    doc_ids = sorted(set(doc_of_chunk))
+    doc_row = {d: i for i, d in enumerate(doc_ids)}
+    by_id = {d.doc_id: d for d in docs.documents}
+    fallback: dict[str, list[str]] = {}
+    for d, t in zip(doc_of_chunk, texts):
+        if d not in by_id:
+            fallback.setdefault(d, []).append(t)
+    doc_texts = [
+        (by_id[d].title + "\n" + by_id[d].body) if d in by_id else "\n".join(fallback.get(d, []))
+        for d in doc_ids
+    ]
+    h = sha256_json([ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts]])
+    target = paths.work_dir("bm25", h)
+    stats: dict = {}
+
+    def build(tmp: Path) -> None:
+        built = build_library_bm25(
+            tmp, chunk_texts=texts, chunk_doc_rows=[doc_row[d] for d in doc_of_chunk],
+            doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params)
+        (tmp / "stats.json").write_text(json.dumps(built, sort_keys=True), encoding="utf-8")
+
+    write_once(target, build)
+    # read back what the build recorded, so a reused directory reports identical stats
+    stats = json.loads((target / "stats.json").read_text(encoding="utf-8"))
+    assert len(chunk_ids) == stats["chunk_rows"]
+    return Bm25Ref(str(target), h, analyzer.id, stats)
+
+
+# --------------------------------------------------------------------------------- step
+def bm25_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
+    ref = build_bm25(ctx.paths, index_text, documents)
+    ctx.log(f"bm25: {ref.stats.get('vocab_size')} terms, analyzer {ref.analyzer}")
+    return StepResult(ref)

@@ -562,15 +562,10 @@ def printable_path(rel_path: str) -> str:
 
 
 def detect_language(text: str) -> str:
-    """``zh`` when at least 30% of the word characters are CJK ideographs, else ``en``."""
-    words = cjk = 0
-    for ch in text:
-        if ch.isalnum():
-            words += 1
-            code = ord(ch)
-            if any(lo <= code <= hi for lo, hi in _CJK_RANGES):
-                cjk += 1
-    return "zh" if words and cjk / words >= CJK_LANGUAGE_THRESHOLD else "en"
+    """``zh`` or ``en``: :func:`ragspine_query.text.language.detect_language` (the one detector)."""
+    from ragspine_query.text.language import detect_language as _detect
+
+    return _detect(text, threshold=CJK_LANGUAGE_THRESHOLD)
 
 
 def content_hash(body: str, metadata: dict[str, str], extra: tuple[tuple[str, str], ...]) -> str:

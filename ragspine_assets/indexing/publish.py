@@ -22,7 +22,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ragspine_query import schema
 from ragspine_query.errors import IndexNotFoundError, RagspineError
@@ -40,6 +40,8 @@ CURRENT_TMP_PREFIX = ".current-"
 #: How long a publisher waits for another publisher of the same library (a publication
 #: itself takes seconds: links, one SQLite copy, fsyncs).
 LOCK_TIMEOUT_S = 600.0
+#: The artifact written from the chunk rows (every other one is copied from a source).
+CHUNKS_ARTIFACT = "chunks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,21 +157,48 @@ def publish_snapshot(
     *,
     manifest: dict[str, Any],
     chunk_rows: Sequence[sqlite3.Row],
-    bm25_dir: Path,
-    embeddings_dir: Path | None,
-    glossary: dict | None,
+    artifacts: Mapping[str, Path],
     keep: int = DEFAULT_KEEP_SNAPSHOTS,
 ) -> PublishResult:
     """Write a snapshot (if its content is new) and swap ``current`` to it.
 
-    ``manifest`` is completed here with ``artifacts`` (sha256 + bytes of every file) and
-    ``snapshot_id`` (a hash of the content, so identical inputs give the same id).
-    Runs under :func:`publication_lock`, after removing what a killed publisher left.
+    ``artifacts`` maps artifact names of :data:`ragspine_query.schema.ARTIFACT_REGISTRY`
+    to a source directory or file; each is linked (or copied) to its registered path in
+    the snapshot. The ``chunks`` artifact is written from ``chunk_rows``. ``manifest`` is
+    completed here with ``artifact_sets`` (``{name: {"path", "asset"}}`` of the artifacts
+    present), ``artifacts`` (sha256 + bytes of every file) and ``snapshot_id`` (a hash of
+    the content, so identical inputs give the same id). Runs under
+    :func:`publication_lock`, after removing what a killed publisher left.
+
+    Raises:
+        RagspineError: an unregistered artifact name, a missing source, or a required
+            artifact that is absent (the message names the asset to re-materialize);
+            nothing is published.
     """
+    sources = resolve_artifacts(artifacts)
     with publication_lock(paths):
         remove_stale_publication_files(paths)
-        return _publish_locked(paths, manifest=manifest, chunk_rows=chunk_rows, bm25_dir=bm25_dir,
-                               embeddings_dir=embeddings_dir, glossary=glossary, keep=keep)
+        return _publish_locked(paths, manifest=manifest, chunk_rows=chunk_rows, artifacts=sources, keep=keep)
+
+
+def resolve_artifacts(artifacts: Mapping[str, Path]) -> dict[str, Path]:
+    """Validate ``artifacts`` against the registry; returns ``{name: source}`` sorted by name."""
+    out: dict[str, Path] = {}
+    for name in sorted(artifacts):
+        spec = schema.ARTIFACT_REGISTRY.get(name)
+        if spec is None:
+            raise RagspineError(f"unknown artifact {name!r}: register it with ragspine_query.schema.register_artifact "
+                                f"(registered: {', '.join(sorted(schema.ARTIFACT_REGISTRY))})")
+        if name == CHUNKS_ARTIFACT:
+            raise RagspineError(f"artifact {name!r} is written from the chunk rows; do not pass it as a source")
+        src = Path(artifacts[name])
+        if not (src.is_dir() or src.is_file()):
+            raise RagspineError(f"artifact {name!r} has no source at {src}; re-materialize {spec.asset}")
+        out[name] = src
+    for spec in schema.ARTIFACT_REGISTRY.values():
+        if spec.required and spec.name != CHUNKS_ARTIFACT and spec.name not in out:
+            raise RagspineError(f"required artifact {spec.name!r} is missing; materialize {spec.asset} first")
+    return out
 
 
 def _publish_locked(
@@ -177,9 +206,7 @@ def _publish_locked(
     *,
     manifest: dict[str, Any],
     chunk_rows: Sequence[sqlite3.Row],
-    bm25_dir: Path,
-    embeddings_dir: Path | None,
-    glossary: dict | None,
+    artifacts: Mapping[str, Path],
     keep: int,
 ) -> PublishResult:
     paths.snapshots.mkdir(parents=True, exist_ok=True)
@@ -189,25 +216,27 @@ def _publish_locked(
         shutil.rmtree(staging)
     staging.mkdir()
     try:
-        write_snapshot_chunks(staging / schema.SNAPSHOT_CHUNKS_FILE, chunk_rows)
-        for sub in (schema.BM25_DIR, schema.BM25_DOC_DIR):
-            for f in dir_files(bm25_dir / sub):
-                _link_or_copy(f, staging / sub / f.relative_to(bm25_dir / sub))
-        if embeddings_dir is not None:
-            for f in dir_files(embeddings_dir):
-                _link_or_copy(f, staging / schema.EMBEDDINGS_DIR / f.relative_to(embeddings_dir))
-        if glossary is not None:
-            (staging / "glossary.json").write_text(json.dumps(glossary, ensure_ascii=False, sort_keys=True, indent=1), encoding="utf-8")
-        artifacts: dict[str, dict[str, Any]] = {}
+        chunks_spec = schema.ARTIFACT_REGISTRY[CHUNKS_ARTIFACT]
+        write_snapshot_chunks(staging / chunks_spec.path, chunk_rows)
+        sets = {CHUNKS_ARTIFACT: {"path": chunks_spec.path, "asset": chunks_spec.asset}}
+        for name, src in artifacts.items():
+            spec = schema.ARTIFACT_REGISTRY[name]
+            if src.is_dir():
+                for f in dir_files(src):
+                    _link_or_copy(f, staging / spec.path / f.relative_to(src))
+            else:
+                _link_or_copy(src, staging / spec.path)
+            sets[name] = {"path": spec.path, "asset": spec.asset}
+        files: dict[str, dict[str, Any]] = {}
         for f in dir_files(staging):
             rel = f.relative_to(staging).as_posix()
             # the SQLite file is not byte-stable across builds; hash its logical content
-            artifacts[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
-        artifacts[schema.SNAPSHOT_CHUNKS_FILE]["sha256"] = sha256_json([[r["chunk_id"], r["version"]] for r in chunk_rows])
+            files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+        files[chunks_spec.path]["sha256"] = sha256_json([[r["chunk_id"], r["version"]] for r in chunk_rows])
         manifest = dict(manifest)
-        manifest["artifacts"] = artifacts
-        stable = {k: v for k, v in manifest.items() if k not in ("created_at", "run_id", "snapshot_id", "timings")}
-        snapshot_id = sha256_json(stable)[:16]
+        manifest[schema.MANIFEST_ARTIFACT_SETS] = dict(sorted(sets.items()))
+        manifest["artifacts"] = files
+        snapshot_id = content_snapshot_id(manifest)
         manifest["snapshot_id"] = snapshot_id
         (staging / schema.MANIFEST_FILE).write_text(json.dumps(manifest, ensure_ascii=False, sort_keys=True, indent=1), encoding="utf-8")
         for f in dir_files(staging):
@@ -239,6 +268,19 @@ def _publish_locked(
         fh.write(json.dumps(record) + "\n")
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def content_snapshot_id(manifest: dict[str, Any]) -> str:
+    """The snapshot id: a hash of the manifest's content, without run metadata.
+
+    The SQLite file's size is left out too (its rows carry the run id and ingestion time,
+    so its bytes differ between runs of identical content; its ``sha256`` is of its
+    logical content), so ``build_library`` and a Dagster run of the same input agree.
+    """
+    stable = {k: v for k, v in manifest.items() if k not in ("created_at", "run_id", "snapshot_id", "timings")}
+    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite") else a)
+                           for rel, a in manifest.get("artifacts", {}).items()}
+    return sha256_json(stable)[:16]
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:

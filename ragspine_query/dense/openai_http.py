@@ -1,26 +1,21 @@
-"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint, over stdlib HTTP.
+"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint.
 
 Works with OpenAI itself and with local servers that speak the same protocol (vLLM,
-llama.cpp server, Ollama, text-embeddings-inference). Only ``urllib`` is used, so the
-backend adds no dependency.
+llama.cpp server, Ollama, text-embeddings-inference). Transport, timeouts and retries
+are the shared :class:`~ragspine_query.net.openai_http.OpenAIHttpClient` (stdlib only),
+the same client the chat provider uses.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import math
-import time
-import urllib.error
-import urllib.request
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError, ProviderError
+from ..net.openai_http import OpenAIHttpClient, excerpt, openai_endpoint
 from .base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
-_RETRY_AFTER_CAP_S = 30.0
 _PROBE_TEXT = "dimension probe"
 
 
@@ -30,12 +25,7 @@ def embeddings_url(base_url: str) -> str:
     >>> embeddings_url("http://localhost:8000/v1/")
     'http://localhost:8000/v1/embeddings'
     """
-    base = base_url.strip().rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise ConfigError(f"embedding base_url {base_url!r} must start with http:// or https://")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return f"{base}/v1/embeddings"
+    return openai_endpoint(base_url, "embeddings", what="embedding")
 
 
 class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
@@ -47,11 +37,13 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         api_key: sent as ``Authorization: Bearer …`` when given.
         timeout_s: per-request timeout.
         max_retries: extra attempts after a 429, a 5xx, a timeout or a connection error;
-            back-off doubles from ``backoff_s`` (a ``Retry-After`` header wins, capped at 30 s).
+            back-off doubles from ``backoff_s`` (a longer ``Retry-After`` wins, capped at
+            ``max_retry_after_s``); see :class:`~ragspine_query.net.openai_http.OpenAIHttpClient`.
         batch_size: texts per request when :meth:`embed` is not given one.
         dim: the expected vector size; when ``None`` the constructor sends one probe
             request to learn it (so a wrong URL or model fails here, not mid-indexing).
         backoff_s: first back-off delay.
+        max_retry_after_s: the longest ``Retry-After`` obeyed, seconds.
 
     Raises:
         ProviderError: on an HTTP 4xx (other than 429), on retries exhausted, or on a
@@ -70,26 +62,22 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         *,
         dim: int | None = None,
         backoff_s: float = 0.5,
+        max_retry_after_s: float = 30.0,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ConfigError("OpenAI embedding backend needs a model name (set RAGSPINE_EMBEDDING_MODEL)")
-        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ConfigError(f"timeout_s must be > 0, got {timeout_s!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         check_batch_size(batch_size)
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
             raise ConfigError(f"dim must be a positive integer or None, got {dim!r}")
-        if backoff_s < 0:
-            raise ConfigError(f"backoff_s must be >= 0, got {backoff_s!r}")
         self.url = embeddings_url(base_url)
+        retry = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s, "max_retry_after_s": max_retry_after_s}
+        self._client = OpenAIHttpClient(self.url, api_key=api_key, what=f"embedding request (model {model!r})", **retry)
         self.model = model
         self.model_id = f"openai:{model}"
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
+        self.timeout_s = self._client.timeout_s
+        self.max_retries = self._client.max_retries
         self.batch_size = batch_size
-        self.backoff_s = float(backoff_s)
-        self._api_key = api_key
+        self.backoff_s = self._client.backoff_s
         self._dim = dim
         if dim is None:
             self._embed_batch([_PROBE_TEXT])
@@ -119,7 +107,7 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         return l2_normalize(np.concatenate(parts, axis=0))
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        payload = self._post({"model": self.model, "input": batch})
+        payload = self._client.post_json({"model": self.model, "input": batch})
         vectors = self._parse(payload, expected=len(batch))
         if self._dim is None:
             self._dim = vectors.shape[1]
@@ -130,55 +118,11 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
             )
         return vectors
 
-    def _post(self, payload: dict[str, Any]) -> Any:
-        body = json.dumps(payload).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        attempts = self.max_retries + 1
-        last_problem = ""
-        for attempt in range(attempts):
-            retry_after: float | None = None
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                detail = _read_error_body(exc)
-                if exc.code == 429 or exc.code >= 500:
-                    last_problem = f"HTTP {exc.code}: {detail}"
-                    retry_after = _retry_after_seconds(exc.headers.get("Retry-After") if exc.headers else None)
-                else:
-                    raise ProviderError(
-                        f"embedding request to {self.url} (model {self.model!r}) was rejected with "
-                        f"HTTP {exc.code}: {detail}; check the model name, the API key and the base URL"
-                    ) from exc
-            except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, cut bodies
-                reason = getattr(exc, "reason", exc)
-                last_problem = f"{type(exc).__name__}: {reason}"
-            else:
-                try:
-                    return json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise ProviderError(
-                        f"embedding response from {self.url} is not JSON ({_preview(raw)}); "
-                        "check that base_url points at an OpenAI-compatible server"
-                    ) from exc
-            if attempt + 1 < attempts:
-                delay = self.backoff_s * (2**attempt)
-                if retry_after is not None:
-                    delay = max(delay, retry_after)
-                time.sleep(delay)
-        raise ProviderError(
-            f"embedding request to {self.url} failed after {attempts} attempt(s); last error {last_problem}. "
-            "Check that the server is up and reachable, or raise max_retries/timeout_s"
-        )
-
     def _parse(self, payload: Any, *, expected: int) -> np.ndarray:
         where = f"embedding response from {self.url}"
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):
-            raise ProviderError(f"{where} has no 'data' list ({_preview(payload)}); expected the OpenAI embeddings format")
+            raise ProviderError(f"{where} has no 'data' list ({excerpt(payload)}); expected the OpenAI embeddings format")
         if len(data) != expected:
             raise ProviderError(f"{where} holds {len(data)} embeddings for {expected} inputs; the server dropped or added items")
         slots: list[np.ndarray | None] = [None] * expected
@@ -195,7 +139,7 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
             if vector.ndim != 1 or vector.size == 0 or vector.dtype.kind not in "iuf":
                 raise ProviderError(
                     f"{where}: data[{position}].embedding is not a non-empty list of numbers "
-                    f"(got {_preview(item['embedding'])}); base64 encoding is not supported"
+                    f"(got {excerpt(item['embedding'])}); base64 encoding is not supported"
                 )
             vector = vector.astype(np.float32)
             if not np.all(np.isfinite(vector)):
@@ -205,32 +149,3 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         if len(dims) != 1:
             raise ProviderError(f"{where} mixes embedding sizes {sorted(dims)} in one response")
         return np.stack(slots)  # type: ignore[arg-type]
-
-
-def _read_error_body(exc: urllib.error.HTTPError) -> str:
-    try:
-        return _preview(exc.read())
-    except Exception:  # the body is only decoration for the message
-        return exc.reason if isinstance(exc.reason, str) else ""
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # HTTP-date form: fall back to exponential back-off
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
-    return min(seconds, _RETRY_AFTER_CAP_S)
-
-
-def _preview(value: Any, limit: int = 200) -> str:
-    if isinstance(value, bytes):
-        text = value.decode("utf-8", errors="replace")
-    elif isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, default=str)[: limit + 1]
-    return text if len(text) <= limit else text[:limit] + "…"

@@ -547,3 +547,99 @@ def _unique_sorted(values: np.ndarray) -> np.ndarray:
         np.not_equal(out[1:], out[:-1], out=first[1:])
         out = out[first]
     return out
+
+
+def blend_reference(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens: Sequence[str], k: int, *,
+                    doc_weight: float, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` rows by ``chunk_bm25(row) + doc_weight × doc_bm25(doc(row))`` — the reference.
+
+    Candidates are the rows the chunk field touches (a row none of whose own tokens
+    match never ranks); scores are float32 as ``score_terms`` gives them, blended in
+    float32; ties by row ascending. :func:`search_blended` returns the same, faster.
+    """
+    rows, scores = chunk.score_terms(chunk.term_ids(tokens))
+    if rows.size and doc_weight > 0:
+        drows, dscores = doc.score_terms(doc.term_ids(tokens))
+        if drows.size * 8 >= doc.n_rows:  # many documents: a dense lookup table is cheaper
+            table = np.zeros(doc.n_rows, dtype=np.float32)
+            table[drows] = dscores
+            scores = scores + np.float32(doc_weight) * table[row_doc[rows]]
+        elif drows.size:
+            docs = row_doc[rows]
+            idx = np.searchsorted(drows, docs)
+            np.minimum(idx, drows.shape[0] - 1, out=idx)
+            found = drows[idx] == docs
+            add = np.where(found, dscores[idx], np.float32(0.0)).astype(np.float32)
+            scores = scores + np.float32(doc_weight) * add
+    if allowed is not None and rows.size:
+        keep = allowed[rows]
+        rows, scores = rows[keep], scores[keep]
+    return top_k_rows(rows, scores, k)
+
+
+def search_blended(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens: Sequence[str], k: int, *,
+                   doc_weight: float, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`blend_reference`, exactly, with :meth:`BM25Index.search`'s pruning.
+
+    Sparse queries accumulate both fields into their zeroed scratch buffers, score every
+    posting occurrence with its row's exact blended score, and keep only the rows at or
+    above the k-th best row of the longest chunk posting list (k distinct rows with exact
+    blended scores: a floor under the true k-th best) before the final sort. Queries
+    with a frequent (dense-column) term take the reference path.
+    """
+    if k <= 0:
+        return _empty()
+    term_ids = chunk.term_ids(tokens)
+    if not term_ids:
+        return _empty()
+    spans, total = chunk._spans(term_ids)
+    dterm_ids = doc.term_ids(tokens) if doc_weight > 0 else []
+    dspans, dtotal = doc._spans(dterm_ids) if dterm_ids else ([], 0)
+    if len(spans) == 1 or chunk._use_dense(spans, total) or (dspans and doc._use_dense(dspans, dtotal)):
+        return blend_reference(chunk, doc, row_doc, tokens, k, doc_weight=doc_weight, allowed=allowed)
+    acc, shared = chunk._borrow(dense=False)
+    try:
+        cat = chunk._accumulate(acc, spans)
+        scores = acc[cat].astype(np.float32)  # a row hit by n terms appears n times
+        acc[cat] = 0.0
+    except BaseException:
+        acc.fill(0.0)
+        raise
+    finally:
+        chunk._release(shared)
+    if allowed is not None:
+        keep = allowed[cat]
+        seg_keep = keep
+        cat, scores = cat[keep], scores[keep]
+    else:
+        seg_keep = None
+    if dspans:
+        dacc, dshared = doc._borrow(dense=False)
+        try:
+            dcat = doc._accumulate(dacc, dspans)
+            add = dacc[row_doc[cat]].astype(np.float32)
+            dacc[dcat] = 0.0
+        except BaseException:
+            dacc.fill(0.0)
+            raise
+        finally:
+            doc._release(dshared)
+        scores = scores + np.float32(doc_weight) * add
+    longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
+    start = sum(e - s for s, e in spans[:longest])
+    stop = start + spans[longest][1] - spans[longest][0]
+    if seg_keep is not None:  # positions of the longest list among the kept occurrences
+        before = int(np.count_nonzero(seg_keep[:start]))
+        start, stop = before, before + int(np.count_nonzero(seg_keep[start:stop]))
+    seg = scores[start:stop]
+    if seg.shape[0] > k:
+        sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
+        cat, scores = cat[sel], scores[sel]
+    order = np.lexsort((cat, -scores))
+    cat, scores = cat[order], scores[order]
+    if cat.shape[0] > 1:
+        first = np.empty(cat.shape[0], dtype=bool)
+        first[0] = True
+        np.not_equal(cat[1:], cat[:-1], out=first[1:])
+        cat, scores = cat[first], scores[first]
+    return cat[:k].astype(np.int64), scores[:k]

@@ -15,7 +15,6 @@ a model or a judge.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -44,8 +43,9 @@ from ragspine_query.rerank.splade import SPLADE_DIR_ENV, SpladeReranker
 
 if TYPE_CHECKING:
     from ragspine_query.llm import LLMProvider
+    from ragspine_query.settings import Settings
 
-#: The variable read for the default spec.
+#: The variable behind ``Settings.reranker``, the default spec (see ``docs/configuration.md``).
 RERANKER_ENV = "RAGSPINE_RERANKER"
 
 #: Accepted specs (case-insensitive); ``ce`` is an alias of ``cross_encoder``.
@@ -85,38 +85,44 @@ def make_reranker(
     *,
     provider: "LLMProvider | None" = None,
     environ: Mapping[str, str] | None = None,
+    settings: "Settings | None" = None,
 ) -> Reranker | None:
-    """Build the reranker named by ``spec`` (default: ``RAGSPINE_RERANKER``, else ``none``).
+    """Build the reranker named by ``spec`` (default: ``settings.reranker``, else ``none``).
 
     Specs (case-insensitive):
 
     * ``none`` → ``None`` (keep the fused order).
     * ``listwise`` → :class:`ListwiseReranker` over :class:`ProviderListwiseJudge(provider)`.
-    * ``cross_encoder`` / ``ce`` → :class:`CrossEncoderReranker` on the folder in
-      ``RAGSPINE_CROSS_ENCODER_DIR``.
+    * ``cross_encoder`` / ``ce`` → :class:`CrossEncoderReranker` on
+      ``settings.cross_encoder_dir`` (``RAGSPINE_CROSS_ENCODER_DIR``).
     * ``colbert`` → :class:`ColbertMaxSimReranker` on the packaged MiniLM token encoder.
     * ``maxsim`` → :class:`LexicalMaxSimReranker` (weighted; no model needed).
-    * ``splade`` → :class:`SpladeReranker` on the folder in ``RAGSPINE_SPLADE_DIR``.
-    * ``auto`` → the cross-encoder if ``RAGSPINE_CROSS_ENCODER_DIR`` is set, else the
+    * ``splade`` → :class:`SpladeReranker` on ``settings.splade_dir`` (``RAGSPINE_SPLADE_DIR``).
+    * ``auto`` → the cross-encoder if a cross-encoder folder is set, else the
       listwise judge if a provider is given, else ``None``.
 
     A local model chosen here wins over the LLM judge: ``provider`` is then ignored
-    (see the module docstring for how a retriever applies the result). Environment
-    variables are read here and nowhere deeper; ``environ`` (default ``os.environ``)
-    lets a caller pass its own mapping.
+    (see the module docstring for how a retriever applies the result).
+
+    Configuration: pass ``settings`` (a :class:`~ragspine_query.settings.Settings` built
+    once at an edge). Without it, ``Settings.from_env(environ)`` is used (``environ``
+    defaults to ``os.environ``) — a convenience for scripts and tests.
 
     Raises:
         ConfigError: unknown spec (the message lists the allowed values), ``listwise``
             without a provider, or a model folder that is unset or incomplete.
         MissingExtraError: the chosen model needs onnxruntime/tokenizers and they are absent.
     """
-    env = os.environ if environ is None else environ
-    raw = spec if spec is not None else env.get(RERANKER_ENV, "")
+    if settings is None:
+        from ragspine_query.settings import Settings
+
+        settings = Settings.from_env(environ)
+    raw = spec if spec is not None else settings.reranker
     name = str(raw).strip().lower() or "none"
     if name not in RERANKER_CHOICES:
         source = "spec" if spec is not None else RERANKER_ENV
         raise ConfigError(f"unknown reranker {raw!r} (from {source}); allowed: {', '.join(RERANKER_CHOICES)}")
-    cross_encoder_dir = env.get(CROSS_ENCODER_DIR_ENV, "").strip() or None
+    cross_encoder_dir = settings.cross_encoder_dir.strip() or None
     if name == "none":
         return None
     if name == "auto":
@@ -134,7 +140,7 @@ def make_reranker(
     if name in ("cross_encoder", "ce"):
         return CrossEncoderReranker(cross_encoder_dir)
     if name == "splade":
-        return SpladeReranker(env.get(SPLADE_DIR_ENV, "").strip() or None)
+        return SpladeReranker(settings.splade_dir.strip() or None)
     if name == "maxsim":
         return LexicalMaxSimReranker(weighted=True)
     return ColbertMaxSimReranker(_packaged_token_encoder())

@@ -6,7 +6,8 @@ logit; see Nogueira & Cho, 2019, "Passage Re-ranking with BERT".
 
 No trained cross-encoder ships in a PyPI package, so the model is user-supplied: a
 folder with ``model.onnx`` (or ``onnx/model.onnx``) and ``tokenizer.json``, given as
-``model_dir`` or through ``RAGSPINE_CROSS_ENCODER_DIR`` (read by ``make_reranker``).
+``model_dir`` or through ``RAGSPINE_CROSS_ENCODER_DIR`` (``Settings.cross_encoder_dir``,
+which ``make_reranker`` passes in).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import numpy as np
 
 from ragspine_query.errors import ConfigError
 from ragspine_query.records import Hit
-from ragspine_query.rerank._onnx import OnnxTextModel, locate_model_files
+from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
 from ragspine_query.rerank.base import rank_by_scores
 
-#: The variable ``make_reranker`` reads the model folder from.
+#: The variable behind ``Settings.cross_encoder_dir``, the folder ``make_reranker`` passes in.
 CROSS_ENCODER_DIR_ENV = "RAGSPINE_CROSS_ENCODER_DIR"
 _FEATURE = "cross-encoder reranking"
 _EXAMPLE = "cross-encoder/ms-marco-MiniLM-L-6-v2"
@@ -57,15 +58,11 @@ class CrossEncoderReranker:
     """
 
     def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 512) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        if not isinstance(max_length, int) or max_length < 8:
-            raise ConfigError(f"max_length must be an integer >= 8, got {max_length!r}")
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.max_length = check_int("max_length", max_length, minimum=8)
         files = locate_model_files(model_dir, feature=_FEATURE, env_var=CROSS_ENCODER_DIR_ENV, example=_EXAMPLE)
         self.model_dir = files.model.parent
-        self.batch_size = batch_size
-        self.max_length = max_length
-        self._model = OnnxTextModel(files, feature=_FEATURE, max_length=max_length, truncation="only_second")
+        self._model = OnnxTextModel(files.model, files.tokenizer, feature=_FEATURE, max_length=max_length, truncation="only_second")
 
     def score(self, query: str, passages: list[str]) -> np.ndarray:
         """One relevance logit per passage (float64), in input order."""

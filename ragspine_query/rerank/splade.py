@@ -8,7 +8,8 @@ max pooling as in SPLADE++). Query and passages go through the same encoder.
 No SPLADE model is installable offline from a PyPI package, so the model is supplied by
 the user: a folder with ``model.onnx`` (a fill-mask export whose first output is
 ``(batch, seq, vocab)`` logits) and ``tokenizer.json``, given as ``model_dir`` or
-through ``RAGSPINE_SPLADE_DIR`` (read by ``make_reranker``).
+through ``RAGSPINE_SPLADE_DIR`` (``Settings.splade_dir``,
+which ``make_reranker`` passes in).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import numpy as np
 
 from ragspine_query.errors import ConfigError
 from ragspine_query.records import Hit
-from ragspine_query.rerank._onnx import OnnxTextModel, locate_model_files
+from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
 from ragspine_query.rerank.base import rank_by_scores
 
-#: The variable ``make_reranker`` reads the model folder from.
+#: The variable behind ``Settings.splade_dir``, the folder ``make_reranker`` passes in.
 SPLADE_DIR_ENV = "RAGSPINE_SPLADE_DIR"
 _FEATURE = "SPLADE reranking"
 _EXAMPLE = "naver/splade-cocondenser-ensembledistil (fill-mask task)"
@@ -56,14 +57,11 @@ class SpladeReranker:
     """
 
     def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 256) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        if not isinstance(max_length, int) or max_length < 4:
-            raise ConfigError(f"max_length must be an integer >= 4, got {max_length!r}")
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.max_length = check_int("max_length", max_length, minimum=4)
         files = locate_model_files(model_dir, feature=_FEATURE, env_var=SPLADE_DIR_ENV, example=_EXAMPLE)
         self.model_dir = files.model.parent
-        self.batch_size = batch_size
-        self._model = OnnxTextModel(files, feature=_FEATURE, max_length=max_length, truncation="longest_first")
+        self._model = OnnxTextModel(files.model, files.tokenizer, feature=_FEATURE, max_length=max_length)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Dense ``(len(texts), vocab)`` float64 array of SPLADE term weights (mostly zeros)."""

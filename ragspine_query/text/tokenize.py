@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..errors import ConfigError, MissingExtraError
+from .language import CJK_CHAR_CLASS, cjk_share
 
 SPEC_TOKENIZER_VERSION = "1"
 ENGLISH_ANALYZER_VERSION = "1"
 
-# CJK Unified Ideographs (+ext A, compatibility), kana and hangul syllables.
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_TOKEN_RE = re.compile(rf"[a-z0-9]+|[{_CJK}]+")
-_CJK_RE = re.compile(rf"[{_CJK}]")
+#: ``resolve_auto_analyzer`` picks ``english`` when at least this share of the word
+#: characters is not CJK (i.e. ``cjk_share <= 0.8``).
+ENGLISH_ANALYZER_MIN_NON_CJK_SHARE = 0.2
+
+# CJK runs: the one definition of CJK characters, :mod:`ragspine_query.text.language`.
+_TOKEN_RE = re.compile(rf"[a-z0-9]+|[{CJK_CHAR_CLASS}]+")
 
 
 def tokenize(text: str) -> list[str]:
@@ -45,14 +48,6 @@ def tokenize(text: str) -> list[str]:
             if i + 1 < n:
                 append(run[i : i + 2])
     return out
-
-
-def cjk_share(text: str) -> float:
-    """Fraction of the word characters of ``text`` that are CJK (0.0 for no letters)."""
-    cjk = len(_CJK_RE.findall(text))
-    ascii_word = sum(1 for ch in text if ch.isascii() and ch.isalnum())
-    total = cjk + ascii_word
-    return cjk / total if total else 0.0
 
 
 # A compact English stop-word list (function words only; content words are kept).
@@ -152,12 +147,13 @@ def analyzer_from_id(analyzer_id: str) -> Analyzer:
 def resolve_auto_analyzer(sample_texts: Iterable[str]) -> str:
     """Pick the analyzer a library gets by default from its text.
 
-    ``english`` when a meaningful share (>= 20%) of the word characters are ASCII and
-    PyStemmer is installed; ``spec`` otherwise. CJK tokens are identical under both.
+    ``english`` when a meaningful share (>= 20%) of the word characters are not CJK
+    (see :func:`ragspine_query.text.language.cjk_share`) and PyStemmer is installed;
+    ``spec`` otherwise. CJK tokens are identical under both.
     """
     sample = "\n".join(t[:2000] for t, _ in zip(sample_texts, range(2000)))
     if not sample.strip():
         return "spec"
-    if 1.0 - cjk_share(sample) >= 0.2 and english_available():
+    if 1.0 - cjk_share(sample) >= ENGLISH_ANALYZER_MIN_NON_CJK_SHARE and english_available():
         return "english"
     return "spec"

@@ -23,10 +23,16 @@ LIBRARY = "sample"
 
 
 def ctx(data_root: Path) -> dg.AssetExecutionContext:
+    # RagspineConfig nests the embedding backend resource: open the context as a context manager
     return dg.build_asset_context(
         partition_key=LIBRARY,
         resources={"ragspine": RagspineConfig(data_root=str(data_root), embedding="none")},
     )
+
+
+def run(asset, data_root: Path, **inputs) -> tuple[dg.Output, dict[str, dg.AssetCheckResult]]:
+    with ctx(data_root) as context:
+        return split(asset(context, **inputs))
 
 
 def split(events) -> tuple[dg.Output, dict[str, dg.AssetCheckResult]]:
@@ -42,17 +48,17 @@ def chain(tmp_path_factory):
     """Run all six asset bodies once; returns (data_root, {asset: (output, checks)})."""
     data = copy_sample_data(tmp_path_factory.mktemp("direct") / "data")
     out: dict[str, tuple[dg.Output, dict]] = {}
-    out["documents"] = split(documents(ctx(data)))
+    out["documents"] = run(documents, data)
     docs = out["documents"][0].value
-    out["chunks"] = split(chunks(ctx(data), documents=docs))
+    out["chunks"] = run(chunks, data, documents=docs)
     upd = out["chunks"][0].value
-    out["index_text"] = split(index_text(ctx(data), chunks=upd))
+    out["index_text"] = run(index_text, data, chunks=upd)
     text = out["index_text"][0].value
-    out["bm25_index"] = split(bm25_index(ctx(data), index_text=text, documents=docs))
-    out["chunk_embeddings"] = split(chunk_embeddings(ctx(data), index_text=text, documents=docs))
-    out["index_manifest"] = split(index_manifest(
-        ctx(data), documents=docs, chunks=upd, index_text=text, bm25_index=out["bm25_index"][0].value,
-        chunk_embeddings=out["chunk_embeddings"][0].value))
+    out["bm25_index"] = run(bm25_index, data, index_text=text, documents=docs)
+    out["chunk_embeddings"] = run(chunk_embeddings, data, index_text=text, documents=docs)
+    out["index_manifest"] = run(
+        index_manifest, data, documents=docs, chunks=upd, index_text=text, bm25_index=out["bm25_index"][0].value,
+        chunk_embeddings=out["chunk_embeddings"][0].value)
     return data, out
 
 
@@ -121,7 +127,7 @@ def test_manifest_asset_publishes_a_snapshot_the_reader_opens(chain):
 def test_documents_asset_reports_a_bad_file_without_failing(tmp_path):
     data = copy_sample_data(tmp_path / "data")
     (data / "raw" / LIBRARY / "broken.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
-    output, checks = split(documents(ctx(data)))
+    output, checks = run(documents, data)
     assert len(output.value.documents) == 46
     assert output.metadata["parse_errors"].value == 1
     assert "broken.md" in output.metadata["errors"].value
@@ -131,4 +137,4 @@ def test_documents_asset_reports_a_bad_file_without_failing(tmp_path):
 
 def test_documents_asset_fails_clearly_for_a_missing_library(tmp_path):
     with pytest.raises(dg.Failure, match="does not exist"):
-        list(documents(ctx(tmp_path / "empty-data-root")))
+        run(documents, tmp_path / "empty-data-root")

@@ -36,7 +36,8 @@ import importlib, sys, time
 from pathlib import Path
 from ragspine_assets.cli import main
 
-documents_module = importlib.import_module("ragspine_assets.assets.documents")  # the module, not the asset
+# the documents step's module (ragspine_assets.indexing.documents), not the asset
+documents_module = importlib.import_module("ragspine_assets.indexing.documents")
 
 marker = Path(sys.argv[1])
 def hang(*args, **kwargs):

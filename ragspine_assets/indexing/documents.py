@@ -1,0 +1,154 @@
+"""Stage 1, ``documents``: parse and validate a library's raw files.
+
+:class:`DocumentSet` pickles as a reference to a file under the library's ``work/``
+folder (:meth:`DocumentSet.save`), never as document text, so no RESTRICTED body is
+ever copied into ``DAGSTER_HOME``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ragspine_query.errors import DocumentError, RagspineError
+
+from .artifacts import LibraryPaths, sha256_json, write_once
+from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
+from .step_api import CheckSpec, StepContext, StepResult, outcome
+
+@dataclass(frozen=True, slots=True)
+class DocumentSet:
+    """Parsed documents of one library plus everything that went wrong."""
+
+    library_id: str
+    raw_dir: str
+    config: LibraryConfig
+    documents: tuple[SourceDocument, ...]
+    errors: tuple[str, ...]
+    error_paths: tuple[str, ...]
+    skipped: tuple[str, ...]
+    #: Failing files that may now be RESTRICTED (a sensitivity error, or the word
+    #: "restricted" anywhere in them): their previous chunks are withdrawn, not kept.
+    withdraw_paths: tuple[str, ...] = ()
+    #: Set by :meth:`save`: the file the documents are read back from after pickling.
+    saved_path: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return sha256_json([[d.doc_id, d.content_hash] for d in self.documents] + [self.config_id]
+                           + [["withdraw", p] for p in self.withdraw_paths])
+
+    @property
+    def config_id(self) -> str:
+        return json.dumps(dataclasses.asdict(self.config), sort_keys=True)
+
+    # -- between processes: a reference, never the text --------------------------------
+    def save(self, paths: LibraryPaths) -> "DocumentSet":
+        """Write the parsed documents under the library's ``work/documents/`` and return a
+        set that pickles as a reference to that file.
+
+        Dagster's IO manager pickles step outputs under ``DAGSTER_HOME`` (or
+        ``RAGSPINE_IO_DIR``); a saved set's pickle carries no document text, so neither a
+        RESTRICTED body nor its title is ever copied out of the library's own folder.
+        """
+        records = [{f.name: getattr(d, f.name) for f in dataclasses.fields(SourceDocument)} for d in self.documents]
+        payload = json.dumps(records, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        target = paths.work_dir("documents", hashlib.sha256(payload).hexdigest())
+        write_once(target, lambda tmp: (tmp / _DOCUMENTS_FILE).write_bytes(payload))
+        return dataclasses.replace(self, saved_path=str(target / _DOCUMENTS_FILE))
+
+    def __reduce__(self):
+        if not self.saved_path:
+            return object.__reduce__(self)
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "documents"}
+        return (_load_saved_document_set, (state,))
+
+
+_DOCUMENTS_FILE = "documents.json"
+
+
+def _load_saved_document_set(state: dict[str, Any]) -> DocumentSet:
+    path = Path(state["saved_path"])
+    try:
+        records = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise RagspineError(
+            f"the parsed documents of library {state['library_id']!r} are gone ({exc.strerror}); "
+            "re-materialize the documents asset") from exc
+    docs = tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"])}) for r in records)
+    return DocumentSet(documents=docs, **state)
+
+
+def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
+    raw_dir = Path(raw_dir)
+    config = load_library_config(raw_dir)
+    result: ParseResult = parse_library(raw_dir, library_id)
+    lib = library_id or raw_dir.name
+    error_paths = sorted({_error_path(e, raw_dir) for e in result.errors})
+    return DocumentSet(
+        library_id=lib,
+        raw_dir=str(raw_dir),
+        config=config,
+        documents=tuple(result.documents),
+        errors=tuple(str(e) for e in result.errors),
+        error_paths=tuple(error_paths),
+        skipped=tuple(result.skipped),
+        withdraw_paths=tuple(p for p in error_paths if _may_be_restricted(raw_dir, p, result.errors)),
+    )
+
+
+def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError]) -> bool:
+    """Whether a file that failed to parse could be trying to become RESTRICTED.
+
+    Fail closed: a sensitivity error in the file, an unreadable file, or the word
+    "restricted" anywhere in its text (after Unicode NFKC and case folding, with
+    whitespace removed, so ``R E S T R I C T E D`` and full-width letters count) means
+    yes. Any other broken file keeps its previous chunks (bad input loses nothing). Such a file's previously indexed chunks are withdrawn
+    instead of kept serving under their old, lower sensitivity.
+    """
+    for err in errors:
+        if _error_path(err, raw_dir) == rel and (err.field or "").casefold() in _SENSITIVITY_ERROR_FIELDS:
+            return True
+    path = raw_dir / rel
+    try:
+        if path.is_symlink() or not path.is_file():
+            return True  # never follow a link (it may leave the library); unreadable: fail closed
+        data = path.read_bytes()
+    except OSError:
+        return True
+    text = unicodedata.normalize("NFKC", data.decode("utf-8", errors="replace")).casefold()
+    return "restricted" in "".join(text.split())
+
+
+_SENSITIVITY_ERROR_FIELDS = frozenset({"sensitivity"})
+
+
+def _error_path(err: DocumentError, raw_dir: Path) -> str:
+    p = Path(str(err.path).split("#", 1)[0])
+    try:
+        return p.relative_to(raw_dir).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+# --------------------------------------------------------------------------------- step
+PARSE_CLEANLY = CheckSpec("documents_parse_cleanly", blocking=False, severity="warn",
+                          description="every file parsed (a bad file is reported, never fatal)")
+DOCUMENTS_CHECKS = (PARSE_CLEANLY,)
+
+
+def documents_step(ctx: StepContext) -> StepResult:
+    """Parse the library folder; the result is saved under ``work/documents`` (a reference pickles)."""
+    paths = ctx.paths
+    if not paths.raw.is_dir():
+        raise RagspineError(
+            f"library folder {paths.raw} does not exist; create it or remove the partition {paths.library_id!r}")
+    docs = load_documents(paths.raw, paths.library_id).save(paths)
+    ctx.log(f"parsed {len(docs.documents)} documents ({len(docs.errors)} errors)")
+    return StepResult(docs, (outcome(PARSE_CLEANLY, not docs.errors, {"errors": list(docs.errors), "count": len(docs.errors)},
+                                     f"{len(docs.errors)} file(s) failed to parse"),))

@@ -1,0 +1,206 @@
+"""Stage 5, ``chunk_embeddings``: vectors of non-RESTRICTED chunks, a shared cache, and their checks."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ragspine_query import schema
+
+from .artifacts import LibraryPaths, sha256_json, write_once
+from .chunk_store import ChunkStore
+from .documents import DocumentSet
+from .index_text import IndexTextRef, read_index_text
+from .library_settings import resolve_embedding_spec, resolve_library_settings
+from .step_api import CheckSpec, StepContext, StepResult, outcome
+
+__all__ = ["EmbeddingCache", "EmbeddingRef", "build_embeddings", "embeddings_step", "resolve_embedding_spec",
+           "restricted_text_hashes", "text_hash", "verify_embeddings"]
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingRef:
+    directory: str | None
+    content_hash: str
+    model_id: str | None
+    backend: str | None
+    dim: int
+    count: int
+    embedded: int
+    reused: int
+    skipped_restricted: int
+    seconds: float = 0.0
+    #: Cached vectors deleted because their text belongs to a RESTRICTED document now.
+    purged_restricted: int = 0
+
+    def artifact_paths(self) -> dict[str, Path]:
+        """Artifact name (``schema.ARTIFACT_REGISTRY``) -> what publication copies (none without vectors)."""
+        return {"embeddings": Path(self.directory)} if self.directory else {}
+
+
+class EmbeddingCache:
+    """(model id, sha256 of text) -> float32 vector, in one SQLite file shared by libraries."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, timeout=60)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embedding_cache (model_id TEXT NOT NULL, text_hash TEXT NOT NULL, "
+            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_hash))")
+        self._conn.commit()
+
+    def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(hashes), 500):
+            part = list(hashes[i:i + 500])
+            q = f"SELECT text_hash, vector FROM embedding_cache WHERE model_id = ? AND text_hash IN ({','.join('?' * len(part))})"
+            for h, blob in self._conn.execute(q, [model_id, *part]):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model_id: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        with self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO embedding_cache (model_id, text_hash, dim, vector) VALUES (?,?,?,?)",
+                [(model_id, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+
+    def purge(self, hashes: Sequence[str]) -> int:
+        """Delete every model's vector of these text hashes; returns the rows deleted."""
+        deleted = 0
+        with self._conn:
+            for i in range(0, len(hashes), 500):
+                part = list(hashes[i:i + 500])
+                cur = self._conn.execute(
+                    f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(part))})", part)
+                deleted += cur.rowcount
+        return deleted
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def text_hash(text: str) -> str:
+    """The embedding cache's key for one index text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def restricted_text_hashes(store_path: Path) -> list[str]:
+    """Hashes of the index text of every version of every document that is RESTRICTED now.
+
+    A document reclassified to RESTRICTED must leave no vector behind, not even of the
+    text it had while it was open.
+    """
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read(
+            f"SELECT DISTINCT index_text FROM {schema.CHUNK_TABLE} WHERE doc_id IN ("
+            f"SELECT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED')")
+    return sorted({text_hash(r[0]) for r in rows})
+
+
+def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None) -> EmbeddingRef:
+    """Embed the index text of non-RESTRICTED chunks, reusing cached vectors.
+
+    A RESTRICTED chunk is never embedded and never written. Rows are chunk rows
+    (chunk_id order), ascending. Before anything is read from the cache, every cached
+    vector of a RESTRICTED chunk's text is deleted (for every model), and with
+    ``store_path`` also those of every earlier version of a document that is RESTRICTED
+    now: reclassification is retroactive.
+    """
+    table = read_index_text(ref)
+    sens = table.column("sensitivity").to_pylist()
+    texts = table.column("index_text").to_pylist()
+    rows = [i for i, s in enumerate(sens) if str(s).upper() != "RESTRICTED"]
+    skipped = len(sens) - len(rows)
+    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if str(s).upper() == "RESTRICTED"}
+    if store_path is not None:
+        purge.update(restricted_text_hashes(store_path))
+    purged = 0
+    if purge and Path(cache_path).exists():
+        cache = EmbeddingCache(cache_path)
+        try:
+            purged = cache.purge(sorted(purge))
+        finally:
+            cache.close()
+    if backend is None:
+        return EmbeddingRef(None, sha256_json(["none", ref.content_hash]), None, None, 0, 0, 0, 0, skipped,
+                            purged_restricted=purged)
+
+    t0 = time.perf_counter()
+    hashes = [text_hash(texts[r]) for r in rows]
+    cache = EmbeddingCache(cache_path)
+    try:
+        cached = cache.get_many(backend.model_id, sorted(set(hashes)))
+        missing = sorted({h for h in hashes if h not in cached})
+        text_of = {h: texts[r] for h, r in zip(hashes, rows)}
+        new_items: list[tuple[str, np.ndarray]] = []
+        step = 512
+        for i in range(0, len(missing), step):
+            part = missing[i:i + step]
+            vecs = np.asarray(backend.embed([text_of[h] for h in part], kind="passage", batch_size=batch_size), dtype=np.float32)
+            items = list(zip(part, vecs))
+            cache.put_many(backend.model_id, items)
+            new_items.extend(items)
+            if progress:
+                progress(min(i + step, len(missing)), len(missing))
+        cached.update(dict(new_items))
+    finally:
+        cache.close()
+    dim = int(backend.dim)
+    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    for j, h in enumerate(hashes):
+        matrix[j] = cached[h]
+    if not np.isfinite(matrix).all():
+        raise ValueError(f"embedding backend {backend.model_id!r} produced NaN/inf vectors")
+    h = sha256_json([backend.model_id, ref.content_hash, sha256_json(hashes)])
+    target = paths.work_dir("embeddings", h)
+
+    def build(tmp: Path) -> None:
+        np.save(tmp / schema.EMB_VECTORS, matrix)
+        np.save(tmp / schema.EMB_ROWS, np.asarray(rows, dtype=np.int32))
+
+    write_once(target, build)
+    return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing),
+                        len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged)
+
+
+def verify_embeddings(ref: EmbeddingRef, text: IndexTextRef) -> dict[str, int]:
+    """``{"restricted_rows": n, "bad_vectors": n}``: vectors of RESTRICTED rows, and
+    vectors that are not finite or not unit length (both must be 0)."""
+    if not ref.directory:
+        return {"restricted_rows": 0, "bad_vectors": 0}
+    sens = read_index_text(text).column("sensitivity").to_pylist()
+    rows = np.load(Path(ref.directory) / schema.EMB_ROWS)
+    restricted = sum(1 for r in rows if str(sens[int(r)]).upper() == "RESTRICTED")
+    vecs = np.load(Path(ref.directory) / schema.EMB_VECTORS, mmap_mode="r")
+    norms = np.linalg.norm(vecs, axis=1) if vecs.size else np.zeros(0)
+    bad = int((~np.isfinite(norms)).sum() + (np.abs(norms - 1.0) > 1e-3).sum())
+    return {"restricted_rows": restricted, "bad_vectors": bad}
+
+
+# --------------------------------------------------------------------------------- step
+NO_RESTRICTED_VECTORS = CheckSpec("no_restricted_vectors", blocking=True,
+                                  description="no vector of a RESTRICTED chunk is written")
+FINITE_NORMALISED = CheckSpec("vectors_finite_and_normalised", blocking=True,
+                              description="every vector is finite and L2-normalised")
+EMBEDDING_CHECKS = (NO_RESTRICTED_VECTORS, FINITE_NORMALISED)
+
+
+def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
+    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+    backend = ctx.backend(spec)
+    ref = build_embeddings(
+        ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
+        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store)
+    found = verify_embeddings(ref, index_text)
+    return StepResult(ref, (
+        outcome(NO_RESTRICTED_VECTORS, not found["restricted_rows"], {"restricted_rows_with_vectors": found["restricted_rows"]},
+                f"{found['restricted_rows']} RESTRICTED row(s) have vectors"),
+        outcome(FINITE_NORMALISED, not found["bad_vectors"], {"bad_vectors": found["bad_vectors"]},
+                f"{found['bad_vectors']} vector(s) are not finite or not unit length"),
+    ))

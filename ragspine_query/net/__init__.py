@@ -1,0 +1,1 @@
+"""Network plumbing shared by the chat provider and the embedding backends."""

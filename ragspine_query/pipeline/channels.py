@@ -1,0 +1,128 @@
+"""Retrieval channels: anything that ranks a library's rows for a query.
+
+A channel has a ``name`` and ``search(query, depth, allowed) -> (rows int64, scores
+float32)``, best first, ties by row ascending, honouring ``allowed`` (a bool mask over
+rows, None = every row). The library's built-in channels are ``bm25`` (chunk field +
+``doc_weight`` × document field) and ``vector`` (exact cosine); a new one is added with
+:func:`register_channel` — the retriever asks every registered factory, in registration
+order, for a channel over its library, and fuses whatever they return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..lexical.bm25 import search_blended
+
+
+@runtime_checkable
+class Channel(Protocol):
+    name: str
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What a channel factory may use: the library, the retriever's config, the mode that
+    actually runs (``bm25``/``hybrid``/``vector``) and the query embedding backend."""
+
+    library: Any
+    config: Any
+    active_mode: str
+    embedding_backend: Any | None
+
+
+ChannelFactory = Callable[[ChannelContext], "Channel | None"]
+_CHANNELS: dict[str, ChannelFactory] = {}
+
+
+def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False) -> ChannelFactory:
+    """Add a channel: ``factory(ctx) -> Channel | None`` (None: not for this library/mode).
+
+    Retrievers built afterwards include it; its weight in the fusion is
+    ``RetrievalConfig.channel_weights.get(name, 1.0)``.
+    """
+    if name in _CHANNELS and not replace:
+        raise ValueError(f"channel {name!r} is already registered")
+    _CHANNELS[name] = factory
+    return factory
+
+
+def unregister_channel(name: str) -> None:
+    if name in ("bm25", "vector"):
+        raise ValueError(f"the built-in channel {name!r} cannot be removed")
+    _CHANNELS.pop(name, None)
+
+
+def registered_channels() -> tuple[str, ...]:
+    return tuple(_CHANNELS)
+
+
+def build_channels(ctx: ChannelContext) -> list[Channel]:
+    out = []
+    for factory in list(_CHANNELS.values()):
+        ch = factory(ctx)
+        if ch is not None:
+            out.append(ch)
+    return out
+
+
+def _empty() -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+
+class LexicalChannel:
+    """BM25 over the chunk field blended with the document field (exact, pruned)."""
+
+    name = "bm25"
+
+    def __init__(self, library: Any, doc_weight: float) -> None:
+        self.library = library
+        self.doc_weight = float(doc_weight)
+        self._row_doc = np.asarray(library.row_doc)  # a plain view: memmap slicing is slow
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        lib = self.library
+        return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, lib.analyzer(query), depth,
+                              doc_weight=self.doc_weight, allowed=allowed)
+
+
+class DenseChannel:
+    """Exact cosine between the query embedding and the library's vectors (allowed rows only)."""
+
+    name = "vector"
+
+    def __init__(self, library: Any, backend: Any) -> None:
+        self.library = library
+        self.backend = backend
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        from ..dense.vector_store import top_k_cosine
+
+        emb = self.library.embeddings()
+        if emb is None or self.backend is None:
+            return _empty()
+        qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
+        subset = None
+        if allowed is not None:
+            subset = np.flatnonzero(allowed[np.asarray(emb.rows)])
+        idx, scores = top_k_cosine(emb.vectors, qv, depth, rows=subset)
+        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
+
+
+def _bm25_factory(ctx: ChannelContext) -> Channel | None:
+    return None if ctx.active_mode == "vector" else LexicalChannel(ctx.library, ctx.config.doc_weight)
+
+
+def _vector_factory(ctx: ChannelContext) -> Channel | None:
+    if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
+        return None
+    return DenseChannel(ctx.library, ctx.embedding_backend)
+
+
+register_channel("bm25", _bm25_factory)
+register_channel("vector", _vector_factory)

@@ -1,0 +1,1 @@
+"""Model runtimes shared by the embedding backends and the rerankers."""

@@ -1,0 +1,96 @@
+"""The one language detector: how much of a text is written in CJK scripts.
+
+Definition (used everywhere: parsing's ``language`` metadata, the tokenizer's analyzer
+choice, the embedding auto-backend):
+
+* A *word character* is any character for which ``str.isalnum()`` is true (letters and
+  digits of every script; punctuation, spaces and symbols do not count).
+* A *CJK character* is a word character in one of the ranges the spec tokenizer emits
+  as unigrams/bigrams (:data:`CJK_RANGES`): Han ideographs (Unified, Extension A,
+  Compatibility), Japanese kana (hiragana, katakana) and Hangul syllables. Kana and
+  Hangul are included because every consumer treats them like ideographs: the tokenizer
+  splits them into unigrams, and all-MiniLM maps them to ``[UNK]`` just the same. The
+  rare astral Han extensions (B–G) are left out on purpose: the spec tokenizer (version
+  1, recorded in every BM25 index) treats them as separators, and counting what the
+  tokenizer drops would make the two disagree; adding them needs a tokenizer version bump.
+* :func:`cjk_share` is the number of CJK characters divided by the number of word
+  characters (0.0 when there are none).
+
+Two decisions are made from that one number, with two named thresholds, because their
+costs differ:
+
+* :data:`ZH_LANGUAGE_THRESHOLD` (0.3): the ``language`` label of a document — ``zh``
+  when CJK text makes up a clear part of it. A user filters on this label, so a mostly
+  English page quoting a few Chinese names must stay ``en``.
+* :data:`MULTILINGUAL_EMBEDDING_THRESHOLD` (0.2): which embedding model a library gets.
+  MiniLM turns CJK characters into ``[UNK]``, so losing them is a recall failure, while
+  the multilingual model handles English well: the choice leans towards multilingual
+  earlier. (One CJK character carries roughly a word, 4–5 Latin letters, so 0.2 of the
+  characters is already about half of the words.)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Language = Literal["zh", "en"]
+
+#: ``detect_language`` says ``zh`` from this :func:`cjk_share` on.
+ZH_LANGUAGE_THRESHOLD = 0.3
+#: The embedding auto-backend picks the multilingual model from this :func:`cjk_share` on.
+MULTILINGUAL_EMBEDDING_THRESHOLD = 0.2
+
+#: Code-point ranges of the CJK characters (see the module docstring), inclusive.
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3400, 0x4DBF),  # CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
+    (0xAC00, 0xD7AF),  # Hangul Syllables
+    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
+)
+
+#: The same ranges as the body of a regex character class, for tokenizers.
+CJK_CHAR_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether the single character ``ch`` is a CJK character (see the module docstring)."""
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in CJK_RANGES)
+
+
+def cjk_share(text: str) -> float:
+    """Fraction of the word characters of ``text`` that are CJK, in [0, 1] (0.0 for none).
+
+    >>> cjk_share("营收增长 revenue")
+    0.36363636363636365
+    """
+    words = cjk = 0
+    for ch in text:
+        if ch.isalnum():
+            words += 1
+            if ch >= "\u3040" and is_cjk(ch):
+                cjk += 1
+    return cjk / words if words else 0.0
+
+
+def detect_language(text: str, *, threshold: float = ZH_LANGUAGE_THRESHOLD) -> Language:
+    """``"zh"`` when :func:`cjk_share` of ``text`` is at least ``threshold``, else ``"en"``.
+
+    >>> detect_language("营收 revenue growth rate"), detect_language("营收增长 revenue")
+    ('en', 'zh')
+    """
+    share = cjk_share(text)
+    return "zh" if share > 0.0 and share >= threshold else "en"
+
+
+__all__ = [
+    "CJK_CHAR_CLASS",
+    "CJK_RANGES",
+    "Language",
+    "MULTILINGUAL_EMBEDDING_THRESHOLD",
+    "ZH_LANGUAGE_THRESHOLD",
+    "cjk_share",
+    "detect_language",
+    "is_cjk",
+]
