@@ -35,8 +35,11 @@ def code_versions() -> dict[str, str]:
     from ragspine_query.text.tokenize import ENGLISH_ANALYZER_VERSION, SPEC_TOKENIZER_VERSION
 
     from .indexing.chunking import CHUNKER_VERSIONS
+    from .indexing.pipeline import CODE_VERSIONS
 
     return {
+        # every step's code version: a changed step rebuilds the cached evaluation index
+        "steps": ",".join(f"{k}@{v}" for k, v in sorted(CODE_VERSIONS.items())),
         "schema": str(schema.SCHEMA_VERSION),
         "chunkers": ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())),
         "tokenizer": f"spec@{SPEC_TOKENIZER_VERSION},english@{ENGLISH_ANALYZER_VERSION}",

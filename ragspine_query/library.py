@@ -128,6 +128,13 @@ class Library:
         bm25_dir = self.artifact_path("bm25")
         self.bm25 = BM25Index.load(bm25_dir)
         self.bm25_doc = BM25Index.load(self.artifact_path("bm25_doc"))
+        blend_dir = self.artifact_path("bm25_blend")
+        #: chunk + w x document field in one index (None in snapshots built before it existed)
+        self.bm25_blend: BM25Index | None = BM25Index.load(blend_dir) if blend_dir is not None else None
+        self.bm25_blend_own = np.load(blend_dir / schema.BM25_BLEND_OWN, mmap_mode="r") if blend_dir is not None else None
+        self.bm25_blend_weight: float | None = (
+            float(json.loads((blend_dir / schema.BM25_PARAMS).read_text(encoding="utf-8"))["doc_weight"])
+            if blend_dir is not None else None)
         self.row_doc = np.load(bm25_dir / schema.BM25_ROW_DOC, mmap_mode="r")
         self.n_chunks = int(manifest["counts"]["chunks"])
         if self.bm25.n_rows != self.n_chunks or self.row_doc.shape[0] != self.n_chunks:

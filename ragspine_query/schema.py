@@ -79,6 +79,10 @@ def register_artifact(spec: ArtifactSpec) -> ArtifactSpec:
 register_artifact(ArtifactSpec("chunks", SNAPSHOT_CHUNKS_FILE, "index_manifest", required=True))
 register_artifact(ArtifactSpec("bm25", BM25_DIR, "bm25_index", required=True))
 register_artifact(ArtifactSpec("bm25_doc", BM25_DOC_DIR, "bm25_index", required=True))
+#: chunk + doc_weight x document field, precomputed per (term, chunk row): the fast lexical path
+BM25_BLEND_DIR = "bm25_blend"
+BM25_BLEND_OWN = "own.npy"  # uint8[nnz]: 1 where the posting's term is in the chunk's own text
+register_artifact(ArtifactSpec("bm25_blend", BM25_BLEND_DIR, "bm25_index"))
 register_artifact(ArtifactSpec("embeddings", EMBEDDINGS_DIR, "chunk_embeddings"))
 register_artifact(ArtifactSpec("glossary", "glossary.json", "index_manifest"))
 

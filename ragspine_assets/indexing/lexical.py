@@ -10,7 +10,8 @@ from typing import Sequence
 import numpy as np
 
 from ragspine_query import schema
-from ragspine_query.lexical.bm25 import BM25Arrays, BM25Params, build_bm25_arrays
+from ragspine_query.lexical.bm25 import BM25Arrays, BM25Params, blend_bm25_arrays, build_bm25_arrays
+from ragspine_query.retriever import DEFAULT_DOC_WEIGHT
 from ragspine_query.text.tokenize import Analyzer, make_analyzer, resolve_auto_analyzer
 
 from .artifacts import LibraryPaths, sha256_json, write_once
@@ -19,7 +20,7 @@ from .index_text import IndexTextRef, read_index_text
 from .step_api import StepContext, StepResult
 
 
-def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str) -> None:
+def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str, **extra_params: float) -> None:
     """Write one BM25 index directory (the layout of :mod:`ragspine_query.schema`)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / schema.BM25_VOCAB).write_text(json.dumps({"tokens": arrays.tokens}, ensure_ascii=False), encoding="utf-8")
@@ -35,6 +36,7 @@ def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str) -> 
         "vocab_size": len(arrays.tokens),
         "nnz": int(arrays.postings.shape[0]),
         "analyzer": analyzer_id,
+        **extra_params,
     }
     (directory / schema.BM25_PARAMS).write_text(json.dumps(params, indent=2, sort_keys=True), encoding="utf-8")
 
@@ -49,7 +51,9 @@ def build_library_bm25(
     analyzer: Analyzer,
     params: BM25Params = BM25Params(),
 ) -> dict:
-    """Write ``bm25/`` (one row per chunk) and ``bm25_doc/`` (one row per document).
+    """Write ``bm25/`` (one row per chunk), ``bm25_doc/`` (one row per document) and
+    ``bm25_blend/`` (one row per chunk, impacts = chunk + ``DEFAULT_DOC_WEIGHT`` × document
+    field, see :func:`~ragspine_query.lexical.bm25.blend_bm25_arrays`).
 
     Returns summary statistics for materialization metadata.
     """
@@ -60,6 +64,9 @@ def build_library_bm25(
     np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
     write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
     (directory / schema.BM25_DOC_DIR / schema.BM25_DOC_IDS).write_text(json.dumps(list(doc_ids), ensure_ascii=False), encoding="utf-8")
+    blend, own = blend_bm25_arrays(chunk_arrays, doc_arrays, np.asarray(chunk_doc_rows, dtype=np.int64), DEFAULT_DOC_WEIGHT)
+    write_bm25_arrays(directory / schema.BM25_BLEND_DIR, blend, analyzer.id, doc_weight=DEFAULT_DOC_WEIGHT)
+    np.save(directory / schema.BM25_BLEND_DIR / schema.BM25_BLEND_OWN, own)
     return {
         "chunk_rows": chunk_arrays.n_rows,
         "doc_rows": doc_arrays.n_rows,
@@ -79,7 +86,8 @@ class Bm25Ref:
 
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name (``schema.ARTIFACT_REGISTRY``) -> what publication copies."""
-        return {"bm25": Path(self.directory) / schema.BM25_DIR, "bm25_doc": Path(self.directory) / schema.BM25_DOC_DIR}
+        return {"bm25": Path(self.directory) / schema.BM25_DIR, "bm25_doc": Path(self.directory) / schema.BM25_DOC_DIR,
+                "bm25_blend": Path(self.directory) / schema.BM25_BLEND_DIR}
 
 
 def resolve_analyzer(docs: DocumentSet) -> str:
@@ -107,7 +115,8 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
         (by_id[d].title + "\n" + by_id[d].body) if d in by_id else "\n".join(fallback.get(d, []))
         for d in doc_ids
     ]
-    h = sha256_json([ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts]])
+    h = sha256_json([ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts],
+                     ["blend", 2, DEFAULT_DOC_WEIGHT]])
     target = paths.work_dir("bm25", h)
     stats: dict = {}
 

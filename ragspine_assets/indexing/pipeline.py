@@ -49,7 +49,8 @@ STEPS: tuple[Step, ...] = (
     Step("documents", documents_step, (), DOCUMENTS_CHECKS),
     Step("chunks", chunks_step, ("documents",), CHUNK_CHECKS, code_version=CHUNKS_CODE_VERSION),
     Step("index_text", index_text_step, ("chunks",)),
-    Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc")),
+    Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend"),
+         code_version="2"),  # 2: bm25_blend
     Step("chunk_embeddings", embeddings_step, ("index_text", "documents"), EMBEDDING_CHECKS, artifacts=("embeddings",)),
     Step("index_manifest", manifest_step, ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings"),
          artifacts=("chunks", "glossary")),

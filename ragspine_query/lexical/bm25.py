@@ -124,6 +124,127 @@ def build_bm25_arrays(token_lists: Sequence[Sequence[str]], params: BM25Params =
     )
 
 
+def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, doc_weight: float) -> tuple[BM25Arrays, np.ndarray]:
+    """One index whose impacts are ``chunk impact + doc_weight × document impact``.
+
+    The lexical score of a chunk row is its own BM25 plus ``doc_weight`` times the BM25
+    of its document. Both are sums over query terms, so the blend is one sum over query
+    terms of ``impact(t, row) + w × impact(t, doc(row))``: a term posts to every chunk
+    of every document that contains it. Precomputing that at index time turns the
+    two-field query into one sparse pass. The vocabulary is the union of both fields';
+    rows are the chunk rows.
+
+    Returns the arrays and ``own`` (uint8, one per posting): 1 where the term occurs in
+    the chunk's own text. As at query time, only a chunk that matches a query term
+    itself is a candidate; the document field only adds to its score
+    (:func:`search_blend_index`).
+    """
+    row_doc = np.asarray(row_doc, dtype=np.int64)
+    n_rows = chunk.n_rows
+    vocab = sorted(set(chunk.tokens) | set(doc.tokens))
+    where = {t: i for i, t in enumerate(vocab)}
+    chunk_map = np.asarray([where[t] for t in chunk.tokens], dtype=np.int64)
+    doc_map = np.asarray([where[t] for t in doc.tokens], dtype=np.int64)
+    # chunk field postings as (term, row, value)
+    c_terms = np.repeat(chunk_map, np.diff(np.asarray(chunk.indptr)))
+    c_rows = np.asarray(chunk.postings, dtype=np.int64)
+    c_vals = np.asarray(chunk.impacts, dtype=np.float64)
+    # document field postings expanded to every chunk row of the document
+    order = np.argsort(row_doc, kind="stable")
+    per_doc = np.bincount(row_doc, minlength=doc.n_rows) if n_rows else np.zeros(doc.n_rows, np.int64)
+    doc_start = np.concatenate(([0], np.cumsum(per_doc)))
+    d_terms = np.repeat(doc_map, np.diff(np.asarray(doc.indptr)))
+    d_docs = np.asarray(doc.postings, dtype=np.int64)
+    counts = per_doc[d_docs]
+    total = int(counts.sum())
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    e_rows = order[np.repeat(doc_start[d_docs], counts) + offsets]
+    e_terms = np.repeat(d_terms, counts)
+    e_vals = np.repeat(np.asarray(doc.impacts, dtype=np.float64) * float(np.float32(doc_weight)), counts)
+    terms = np.concatenate([c_terms, e_terms])
+    rows = np.concatenate([c_rows, e_rows])
+    vals = np.concatenate([c_vals, e_vals])
+    flags = np.concatenate([np.ones(c_terms.shape[0], np.uint8), np.zeros(e_terms.shape[0], np.uint8)])
+    key = terms * max(n_rows, 1) + rows
+    srt = np.argsort(key, kind="stable")  # the chunk field's value first, then the document's
+    key, vals, flags = key[srt], vals[srt], flags[srt]
+    if key.size:
+        first = np.ones(key.size, dtype=bool)
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        summed = np.add.reduceat(vals, starts)
+        own = np.maximum.reduceat(flags, starts)
+        key = key[starts]
+    else:
+        summed, own = vals, flags
+    terms = key // max(n_rows, 1)
+    rows = key % max(n_rows, 1)
+    impacts = summed.astype(np.float32)
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+    max_impact = np.zeros(len(vocab), dtype=np.float32)
+    if impacts.size:
+        np.maximum.at(max_impact, terms, impacts)
+    arrays = BM25Arrays(tokens=vocab, indptr=indptr, postings=rows.astype(np.int32), impacts=impacts,
+                        max_impact=max_impact, doc_lengths=chunk.doc_lengths, params=chunk.params, avgdl=chunk.avgdl)
+    return arrays, own.astype(np.uint8)
+
+
+def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str], k: int, *,
+                       allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Top-``k`` chunk rows by ``chunk + w × document`` BM25 from the blended index.
+
+    Candidates are the rows that match a query term in their own text (``own``), as
+    with :func:`blend_reference`; scores are summed in query order in float64. Returns
+    None when a query term is frequent (the caller then takes the two-field path, which
+    has the dense and pruned strategies for such terms).
+    """
+    if k <= 0:
+        return _empty()
+    term_ids = blend.term_ids(tokens)
+    if not term_ids:
+        return _empty()
+    spans, total = blend._spans(term_ids)
+    if blend._use_dense(spans, total):
+        return None
+    mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)  # own-text postings
+    acc, shared = blend._borrow(dense=False)
+    try:
+        cat = blend._accumulate(acc, spans)  # float64, each row summed in query order
+        # candidates: the rows of own-text postings (a row matching n terms appears n times)
+        scores = acc[cat[mine]].astype(np.float32)
+        acc[cat] = 0.0
+    except BaseException:
+        acc.fill(0.0)
+        raise
+    finally:
+        blend._release(shared)
+    # floor under the k-th best: the k-th best candidate of the longest posting list
+    # (distinct rows with exact scores)
+    longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
+    lo = sum(e - s for s, e in spans[:longest])
+    hi = lo + spans[longest][1] - spans[longest][0]
+    lo_m = int(np.count_nonzero(mine[:lo]))
+    hi_m = lo_m + int(np.count_nonzero(mine[lo:hi]))
+    cat = cat[mine]
+    seg = scores[lo_m:hi_m]
+    if allowed is not None:
+        keep = allowed[cat]
+        seg = seg[keep[lo_m:hi_m]]
+        cat, scores = cat[keep], scores[keep]
+    if seg.shape[0] > k:
+        sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
+        cat, scores = cat[sel], scores[sel]
+    order = np.lexsort((cat, -scores))
+    cat, scores = cat[order], scores[order]
+    if cat.shape[0] > 1:
+        first = np.empty(cat.shape[0], dtype=bool)
+        first[0] = True
+        np.not_equal(cat[1:], cat[:-1], out=first[1:])
+        cat, scores = cat[first], scores[first]
+    return cat[:k].astype(np.int64), scores[:k]
+
+
 def _empty() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
 

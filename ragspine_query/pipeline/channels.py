@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..lexical.bm25 import search_blended
+from ..lexical.bm25 import search_blended, search_blend_index
 
 
 @runtime_checkable
@@ -84,10 +84,19 @@ class LexicalChannel:
         self.library = library
         self.doc_weight = float(doc_weight)
         self._row_doc = np.asarray(library.row_doc)  # a plain view: memmap slicing is slow
+        blend = getattr(library, "bm25_blend", None)
+        # the index-time blend serves only the weight it was built with
+        self._blend = blend if blend is not None and getattr(library, "bm25_blend_weight", None) == self.doc_weight else None
+        self._own = np.asarray(library.bm25_blend_own) if self._blend is not None else None
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         lib = self.library
-        return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, lib.analyzer(query), depth,
+        tokens = lib.analyzer(query)
+        if self._blend is not None:  # the precomputed blend: one sparse pass (None: a frequent term)
+            found = search_blend_index(self._blend, self._own, tokens, depth, allowed=allowed)
+            if found is not None:
+                return found
+        return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, tokens, depth,
                               doc_weight=self.doc_weight, allowed=allowed)
 
 

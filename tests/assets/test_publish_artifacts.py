@@ -48,7 +48,7 @@ def _publish(paths: LibraryPaths, res, artifacts):
 
 
 def _bm25(res) -> dict[str, Path]:
-    return {"bm25": Path(res.bm25.directory) / schema.BM25_DIR, "bm25_doc": Path(res.bm25.directory) / schema.BM25_DOC_DIR}
+    return res.bm25.artifact_paths()
 
 
 def test_every_published_snapshot_lists_its_artifact_sets(built):
@@ -56,7 +56,7 @@ def test_every_published_snapshot_lists_its_artifact_sets(built):
     manifest = json.loads((Path(res.snapshot_dir) / schema.MANIFEST_FILE).read_text(encoding="utf-8"))
     assert manifest[schema.MANIFEST_ARTIFACT_SETS] == {
         name: {"path": schema.ARTIFACT_REGISTRY[name].path, "asset": schema.ARTIFACT_REGISTRY[name].asset}
-        for name in ("bm25", "bm25_doc", "chunks")
+        for name in ("bm25", "bm25_doc", "bm25_blend", "chunks")
     }, "no vectors (embedding none) and no glossary: neither is listed"
     assert not (Path(res.snapshot_dir) / schema.EMBEDDINGS_DIR).exists()
 
