@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 from typing import Sequence
 
 from .errors import RagspineError
+from .settings import Settings
 from .filters import parse_filter_arg
 
 
@@ -71,17 +71,19 @@ def run_query(args: argparse.Namespace) -> int:
     filters: dict = {}
     for pr in preds:
         filters.setdefault(pr.field, {})[pr.op] = list(pr.value) if isinstance(pr.value, tuple) else pr.value
+    settings = Settings.from_env()  # the one read of the environment for this command
     provider = None
-    if os.environ.get("RAGSPINE_LLM_BASE_URL"):  # an OpenAI-compatible server for the listwise judge
+    if settings.llm_base_url:  # an OpenAI-compatible server for the listwise judge
         from .llm import OpenAICompatibleProvider
 
-        provider = OpenAICompatibleProvider.from_env()
+        provider = OpenAICompatibleProvider.from_settings(settings)
     reranker = "env"
     if args.reranker is not None:
         from .rerank import make_reranker
 
-        reranker = make_reranker(args.reranker, provider=provider)
-    retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker)
+        reranker = make_reranker(args.reranker, provider=provider, settings=settings)
+    retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker,
+                                          settings=settings)
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     if args.json:
         if explain:

@@ -20,6 +20,7 @@ from .library import open_library
 from .pipeline.explain import Tracer, hit_candidates, now
 from .pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
 from .records import RESTRICTED_SENSITIVITY, Hit, to_snippet
+from .settings import Settings
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
 
@@ -105,10 +106,12 @@ def build_narrative_retriever(
     reranker: Any | None | str = "env",
     mode: str | None = None,
     glossary: Glossary | None | str = "auto",
+    settings: Settings | None = None,
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
-    Defaults (read from the environment here and nowhere deeper): retrieval mode from
+    Defaults come from ``settings`` (default :meth:`Settings.from_env`, the one place the
+    environment is read; see docs/configuration.md): retrieval mode from
     ``RAGSPINE_RETRIEVAL_MODE`` (``auto``), embedding backend from ``RAGSPINE_EMBEDDING``
     (``auto``: the model the index was built with when installed, else BM25 only),
     reranker from ``RAGSPINE_RERANKER`` (unset: the LLM listwise judge over the top 10
@@ -117,7 +120,8 @@ def build_narrative_retriever(
     glossary published with each library.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
-    mode = mode or os.environ.get("RAGSPINE_RETRIEVAL_MODE", "auto")
+    settings = settings or Settings.from_env()
+    mode = mode or settings.retrieval_mode
     config = RetrievalConfig(mode=mode)
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None
@@ -125,7 +129,7 @@ def build_narrative_retriever(
         lib = open_library(p)
         backend = embedding_backend
         if backend == "env":
-            backend = backend_for_library(lib, config.mode)
+            backend = backend_for_library(lib, config.mode, settings.embedding)
         retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config)
         if glossary == "auto" and glossary_obj is None:
             gpath = lib.artifact_path("glossary")
@@ -140,7 +144,7 @@ def build_narrative_retriever(
         # unset RAGSPINE_RERANKER: the LLM judge when a provider was given, else none;
         # an explicit "none" means no reranker and no network call at all
         default = "listwise" if provider is not None else "none"
-        reranker = make_reranker(os.environ.get("RAGSPINE_RERANKER", "").strip() or default, provider=provider)
+        reranker = make_reranker(settings.reranker or default, provider=provider, settings=settings)
     judge = None
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
@@ -152,7 +156,8 @@ def build_narrative_retriever(
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
 
-    ``spec`` (default ``RAGSPINE_EMBEDDING``, else ``auto``): ``none`` disables the dense
+    ``spec`` (default: ``Settings.from_env().embedding``, i.e. ``RAGSPINE_EMBEDDING``, else
+    ``auto``): ``none`` disables the dense
     channel; ``auto`` re-creates the backend recorded in the manifest when its extra is
     installed and silently falls back to BM25 when it is not (``strict=True``: raises
     the ImportError/MissingExtraError instead, for a caller that reports it).
@@ -164,7 +169,7 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     emb = library.manifest.get("embedding")
     if not emb:
         return None
-    spec = (spec or os.environ.get("RAGSPINE_EMBEDDING") or os.environ.get("RAGSPINE_EMBEDDING_BACKEND") or "auto").lower()
+    spec = (spec or Settings.from_env().embedding or "auto").lower()
     if spec == "none":
         return None
     from .dense.embedding import make_embedding_backend

@@ -122,11 +122,6 @@ def test_query_library_infrastructure_reads_no_environment():
     assert _reads(MY_MODULES) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="ragspine_query/{cli,link}.py and ragspine_assets are being moved onto Settings.from_env "
-    "in parallel work (issue 10); until then they still read some RAGSPINE_ variables directly",
-)
 def test_only_settings_reads_ragspine_environment_variables():
     assert _reads(("ragspine_query", "ragspine_assets")) == []
 
