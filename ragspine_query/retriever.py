@@ -249,6 +249,20 @@ class HybridRetriever:
             lists.append((rows, scores))
             if tracer is not None:
                 tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=query)
+        if tracer is None and len(channels) == 1 and self._weights[0] > 0:
+            # one channel: its order is the fused order and RRF is w / (k + rank) (what
+            # weighted_rrf returns for one list, computed without the general machinery)
+            rows, scores = lists[0]
+            order = rows[:top_k].tolist()
+            w, k = self._weights[0], self.config.rrf_k
+            name = channels[0].name
+            hits = []
+            ids = self.library.chunk_ids()
+            base = {"bm25": 0.0, "vector": 0.0}
+            fused_top = [w / (k + rank) for rank in range(1, len(order) + 1)]
+            score_dicts = [{**base, name: s, "fused": f} for s, f in zip(scores[: len(order)].tolist(), fused_top)]
+            hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts)
+            return SearchResult(hits)
         t0 = now() if tracer else 0.0
         fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=self._weights, rrf_k=self.config.rrf_k)
         order = fused_rows[:top_k].tolist()

@@ -190,8 +190,21 @@ def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, d
     return arrays, own.astype(np.uint8)
 
 
+def terms_all_own(blend: BM25Index, own: np.ndarray) -> np.ndarray:
+    """bool per term: every posting of the term is in its chunk's own text (then
+    :func:`search_blend_index` needs no candidate filter for it — e.g. single-chunk
+    documents)."""
+    indptr = np.asarray(blend.indptr, dtype=np.int64)
+    out = np.ones(indptr.shape[0] - 1, dtype=bool)
+    nonempty = np.flatnonzero(np.diff(indptr) > 0)
+    if nonempty.size:
+        out[nonempty] = np.minimum.reduceat(np.asarray(own, dtype=np.uint8), indptr[nonempty]).astype(bool)
+    return out
+
+
 def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str], k: int, *,
-                       allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                       allowed: np.ndarray | None = None,
+                       all_own: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Top-``k`` chunk rows by ``chunk + w × document`` BM25 from the blended index.
 
     Candidates are the rows that match a query term in their own text (``own``), as
@@ -207,12 +220,13 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     spans, total = blend._spans(term_ids)
     if blend._use_dense(spans, total):
         return None
-    mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)  # own-text postings
+    filtered = all_own is None or not all(all_own[t] for t in term_ids)
+    mine = np.concatenate([own[s:e] for s, e in spans]).view(bool) if filtered else None  # own-text postings
     acc, shared = blend._borrow(dense=False)
     try:
         cat = blend._accumulate(acc, spans)  # float64, each row summed in query order
         # candidates: the rows of own-text postings (a row matching n terms appears n times)
-        scores = acc[cat[mine]].astype(np.float32)
+        scores = acc[cat[mine] if filtered else cat].astype(np.float32)
         acc[cat] = 0.0
     except BaseException:
         acc.fill(0.0)
@@ -224,9 +238,10 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
     lo = sum(e - s for s, e in spans[:longest])
     hi = lo + spans[longest][1] - spans[longest][0]
-    lo_m = int(np.count_nonzero(mine[:lo]))
-    hi_m = lo_m + int(np.count_nonzero(mine[lo:hi]))
-    cat = cat[mine]
+    if filtered:
+        lo, hi = int(np.count_nonzero(mine[:lo])), int(np.count_nonzero(mine[:hi]))
+        cat = cat[mine]
+    lo_m, hi_m = lo, hi
     seg = scores[lo_m:hi_m]
     if allowed is not None:
         keep = allowed[cat]

@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..lexical.bm25 import search_blended, search_blend_index
+from ..lexical.bm25 import search_blend_index, search_blended, terms_all_own
 
 
 @runtime_checkable
@@ -88,12 +88,13 @@ class LexicalChannel:
         # the index-time blend serves only the weight it was built with
         self._blend = blend if blend is not None and getattr(library, "bm25_blend_weight", None) == self.doc_weight else None
         self._own = np.asarray(library.bm25_blend_own) if self._blend is not None else None
+        self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         lib = self.library
         tokens = lib.analyzer(query)
         if self._blend is not None:  # the precomputed blend: one sparse pass (None: a frequent term)
-            found = search_blend_index(self._blend, self._own, tokens, depth, allowed=allowed)
+            found = search_blend_index(self._blend, self._own, tokens, depth, allowed=allowed, all_own=self._all_own)
             if found is not None:
                 return found
         return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, tokens, depth,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index
+from ragspine_query.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index, terms_all_own
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -38,7 +38,8 @@ def test_blended_index_matches_the_two_field_reference(seed):
         tokens = list(rng.choice(WORDS + ["unknown"], size=int(rng.integers(1, 6))))
         k = int(rng.integers(1, 15))
         allowed = rng.random(row_doc.shape[0]) < 0.7 if rng.random() < 0.3 else None
-        found = search_blend_index(blend, own, tokens, k, allowed=allowed)
+        found = search_blend_index(blend, own, tokens, k, allowed=allowed,
+                                   all_own=terms_all_own(blend, own) if rng.random() < 0.5 else None)
         if found is None:  # a frequent term: the caller takes the two-field path
             continue
         checked += 1
