@@ -220,33 +220,40 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     spans, total = blend._spans(term_ids)
     if blend._use_dense(spans, total):
         return None
-    filtered = all_own is None or not all(all_own[t] for t in term_ids)
-    mine = np.concatenate([own[s:e] for s, e in spans]).view(bool) if filtered else None  # own-text postings
-    acc, shared = blend._borrow(dense=False)
-    try:
-        cat = blend._accumulate(acc, spans)  # float64, each row summed in query order
+    cat, scores = blend._posting_scores(spans)
+    lo, hi = _longest_span(spans)
+    if all_own is None or not all(all_own[t] for t in term_ids):
         # candidates: the rows of own-text postings (a row matching n terms appears n times)
-        scores = acc[cat[mine] if filtered else cat].astype(np.float32)
-        acc[cat] = 0.0
-    except BaseException:
-        acc.fill(0.0)
-        raise
-    finally:
-        blend._release(shared)
-    # floor under the k-th best: the k-th best candidate of the longest posting list
-    # (distinct rows with exact scores)
+        mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, mine)
+    if allowed is not None:
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+    return _top_k_distinct(cat, scores, lo, hi, k)
+
+
+def _longest_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
+    """Positions, in the concatenated postings, of the longest posting list."""
     longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
     lo = sum(e - s for s, e in spans[:longest])
-    hi = lo + spans[longest][1] - spans[longest][0]
-    if filtered:
-        lo, hi = int(np.count_nonzero(mine[:lo])), int(np.count_nonzero(mine[:hi]))
-        cat = cat[mine]
-    lo_m, hi_m = lo, hi
-    seg = scores[lo_m:hi_m]
-    if allowed is not None:
-        keep = allowed[cat]
-        seg = seg[keep[lo_m:hi_m]]
-        cat, scores = cat[keep], scores[keep]
+    return lo, lo + spans[longest][1] - spans[longest][0]
+
+
+def _keep_postings(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int,
+                   keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The postings where ``keep`` holds, and where ``[lo, hi)`` lands among them."""
+    lo, hi = int(np.count_nonzero(keep[:lo])), int(np.count_nonzero(keep[:hi]))
+    return cat[keep], scores[keep], lo, hi
+
+
+def _top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` distinct rows of postings with exact scores, ties by row.
+
+    ``[lo, hi)`` are the postings of one term (distinct rows): its k-th best score is a
+    floor under the true k-th best, so rows below it are dropped before the sort. The
+    copies of a row share its score, so sorted by (score desc, row asc) they are
+    adjacent and only the first is kept.
+    """
+    seg = scores[lo:hi]
     if seg.shape[0] > k:
         sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
         cat, scores = cat[sel], scores[sel]
@@ -474,39 +481,11 @@ class BM25Index:
                 keep = allowed[rows]
                 rows, scores = rows[keep], scores[keep]
             return top_k_rows(rows, scores, k)
-        acc, shared = self._borrow(dense=False)
-        try:
-            cat = self._accumulate(acc, spans)
-            scores = acc[cat].astype(np.float32)  # a row hit by n terms appears n times
-            acc[cat] = 0.0
-        except BaseException:
-            acc.fill(0.0)  # keep the all-zero invariant
-            raise
-        finally:
-            self._release(shared)
-        # Floor under the k-th best score: the k-th best row of the longest posting list
-        # (its rows are distinct: k real rows with exact scores).
-        longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
-        start = sum(e - s for s, e in spans[:longest])
-        stop = start + spans[longest][1] - spans[longest][0]
-        seg = scores[start:stop]
+        cat, scores = self._posting_scores(spans)
+        lo, hi = _longest_span(spans)
         if allowed is not None:
-            keep = allowed[cat]
-            seg = seg[keep[start:stop]]
-            cat, scores = cat[keep], scores[keep]
-        if seg.shape[0] > k:
-            sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
-            cat, scores = cat[sel], scores[sel]
-        # the copies of a row share its score, so sorted by (score desc, row asc) they
-        # are adjacent and only the first is kept
-        order = np.lexsort((cat, -scores))
-        cat, scores = cat[order], scores[order]
-        if cat.shape[0] > 1:
-            first = np.empty(cat.shape[0], dtype=bool)
-            first[0] = True
-            np.not_equal(cat[1:], cat[:-1], out=first[1:])
-            cat, scores = cat[first], scores[first]
-        return cat[:k].astype(np.int64), scores[:k]
+            cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+        return _top_k_distinct(cat, scores, lo, hi, k)
 
     def score_rows_dense(self, tokens: Sequence[str]) -> np.ndarray:
         """Scores of every row (float64) — reference path for tests and small indexes."""
@@ -550,6 +529,25 @@ class BM25Index:
     def _release(self, shared: bool) -> None:
         if shared:
             self._busy.release()
+
+    def _posting_scores(self, spans: list[tuple[int, int]], at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows of the postings in query order, float32 scores)`` of a sparse query.
+
+        Sums every posting into the zeroed scratch (:meth:`_accumulate`), reads the
+        float32 scores at the rows ``at`` (default: the postings' own rows; a row hit by
+        n terms appears n times) and leaves the scratch all zero again.
+        """
+        acc, shared = self._borrow(dense=False)
+        try:
+            cat = self._accumulate(acc, spans)
+            scores = acc[cat if at is None else at].astype(np.float32)
+            acc[cat] = 0.0
+        except BaseException:
+            acc.fill(0.0)  # keep the all-zero invariant
+            raise
+        finally:
+            self._release(shared)
+        return cat, scores
 
     def _accumulate(self, acc: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
         """Add every posting's impact into ``acc``; returns the postings' rows in query order.
@@ -733,49 +731,11 @@ def search_blended(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens
     dspans, dtotal = doc._spans(dterm_ids) if dterm_ids else ([], 0)
     if len(spans) == 1 or chunk._use_dense(spans, total) or (dspans and doc._use_dense(dspans, dtotal)):
         return blend_reference(chunk, doc, row_doc, tokens, k, doc_weight=doc_weight, allowed=allowed)
-    acc, shared = chunk._borrow(dense=False)
-    try:
-        cat = chunk._accumulate(acc, spans)
-        scores = acc[cat].astype(np.float32)  # a row hit by n terms appears n times
-        acc[cat] = 0.0
-    except BaseException:
-        acc.fill(0.0)
-        raise
-    finally:
-        chunk._release(shared)
+    cat, scores = chunk._posting_scores(spans)
+    lo, hi = _longest_span(spans)
     if allowed is not None:
-        keep = allowed[cat]
-        seg_keep = keep
-        cat, scores = cat[keep], scores[keep]
-    else:
-        seg_keep = None
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
     if dspans:
-        dacc, dshared = doc._borrow(dense=False)
-        try:
-            dcat = doc._accumulate(dacc, dspans)
-            add = dacc[row_doc[cat]].astype(np.float32)
-            dacc[dcat] = 0.0
-        except BaseException:
-            dacc.fill(0.0)
-            raise
-        finally:
-            doc._release(dshared)
+        _, add = doc._posting_scores(dspans, at=row_doc[cat])
         scores = scores + np.float32(doc_weight) * add
-    longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
-    start = sum(e - s for s, e in spans[:longest])
-    stop = start + spans[longest][1] - spans[longest][0]
-    if seg_keep is not None:  # positions of the longest list among the kept occurrences
-        before = int(np.count_nonzero(seg_keep[:start]))
-        start, stop = before, before + int(np.count_nonzero(seg_keep[start:stop]))
-    seg = scores[start:stop]
-    if seg.shape[0] > k:
-        sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
-        cat, scores = cat[sel], scores[sel]
-    order = np.lexsort((cat, -scores))
-    cat, scores = cat[order], scores[order]
-    if cat.shape[0] > 1:
-        first = np.empty(cat.shape[0], dtype=bool)
-        first[0] = True
-        np.not_equal(cat[1:], cat[:-1], out=first[1:])
-        cat, scores = cat[first], scores[first]
-    return cat[:k].astype(np.int64), scores[:k]
+    return _top_k_distinct(cat, scores, lo, hi, k)
