@@ -34,7 +34,6 @@ from ragspine_query.errors import ConfigError
 from ragspine_query.settings import Settings
 
 from .assets import ALL_ASSETS
-from .partitions import libraries_partitions
 from .resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 from .schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from .sensors import raw_files_sensor

@@ -15,7 +15,7 @@ import dagster as dg
 
 from ragspine_query.settings import Settings
 
-from .indexing.artifacts import LIBRARY_ID_PATTERN, LibraryPaths, validate_library_id
+from .indexing.artifacts import LibraryPaths, is_valid_library_id, validate_library_id
 from .indexing.documents import DocumentSet
 from .indexing.library_settings import resolve_library_settings
 from .indexing.publish import DEFAULT_KEEP_SNAPSHOTS
@@ -138,7 +138,7 @@ class RagspineConfig(dg.ConfigurableResource):
             return [], []
         names = sorted(p.name for p in raw.iterdir()
                        if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
-        valid = [n for n in names if LIBRARY_ID_PATTERN.fullmatch(n) and not n.endswith(".")]
+        valid = [n for n in names if is_valid_library_id(n)]
         return valid, [n for n in names if n not in valid]
 
     def libraries_on_disk(self) -> list[str]:

@@ -11,7 +11,6 @@ RESTRICTED text to the judge.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 from .fusion import DEFAULT_RRF_K
@@ -19,7 +18,7 @@ from .glossary import Glossary, GlossaryQueryRewriter
 from .library import open_library
 from .pipeline.explain import Tracer, hit_candidates, now
 from .pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
-from .records import RESTRICTED_SENSITIVITY, Hit, to_snippet
+from .records import Hit, to_snippet
 from .settings import Settings
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
@@ -91,7 +90,7 @@ class NarrativeIndexRetriever:
             results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
         t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
-        open_hits = [r for r in results if str(r.chunk.sensitivity).upper() != RESTRICTED_SENSITIVITY]
+        open_hits = [r for r in results if not r.chunk.is_restricted]
         snippets = [to_snippet(r) for r in open_hits[:top_k]]
         if tracer is not None:
             tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)

@@ -7,6 +7,11 @@ from typing import Any
 
 RESTRICTED_SENSITIVITY = "RESTRICTED"
 SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
+
+
+def is_restricted(sensitivity: object) -> bool:
+    """Whether a sensitivity value (a chunk's, a document's, a column cell) is RESTRICTED."""
+    return str(sensitivity).strip().upper() == RESTRICTED_SENSITIVITY
 DEFAULT_SENSITIVITY = "INTERNAL"
 
 #: The metadata fields every document and chunk carries (besides ``extra``).
@@ -60,7 +65,7 @@ class Chunk:
 
     @property
     def is_restricted(self) -> bool:
-        return str(self.sensitivity).upper() == RESTRICTED_SENSITIVITY
+        return is_restricted(self.sensitivity)
 
     @property
     def locator(self) -> str:

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import dagster as dg
 
-from ragspine_query.records import RESTRICTED_SENSITIVITY
+from ragspine_query.records import is_restricted  # noqa: F401  (re-exported for the assets)
 
 from ..indexing.pipeline import CODE_VERSIONS, Step
 from ..indexing.step_api import BlockingCheckError, StepContext, StepResult
@@ -19,10 +19,6 @@ def run_id_of(context: dg.AssetExecutionContext) -> str:
         return context.run.run_id
     except Exception:
         return ""
-
-
-def is_restricted(sensitivity: Any) -> bool:
-    return str(sensitivity).strip().upper() == RESTRICTED_SENSITIVITY
 
 
 def withheld_note(count: int, noun: str) -> str:

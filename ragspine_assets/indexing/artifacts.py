@@ -19,13 +19,18 @@ from ragspine_query.errors import ConfigError
 LIBRARY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def is_valid_library_id(name: object) -> bool:
+    """Whether ``name`` is a valid library name (see :func:`validate_library_id`)."""
+    return isinstance(name, str) and bool(LIBRARY_ID_PATTERN.fullmatch(name)) and not name.endswith(".")
+
+
 def validate_library_id(name: str) -> str:
     """Return ``name`` when it is a valid library name, else raise :class:`ConfigError`.
 
     Valid: 1–128 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter or digit
     (so never empty, ``.``, ``..``, hidden, or containing a path separator).
     """
-    if not isinstance(name, str) or not LIBRARY_ID_PATTERN.fullmatch(name) or name.endswith("."):
+    if not is_valid_library_id(name):
         shown = repr(name) if isinstance(name, str) and len(name) <= 64 and name.isprintable() else "given"
         raise ConfigError(
             f"library name {shown} is not allowed: a library name is one folder name of 1-128 characters "

@@ -17,6 +17,10 @@ _COLS = schema.CHUNK_COLUMN_NAMES
 _INSERT = f"INSERT INTO {schema.CHUNK_TABLE} ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})"
 
 
+_RESTRICTED_NOW = (f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} "
+                   "WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED'")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -88,6 +92,15 @@ class ChunkStore:
         """doc_id -> content hash of the active version of every active document."""
         rows = self._conn.execute(f"SELECT doc_id, content_hash FROM {schema.DOCUMENT_TABLE} WHERE active = 1")
         return {r["doc_id"]: r["content_hash"] for r in rows}
+
+    def restricted_doc_ids(self) -> set[str]:
+        """Doc ids whose active chunks are RESTRICTED (what the last run parsed)."""
+        return {r[0] for r in self._conn.execute(_RESTRICTED_NOW)}
+
+    def restricted_index_texts(self) -> set[str]:
+        """The index text of every version of every document that is RESTRICTED now."""
+        sql = f"SELECT DISTINCT index_text FROM {schema.CHUNK_TABLE} WHERE doc_id IN ({_RESTRICTED_NOW})"
+        return {r[0] for r in self._conn.execute(sql)}
 
     def document_chunkers(self) -> dict[str, str]:
         rows = self._conn.execute(f"SELECT doc_id, chunker, chunker_version FROM {schema.DOCUMENT_TABLE} WHERE active = 1")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragspine_query import schema
+from ragspine_query.records import is_restricted
 
 from .artifacts import sha256_json
 from .chunk_store import ChunkStore
@@ -71,9 +72,8 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
         known_chunkers = store.document_chunkers()
         source_paths = {r["doc_id"]: r["source_path"] for r in store.execute_read(
             f"SELECT doc_id, source_path FROM {schema.DOCUMENT_TABLE} WHERE active = 1")}
-        restricted = {r[0] for r in store.execute_read(
-            f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED'")}
-        restricted |= {d.doc_id for d in docs.documents if d.sensitivity.upper() == "RESTRICTED"}
+        restricted = store.restricted_doc_ids()
+        restricted |= {d.doc_id for d in docs.documents if is_restricted(d.sensitivity)}
         seen = set()
         for doc in docs.documents:
             seen.add(doc.doc_id)
@@ -126,7 +126,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
 def verify_chunks(docs: DocumentSet, store_path: Path) -> dict[str, list[str]]:
     """Check the chunk invariants; returns problems by check name (empty lists = pass)."""
     bodies = {d.doc_id: d.body for d in docs.documents}
-    restricted = {d.doc_id for d in docs.documents if d.sensitivity.upper() == "RESTRICTED"}
+    restricted = {d.doc_id for d in docs.documents if is_restricted(d.sensitivity)}
     problems: dict[str, list[str]] = {"substring": [], "unique_ids": [], "locators": []}
     with ChunkStore(store_path) as store:
         rows = store.execute_read(

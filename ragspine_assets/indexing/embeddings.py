@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragspine_query import schema
+from ragspine_query.records import is_restricted
 
 from .artifacts import LibraryPaths, sha256_json, write_once
 from .chunk_store import ChunkStore
@@ -97,10 +98,7 @@ def restricted_text_hashes(store_path: Path) -> list[str]:
     text it had while it was open.
     """
     with ChunkStore(store_path) as store:
-        rows = store.execute_read(
-            f"SELECT DISTINCT index_text FROM {schema.CHUNK_TABLE} WHERE doc_id IN ("
-            f"SELECT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED')")
-    return sorted({text_hash(r[0]) for r in rows})
+        return sorted({text_hash(t) for t in store.restricted_index_texts()})
 
 
 def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None) -> EmbeddingRef:
@@ -115,9 +113,9 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
     table = read_index_text(ref)
     sens = table.column("sensitivity").to_pylist()
     texts = table.column("index_text").to_pylist()
-    rows = [i for i, s in enumerate(sens) if str(s).upper() != "RESTRICTED"]
+    rows = [i for i, s in enumerate(sens) if not is_restricted(s)]
     skipped = len(sens) - len(rows)
-    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if str(s).upper() == "RESTRICTED"}
+    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if is_restricted(s)}
     if store_path is not None:
         purge.update(restricted_text_hashes(store_path))
     purged = 0
@@ -176,7 +174,7 @@ def verify_embeddings(ref: EmbeddingRef, text: IndexTextRef) -> dict[str, int]:
         return {"restricted_rows": 0, "bad_vectors": 0}
     sens = read_index_text(text).column("sensitivity").to_pylist()
     rows = np.load(Path(ref.directory) / schema.EMB_ROWS)
-    restricted = sum(1 for r in rows if str(sens[int(r)]).upper() == "RESTRICTED")
+    restricted = sum(1 for r in rows if is_restricted(sens[int(r)]))
     vecs = np.load(Path(ref.directory) / schema.EMB_VECTORS, mmap_mode="r")
     norms = np.linalg.norm(vecs, axis=1) if vecs.size else np.zeros(0)
     bad = int((~np.isfinite(norms)).sum() + (np.abs(norms - 1.0) > 1e-3).sum())

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ragspine_query import schema
+from ragspine_query.records import is_restricted
 
 from .artifacts import LibraryPaths, sha256_json, write_once
 from .chunk_store import ChunkStore
@@ -42,7 +43,7 @@ def export_index_text(paths: LibraryPaths, store_path: Path) -> IndexTextRef:
         pq.write_table(pa.table(cols, schema=INDEX_TEXT_SCHEMA), tmp / "index_text.parquet")
 
     write_once(target, build)
-    n_restricted = sum(1 for s in cols["sensitivity"] if str(s).upper() == "RESTRICTED")
+    n_restricted = sum(1 for s in cols["sensitivity"] if is_restricted(s))
     return IndexTextRef(str(target / "index_text.parquet"), h, len(rows), n_restricted)
 
 

@@ -9,10 +9,10 @@ such documents by comparing a snapshot's chunk table with the chunk store's acti
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from ragspine_query import schema
+from ragspine_query.library import connect_read_only
 
 from .chunk_store import ChunkStore
 
@@ -22,15 +22,12 @@ def restricted_now(store_path: Path) -> set[str]:
     if not Path(store_path).is_file():
         return set()
     with ChunkStore(store_path) as store:
-        rows = store.execute_read(
-            f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(sensitivity) = 'RESTRICTED'")
-    return {r[0] for r in rows}
+        return store.restricted_doc_ids()
 
 
 def open_documents(snapshot_dir: Path) -> set[str]:
     """Doc ids a published snapshot serves as open (not RESTRICTED)."""
-    db = Path(snapshot_dir) / schema.SNAPSHOT_CHUNKS_FILE
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    conn = connect_read_only(Path(snapshot_dir) / schema.SNAPSHOT_CHUNKS_FILE, immutable=True)
     try:
         rows = conn.execute(
             f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} WHERE upper(sensitivity) != 'RESTRICTED'").fetchall()

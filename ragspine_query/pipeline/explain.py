@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..records import RESTRICTED_SENSITIVITY
+from ..records import is_restricted
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Explain:
     def without_restricted(self) -> "Explain":
         """The same trace with every RESTRICTED candidate removed (the narrative path's view)."""
         def keep(c: Candidate) -> bool:
-            return str(c.sensitivity).upper() != RESTRICTED_SENSITIVITY
+            return not is_restricted(c.sensitivity)
         return Explain(self.query, tuple(
             StageTrace(s.stage, s.name, s.seconds, tuple(c for c in s.candidates if keep(c)), s.query, s.detail)
             for s in self.stages))

@@ -23,7 +23,7 @@ import inspect
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..fusion import DEFAULT_RRF_K, weighted_rrf
-from ..records import RESTRICTED_SENSITIVITY, Hit, hits_to_frame
+from ..records import Hit, hits_to_frame
 from .explain import Explain, Tracer, hit_candidates, now
 
 
@@ -116,7 +116,7 @@ def _accepts_explain(fn: Callable) -> bool:
 
 
 def _is_restricted(hit: Hit) -> bool:
-    return str(hit.chunk.sensitivity).upper() == RESTRICTED_SENSITIVITY
+    return hit.chunk.is_restricted
 
 
 class QueryPipeline:
