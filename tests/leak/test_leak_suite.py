@@ -225,13 +225,26 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
             NarrativeIndexRetriever(NarrativeIndex(multi, reranker=LexicalMaxSimReranker(weighted=True))),
             NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], judge=judge)),
         ]
-        answered = 0
+        answered = traced = 0
+        restricted_ids = {r[0] for r in a.execute_read(
+            "SELECT chunk_id FROM narrative_chunk WHERE upper(sensitivity) = 'RESTRICTED'")}
         for i, q in enumerate(queries):
-            snippets = exits[i % len(exits)].retrieve(q, filters=rng.choice(FILTERS), top_k=rng.randint(1, 30))
+            explain = i % 20 == 0  # the --explain trace is an exit too
+            snippets = exits[i % len(exits)].retrieve(q, filters=rng.choice(FILTERS), top_k=rng.randint(1, 30),
+                                                      explain=explain)
             answered += bool(snippets)
             assert all(s["sensitivity"] != RESTRICTED_SENSITIVITY for s in snippets)
             scan.text(f"snippets of query #{i}", json.dumps(snippets, ensure_ascii=False))
+            if explain:
+                rows = snippets.explain.to_rows()
+                traced += len(rows)
+                assert not restricted_ids & {str(r.get("chunk_id")) for r in rows}, f"a RESTRICTED chunk in explain #{i}"
+                # the trace repeats the user's own query (it may quote a fingerprint on purpose):
+                # everything else in it comes from the index and is scanned
+                shown = json.dumps([{k: v for k, v in r.items() if k != "query"} for r in rows], ensure_ascii=False)
+                scan.text(f"explain of query #{i}", shown + snippets.explain.format_table().replace(q, ""))
     assert answered > N_QUERIES // 2, "most queries return something: the scan is not vacuous"
+    assert traced > 100, "explain traces were scanned"
     assert len(judge.seen) > 100
     for k, prompt in enumerate(judge.seen):
         scan.text(f"judge prompt #{k}", prompt)
