@@ -158,6 +158,67 @@ def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], 
     return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
 
 
+class _Ranking:
+    """What the hits of one single-channel ranking share (see :func:`ranked_hits`)."""
+
+    __slots__ = ("batch", "rows", "ids", "channel", "channel_scores", "weight", "rrf_k")
+
+    def __init__(self, load, rows: list[int], ids, channel: str, channel_scores: list[float], weight: float, rrf_k: float) -> None:
+        self.batch = _ChunkBatch(load, rows)
+        self.rows, self.ids, self.channel, self.channel_scores = rows, ids, channel, channel_scores
+        self.weight, self.rrf_k = weight, rrf_k
+
+
+class RankedHit(LazyHit):
+    """The ``pos``-th hit of one channel's ranking: a :class:`LazyHit` whose fields are
+    read from the ranking on first use.
+
+    ``score`` is the weighted RRF of one list, ``weight / (rrf_k + rank)``; ``scores``
+    is ``{"bm25": …, "vector": …, channel: …, "fused": score}`` (the same dict on every
+    access). Creating one costs two attribute stores, so a search that returns ten
+    hits does not pay for dicts and ids nobody reads.
+    """
+
+    __slots__ = ("_ranking",)
+
+    def __init__(self, ranking: _Ranking, pos: int) -> None:  # noqa: D107 - see the class
+        object.__setattr__(self, "_ranking", ranking)
+        object.__setattr__(self, "_pos", pos)
+
+    def _fill(self) -> None:
+        rk, pos = self._ranking, self._pos
+        set_ = object.__setattr__
+        row = rk.rows[pos]
+        score = rk.weight / (rk.rrf_k + pos + 1)
+        set_(self, "_batch", rk.batch)
+        set_(self, "_chunk_id", rk.ids[row])
+        set_(self, "row", row)
+        set_(self, "score", score)
+        scores = {"bm25": 0.0, "vector": 0.0}
+        scores[rk.channel] = rk.channel_scores[pos]
+        scores["fused"] = score
+        set_(self, "scores", scores)
+
+    def __getattr__(self, name: str):  # only called for a field not filled yet
+        if name in ("_batch", "_chunk_id", "row", "score", "scores"):
+            self._fill()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def chunk_id(self) -> str:
+        rk = self._ranking
+        return rk.ids[rk.rows[self._pos]]
+
+
+def ranked_hits(load, rows: list[int], ids, channel: str, channel_scores: list[float], *, weight: float, rrf_k: float) -> list[Hit]:
+    """The hits of one channel's ranking (``rows`` best first), fused as weighted RRF of
+    one list: hit ``i`` scores ``weight / (rrf_k + i + 1)``. ``ids[row]`` is a row's
+    chunk id; chunks load together on first access (``load(rows)``)."""
+    ranking = _Ranking(load, rows, ids, channel, channel_scores, weight, rrf_k)
+    return [RankedHit(ranking, i) for i in range(len(rows))]
+
+
 #: Columns of :func:`hits_to_frame`, in order (channel scores follow).
 FRAME_COLUMNS = ("rank", "score", "doc_id", "title", "locator", "library_id", "chunk_id", "sensitivity",
                  "entity", "topic", "geography", "period", "language", "valid_as_of", "text")

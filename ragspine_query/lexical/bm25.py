@@ -214,15 +214,19 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     """
     if k <= 0:
         return _empty()
-    term_ids = blend.term_ids(tokens)
-    if not term_ids:
+    term_ids, spans = blend._lookup(tokens)
+    if not spans:
         return _empty()
-    spans, total = blend._spans(term_ids)
-    if blend._use_dense(spans, total):
+    total = sum([e - s for s, e in spans])
+    if total * 4 >= blend.n_rows and blend._use_dense(spans, total):
         return None
+    jit = blend._jit_kernel()
+    if jit is not None and _kernel_mask(allowed) and own.dtype == np.uint8 and own.flags.c_contiguous:
+        mixed = all_own is None or not all([all_own[t] for t in term_ids])
+        return blend._kernel_top_k(jit, spans, k, own if mixed else None, allowed)
     cat, scores = blend._posting_scores(spans)
     lo, hi = _longest_span(spans)
-    if all_own is None or not all(all_own[t] for t in term_ids):
+    if all_own is None or not all([all_own[t] for t in term_ids]):
         # candidates: the rows of own-text postings (a row matching n terms appears n times)
         mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)
         cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, mine)
@@ -233,9 +237,10 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
 
 def _longest_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
     """Positions, in the concatenated postings, of the longest posting list."""
-    longest = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
-    lo = sum(e - s for s, e in spans[:longest])
-    return lo, lo + spans[longest][1] - spans[longest][0]
+    lengths = [e - s for s, e in spans]
+    longest = lengths.index(max(lengths))
+    lo = sum(lengths[:longest])
+    return lo, lo + lengths[longest]
 
 
 def _keep_postings(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int,
@@ -253,9 +258,11 @@ def _top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: in
     copies of a row share its score, so sorted by (score desc, row asc) they are
     adjacent and only the first is kept.
     """
-    seg = scores[lo:hi]
-    if seg.shape[0] > k:
-        sel = np.flatnonzero(scores >= np.partition(seg, seg.shape[0] - k)[seg.shape[0] - k])
+    n = hi - lo
+    if n > k:
+        seg = scores[lo:hi].copy()
+        seg.partition(n - k)
+        sel = (scores >= seg[n - k]).nonzero()[0]
         cat, scores = cat[sel], scores[sel]
     order = np.lexsort((cat, -scores))
     cat, scores = cat[order], scores[order]
@@ -350,7 +357,11 @@ class BM25Index:
       terms whose ``max_impact`` values sum to a small share of the k-th best score are
       left out of the pass over all rows and added back, exactly, for the few rows that
       can still reach the top k (:meth:`_search_pruned`);
-    * :func:`top_k_rows` over many candidates first applies a sample floor too.
+    * :func:`top_k_rows` over many candidates first applies a sample floor too;
+    * with numba installed (extra ``accel``), once the index has served
+      :attr:`JIT_AFTER` sparse queries, a compiled kernel (:mod:`.bm25_jit`, built on a
+      background thread, never at open) answers sparse queries in one loop: the same
+      float64 query-order sums, the same candidates, a k-heap for the same order.
 
     Floors are compared in float32 terms (:func:`_float32_cut`), so a row that ties with
     the k-th score only after rounding to float32 is never dropped before the tie-break.
@@ -371,10 +382,16 @@ class BM25Index:
     PRUNE_SLACK = 0.2
     #: below this many rows a plain dense sum is cheaper than pruning.
     PRUNE_MIN_ROWS = 32_768
+    #: after this many sparse queries an index compiles its numba kernel (extra
+    #: ``accel``) on a background thread and answers sparse queries with it from then
+    #: on (:mod:`.bm25_jit`, same results bit for bit); None: never. Not at open, where
+    #: numba's import alone would break the cold-start budget.
+    JIT_AFTER: int | None = 32
 
     __slots__ = (
         "tokens", "vocab", "indptr", "postings", "impacts", "max_impact", "n_rows", "params", "avgdl",
         "_ip", "_post", "_imp", "_maxi", "_zeros", "_dense", "_busy", "_columns", "_column_bytes", "_dense_df",
+        "_known", "_jit", "_jit_calls",
     )
 
     def __init__(self, arrays: BM25Arrays) -> None:
@@ -398,6 +415,9 @@ class BM25Index:
         self._busy = threading.Lock()  # held while a call uses _zeros or _dense
         self._columns: dict[int, np.ndarray] = {}
         self._column_bytes = 0
+        self._known: dict[str, tuple[int, tuple[int, int]]] = {}  # token -> (id, span), see _lookup
+        self._jit: tuple | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
+        self._jit_calls = 0
         n = self.n_rows
         self._dense_df = max(1, n // self.DENSE_DF_DIVISOR) if n >= self.DENSE_MIN_ROWS else n + 1
 
@@ -432,6 +452,26 @@ class BM25Index:
         """Vocabulary ids of ``tokens`` (unknown tokens dropped, repetition kept)."""
         get = self.vocab.get
         return [i for i in (get(t) for t in tokens) if i is not None]
+
+    def _lookup(self, tokens: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
+        """:meth:`term_ids` and :meth:`_spans` in one pass over ``tokens``.
+
+        A token's (id, span) is remembered on first use (bounded by the vocabulary:
+        unknown tokens are not remembered), so a query costs one dict lookup per token.
+        """
+        known = self._known
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for t in tokens:
+            entry = known.get(t)
+            if entry is None:
+                i = self.vocab.get(t)
+                if i is None:
+                    continue
+                entry = known[t] = (i, (self._ip.item(i), self._ip.item(i + 1)))
+            ids.append(entry[0])
+            spans.append(entry[1])
+        return ids, spans
 
     # -- scoring ---------------------------------------------------------------------
     def score_terms(self, term_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -468,12 +508,17 @@ class BM25Index:
 
     def search(self, tokens: Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (rows, scores), ties by row ascending; ``allowed`` is a bool mask over rows."""
-        term_ids = self.term_ids(tokens)
-        if not term_ids or k <= 0:
+        if k <= 0:
             return _empty()
-        spans, total = self._spans(term_ids)
-        if self._use_dense(spans, total):
+        term_ids, spans = self._lookup(tokens)
+        if not spans:
+            return _empty()
+        total = sum([e - s for s, e in spans])
+        if total * 4 >= self.n_rows and self._use_dense(spans, total):
             return self._search_dense(term_ids, spans, k, allowed)
+        jit = self._jit_kernel()
+        if jit is not None and _kernel_mask(allowed):
+            return self._kernel_top_k(jit, spans, k, None, allowed)
         if len(spans) == 1:
             s, e = spans[0]
             rows, scores = self._post[s:e], self._imp[s:e]
@@ -494,6 +539,38 @@ class BM25Index:
             s, e = int(self.indptr[t]), int(self.indptr[t + 1])
             out[self.postings[s:e]] += self.impacts[s:e]
         return out
+
+    # -- the compiled sparse path ----------------------------------------------------------
+    def compile_jit(self) -> bool:
+        """Compile the numba kernel now (blocking) instead of after :attr:`JIT_AFTER`
+        queries; False when numba (extra ``accel``) is not installed."""
+        _load_jit(self)
+        return self._jit is not None
+
+    def _jit_kernel(self) -> tuple | None:
+        """The compiled kernel, or None (then counts the query toward :attr:`JIT_AFTER`)."""
+        jit = self._jit
+        if jit is None and self.JIT_AFTER is not None:
+            n = self._jit_calls = self._jit_calls + 1
+            if n == self.JIT_AFTER:
+                # not a daemon: an exiting interpreter waits for the compile to end
+                # (tearing numba down mid-compile can crash the exit)
+                threading.Thread(target=_load_jit, args=(self,), name="ragspine-bm25-jit").start()
+        return jit
+
+    def _kernel_top_k(self, jit: tuple, spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
+                      allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        kernel, post, imp, no_own, no_mask = jit
+        acc, shared = self._borrow(dense=False)
+        try:
+            return kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
+                          no_own if own is None else _readonly(own), own is not None,
+                          no_mask if allowed is None else _readonly(allowed), allowed is not None)
+        except BaseException:
+            acc.fill(0.0)  # keep the all-zero invariant
+            raise
+        finally:
+            self._release(shared)
 
     # -- internals -------------------------------------------------------------------
     def _spans(self, term_ids: Sequence[int]) -> tuple[list[tuple[int, int]], int]:
@@ -540,7 +617,7 @@ class BM25Index:
         acc, shared = self._borrow(dense=False)
         try:
             cat = self._accumulate(acc, spans)
-            scores = acc[cat if at is None else at].astype(np.float32)
+            scores = acc.take(cat if at is None else at).astype(np.float32)
             acc[cat] = 0.0
         except BaseException:
             acc.fill(0.0)  # keep the all-zero invariant
@@ -556,7 +633,8 @@ class BM25Index:
         row is summed left to right in query order, exactly like :meth:`score_rows_dense`.
         """
         post, imp = self._post, self._imp
-        cat = np.concatenate([post[s:e] for s, e in spans])
+        # intp rows: every fancy index below would otherwise convert int32 rows again
+        cat = np.concatenate([post[s:e] for s, e in spans], dtype=np.intp)
         np.add.at(acc, cat, np.concatenate([imp[s:e] for s, e in spans], dtype=np.float64))
         return cat
 
@@ -660,6 +738,42 @@ class BM25Index:
             scores += col[rows]
         keep = np.flatnonzero(scores > 0.0)  # only if PRUNE_SLACK >= 1 could a 0 get here
         return top_k_rows(rows[keep], scores[keep].astype(np.float32), k)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` as a read-only array: the kernel is compiled for read-only arguments only."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.setflags(write=False)
+    return view
+
+
+def _kernel_mask(allowed: np.ndarray | None) -> bool:
+    """Whether the kernel takes ``allowed`` as it is (else the numpy path answers)."""
+    return allowed is None or (allowed.dtype == np.bool_ and allowed.ndim == 1 and allowed.flags.c_contiguous)
+
+
+def _load_jit(index: BM25Index) -> None:
+    """Import and compile :mod:`.bm25_jit` for ``index``'s arrays; nothing without numba.
+
+    numba caches the machine code on disk, so only a machine's first compile is slow.
+    """
+    if index._jit is not None:
+        return
+    try:
+        from . import bm25_jit
+    except Exception:  # the accel extra is not installed (or numba cannot cache here): numpy stays
+        return
+    post, imp = _readonly(np.ascontiguousarray(index._post)), _readonly(np.ascontiguousarray(index._imp))
+    no_own, no_mask = _readonly(np.zeros(1, dtype=np.uint8)), _readonly(np.zeros(1, dtype=np.bool_))
+    kernel = bm25_jit.sparse_top_k
+    try:
+        for own in (False, True):  # compile now, for the argument types of every later call
+            kernel(post, imp, np.zeros((0, 2), dtype=np.int64), np.zeros(1), 1, no_own, own, no_mask, own)
+    except Exception:  # a numba that cannot compile it: the numpy path stays
+        return
+    index._jit = (kernel, post, imp, no_own, no_mask)
 
 
 def _float32_cut(floor: float) -> float:

@@ -74,6 +74,16 @@ def assert_score_terms_exact(index: BM25Index, tokens) -> None:
     assert scores.tobytes() == dense[want].astype(np.float32).tobytes(), tokens
 
 
+class Compiled(BM25Index):
+    """Answers every sparse query with the compiled kernel (:mod:`bm25_jit`) from the
+    first query on (skipped without numba, the ``accel`` extra)."""
+
+    def __init__(self, arrays) -> None:
+        super().__init__(arrays)
+        if not self.compile_jit():
+            pytest.skip("numba (extra accel) is not installed: the numpy path is the one tested")
+
+
 class AlwaysDense(BM25Index):
     """Every frequent term of even a tiny index goes through a dense column, and
     queries made only of such terms go through MaxScore pruning."""
@@ -126,13 +136,15 @@ def queries(rng) -> list[list[str]]:
 
 @pytest.fixture(autouse=True)
 def small_sample_threshold(monkeypatch):
+    # the numpy paths only (Compiled compiles explicitly): no kernel mid-test
+    monkeypatch.setattr(BM25Index, "JIT_AFTER", None)
     # let the sampled floors engage on the small test arrays too
     monkeypatch.setattr(bm25_module, "_SAMPLE_MIN", 64)
     monkeypatch.setattr(bm25_module, "_SAMPLE_STEP", 4)
     monkeypatch.setattr(bm25_module, "_SAMPLE_BLOCK", 32)
 
 
-@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, TightBudget])
+@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, TightBudget, Compiled])
 def test_search_matches_naive_sort_on_small_corpus_with_ties(index_cls, small, queries):
     index = index_cls(build_bm25_arrays(small))
     for q in queries:
@@ -141,7 +153,7 @@ def test_search_matches_naive_sort_on_small_corpus_with_ties(index_cls, small, q
         assert index.pruned > 0, "MaxScore path not exercised"
 
 
-@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, TightBudget])
+@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, TightBudget, Compiled])
 def test_search_matches_naive_sort_on_large_corpus(index_cls, large, queries):
     index = index_cls(build_bm25_arrays(large))
     assert any(index._use_dense(*index._spans(index.term_ids(q))) for q in queries), "dense path not exercised"
@@ -152,7 +164,7 @@ def test_search_matches_naive_sort_on_large_corpus(index_cls, large, queries):
 
 
 @pytest.mark.parametrize("density", [0.0, 0.02, 0.3, 1.0])
-@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense])
+@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, Compiled])
 def test_search_with_allowed_mask_matches_naive_filtering(index_cls, density, small, large, queries, rng):
     for corpus in (small, large):
         index = index_cls(build_bm25_arrays(corpus))
@@ -236,7 +248,7 @@ def handmade_index(cls: type[BM25Index], n_rows: int, postings: dict[str, dict[i
     return cls(arrays)
 
 
-@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning])
+@pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, Compiled])
 def test_rows_equal_in_float32_but_not_in_float64_tie_and_the_lower_row_wins(index_cls):
     # 1.0 + 2**-25 rounds to 1.0 in float32: rows 1 and 4 tie although row 4 is larger
     # in float64. Row 4 is in the strided sample (step 4), row 1 is not: a float64 floor
