@@ -1,0 +1,177 @@
+"""HotpotQA multi-hop retrieval with the relation graph: modes, tuning grid, latency, build cost.
+
+    python benchmarks/graph_hotpot.py eval  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
+    python benchmarks/graph_hotpot.py tune  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
+    python benchmarks/graph_hotpot.py build --chunks 10000 100000
+
+``eval``/``tune`` index the dataset exactly as ``ragspine eval`` does (same cache key, so
+they reuse its index) and score document-level nDCG@10, Recall@2/@5, both@5/@10 per
+question type. hotpotqa-dev has one split, so ``tune`` uses a fixed *tuning* subset (the
+300 queries with the smallest sha256("graph-tune:" + id)) and reports the other 700
+(*held* subset) separately; the defaults in ``GraphChannelConfig`` were picked on the
+tuning subset only. ``build`` times the graph build on synthetic chunks (and peak RSS,
+in a child process per size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def split_ids(qids, n_tune=300):
+    order = sorted(qids, key=lambda q: hashlib.sha256(f"graph-tune:{q}".encode()).hexdigest())
+    return set(order[:n_tune]), set(order[n_tune:])
+
+
+def open_eval_library(dataset: Path, out: Path, embedding: str = "auto"):
+    from ragspine_assets.evaluate import ensure_index, prepare_library
+    from ragspine_query.library import open_library
+
+    # the summary tree serves none of these modes: skip building it (its own key in the cache)
+    paths = prepare_library(dataset, out, quiet=True, chunker_options={"summarizer": "none"})
+    ensure_index(paths, embedding=embedding, quiet=False)
+    return open_library(paths.root)
+
+
+def subset(dataset, qids):
+    import dataclasses
+
+    return dataclasses.replace(dataset, queries={q: dataset.queries[q] for q in qids},
+                               qrels={q: dataset.qrels[q] for q in qids})
+
+
+def retriever_for(lib, mode, backend, **graph_kw):
+    from ragspine_query.graph import GraphChannelConfig
+    from ragspine_query.retriever import HybridRetriever, RetrievalConfig
+
+    weights = graph_kw.pop("weights", None)
+    cfg = RetrievalConfig(mode=mode, graph=GraphChannelConfig(**graph_kw) if mode == "graph" else None,
+                          channel_weights=weights or ())
+    return HybridRetriever(lib, embedding_backend=None if mode == "bm25" else backend, config=cfg)
+
+
+def evaluate(lib, dataset, subsets, types, mode, backend, **kw):
+    """Run every query of the union of ``subsets`` once; metrics per named subset."""
+    from ragspine_assets.evaluate import run_queries
+    from ragspine_query.eval.metrics import evaluate_run
+
+    every = set().union(*subsets.values())
+    r = retriever_for(lib, mode, backend, **kw)
+    run, spq = run_queries(r, subset(dataset, every), quiet=True)
+    res = {}
+    for name, ids in subsets.items():
+        rep = evaluate_run({q: run[q] for q in ids if q in run}, {q: dataset.qrels[q] for q in ids})
+        out = {k: round(v, 4) for k, v in rep.to_dict().items()}
+        out["ms_per_query"] = round(spq * 1000, 1)
+        out["by_type"] = {t: {k: round(v, 4) for k, v in m.items()} for t, m in rep.by_group(types).items()}
+        res[name] = out
+    return res
+
+
+def channel_latency(lib, dataset, qids, backend, **kw):
+    r = retriever_for(lib, "graph", backend, **kw)
+    ch = [c for c in r.channels if c.name == "graph"][0]
+    times = []
+    for q in sorted(qids):
+        t0 = time.perf_counter()
+        ch.search(dataset.queries[q], 100, None)
+        times.append(time.perf_counter() - t0)
+    t = np.asarray(times) * 1000
+    return {"p50_ms": round(float(np.percentile(t, 50)), 2), "p99_ms": round(float(np.percentile(t, 99)), 2),
+            "n": len(times), "store": ch.store.backend}
+
+
+def cmd_eval(args, grid=False):
+    from ragspine_assets.evaluate import query_types
+    from ragspine_query.eval.beir import load_beir
+    from ragspine_query.link import backend_for_library
+
+    dataset = load_beir(Path(args.dataset), "test")
+    types = query_types(Path(args.dataset))
+    lib = open_eval_library(Path(args.dataset), Path(args.out))
+    backend = backend_for_library(lib, "hybrid")
+    tune, held = split_ids(dataset.query_ids)
+    results = {}
+
+    def save():
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(results, indent=1))
+
+    if not grid:
+        for mode in args.modes.split(","):
+            results[mode] = evaluate(lib, dataset, {"tune": tune, "held": held, "all": tune | held}, types, mode, backend)
+            print(mode, json.dumps(results[mode]), flush=True)
+            save()
+        results["graph_channel_latency"] = channel_latency(lib, dataset, tune | held, backend)
+        print(json.dumps(results["graph_channel_latency"]), flush=True)
+    else:
+        configs = json.loads(args.configs) if args.configs else [{}]
+        for cfg in configs:
+            res = evaluate(lib, dataset, {"tune": tune}, types, "graph", backend, **cfg)["tune"]
+            print(json.dumps(cfg), json.dumps({k: res[k] for k in ("ndcg@10", "recall@2", "recall@5", "both@5", "both@10", "ms_per_query")}), flush=True)
+            results[json.dumps(cfg)] = res
+            save()
+    save()
+
+
+def synthetic_chunks(n: int, seed: int = 0):
+    from ragspine_assets.indexing.relation_graph import GraphChunk
+
+    rng = np.random.default_rng(seed)
+    syll = ["an", "bel", "cor", "dru", "el", "fa", "gor", "hal", "is", "jun", "ka", "lor", "mi", "nor", "os", "pra", "qui", "ran", "sel", "tor"]
+    n_names = max(n // 2, 10)
+    names = [" ".join("".join(rng.choice(syll, 2)).capitalize() for _ in range(int(rng.integers(1, 3)))) for _ in range(n_names)]
+    words = "the of and a in was is for on by with as from that his her their it which".split()
+    out = []
+    for i in range(n):
+        title = names[i % n_names]
+        body = []
+        for _ in range(int(rng.integers(40, 70))):
+            body.append(names[int(rng.integers(n_names))] if rng.random() < 0.12 else str(rng.choice(words)))
+        out.append(GraphChunk(i, f"c{i:08d}", f"d{i // 2}", f"{title} " + " ".join(body) + ".", title, "", "PUBLIC"))
+    return out
+
+
+def cmd_build(args):
+    for n in args.chunks:
+        code = ("import sys,time,resource,json,tempfile; sys.path.insert(0, %r)\n"
+                "from pathlib import Path\nfrom benchmarks.graph_hotpot import synthetic_chunks\n"
+                "from ragspine_assets.indexing.relation_graph import build_relation_graph\n"
+                "ch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+                "t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch); s=time.perf_counter()-t\n"
+                "print(json.dumps({'chunks': %d, 'seconds': round(s,1), 'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024), "
+                "'rss_before_build_mb': round(base/1024), 'counts': p['counts']}))") % (str(REPO), n, n)
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+        print(res.stdout.strip() or res.stderr[-2000:], flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("command", choices=["eval", "tune", "build"])
+    p.add_argument("--dataset", default=str(REPO.parent / "shared" / "datasets" / "hotpotqa-dev"))
+    p.add_argument("--out", default="/tmp/graph-hotpot")
+    p.add_argument("--configs", default="", help="tune: JSON list of GraphChannelConfig kwargs (+ 'weights')")
+    p.add_argument("--json-out", default="")
+    p.add_argument("--modes", default="bm25,hybrid,graph", help="eval: modes, comma-separated")
+    p.add_argument("--chunks", type=int, nargs="*", default=[10000, 100000])
+    args = p.parse_args()
+    if args.command == "build":
+        cmd_build(args)
+    else:
+        cmd_eval(args, grid=args.command == "tune")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+import dagster as dg
+
+from ..indexing.chunks import ChunkUpdate
+from ..indexing.documents import DocumentSet
+from ..indexing.index_text import IndexTextRef
+from ..indexing.pipeline import STEP_BY_NAME
+from ..indexing.relation_graph import RelationGraphRef
+from ..partitions import libraries_partitions
+from ..resources import RagspineConfig
+from ._util import check_results, check_specs, md_table, run_asset_step
+
+STEP = STEP_BY_NAME["relation_graph"]
+RELATION_GRAPH_CODE_VERSION = STEP.code_version
+
+
+@dg.asset(
+    partitions_def=libraries_partitions,
+    code_version=RELATION_GRAPH_CODE_VERSION,
+    group_name="indexing",
+    kinds={"parquet", "numpy"},
+    check_specs=check_specs(STEP),
+    description="Typed entity/chunk graph (glossary, metadata, titles, offline extractor; mentions, co_occurs, glossary "
+                "relations, synonyms) with CSR walk arrays for personalized PageRank; RESTRICTED chunks never read.",
+)
+def relation_graph(context: dg.AssetExecutionContext, ragspine: RagspineConfig, chunks: ChunkUpdate,
+                   index_text: IndexTextRef, documents: DocumentSet):
+    result = run_asset_step(STEP, context, ragspine, chunks=chunks, index_text=index_text, documents=documents)
+    ref: RelationGraphRef = result.value
+    # labels only from the glossary and non-RESTRICTED text (the blocking check re-verifies it)
+    yield dg.Output(
+        ref,
+        data_version=dg.DataVersion(ref.content_hash[:32]),
+        metadata={
+            **{f"nodes_{k}": int(v) for k, v in sorted(ref.node_counts.items())},
+            **{f"edges_{k}": int(v) for k, v in sorted(ref.edge_counts.items())},
+            "top_entities_by_degree": md_table(["entity", "degree"], list(ref.top_entities)),
+            "neighbourhood_of_most_connected": dg.MetadataValue.md(f"```mermaid\n{ref.neighbourhood_mermaid}\n```"
+                                                                   if ref.neighbourhood_mermaid else "_empty graph_"),
+            "synonym_edges_built": ref.synonyms_built,
+            "restricted_chunks_skipped": ref.restricted_chunks_skipped,
+            "reused": ref.reused,
+            "seconds": round(ref.seconds, 3),
+            "directory": dg.MetadataValue.path(ref.directory),
+        },
+    )
+    yield from check_results(result)

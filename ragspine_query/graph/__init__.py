@@ -1,0 +1,12 @@
+"""The relation graph on the query side: the artifact reader, ``GraphStore`` (in-process
+numpy/scipy store, networkx adapter) and the ``graph`` channel (personalized PageRank).
+
+Importing this package registers the ``graph`` channel (used by ``--mode graph``).
+"""
+
+from .artifact import EDGE_TYPES, GraphArrays, load_graph_arrays
+from .channel import GraphChannel, GraphChannelConfig
+from .store import GraphStore, InProcessGraphStore, edges_to_csr
+
+__all__ = ["EDGE_TYPES", "GraphArrays", "GraphChannel", "GraphChannelConfig", "GraphStore", "InProcessGraphStore",
+           "edges_to_csr", "load_graph_arrays"]

@@ -1,0 +1,90 @@
+"""The relation-graph artifact contract (writer: ``ragspine_assets.indexing.relation_graph``).
+
+One directory per snapshot (``relation_graph/``, registered in ``schema.ARTIFACT_REGISTRY``)::
+
+    nodes.parquet     node_id, kind (entity|chunk), key, label, source, chunk_row, df
+    edges.parquet     src, dst, type, weight, provenance, verified, label
+    indptr.npy        int64[n_nodes+1]  symmetric adjacency in CSR (both directions of every edge)
+    indices.npy       int32[nnz]        neighbour node ids, ascending within a node
+    weights.npy       float32[nnz]      edge weight
+    etype.npy         uint8[nnz]        index into EDGE_TYPES (query-time type weights)
+    chunk_node.npy    int32[n_rows]     snapshot chunk row -> node id (-1: not in the graph, e.g. RESTRICTED)
+    aliases.parquet   alias (match key), node_id: every other name of an entity (glossary aliases, short titles)
+    params.json       version, counts by node kind and edge type, build settings
+
+Entity nodes come first (sorted by key), then one node per non-RESTRICTED chunk row in row
+order. No node or edge label comes from RESTRICTED text: RESTRICTED chunks are never read
+by an extractor and have no node (``chunk_node`` is -1 for them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GRAPH_VERSION = 1
+NODES_FILE = "nodes.parquet"
+EDGES_FILE = "edges.parquet"
+INDPTR_FILE = "indptr.npy"
+INDICES_FILE = "indices.npy"
+WEIGHTS_FILE = "weights.npy"
+ETYPE_FILE = "etype.npy"
+CHUNK_NODE_FILE = "chunk_node.npy"
+PARAMS_FILE = "params.json"
+ALIASES_FILE = "aliases.parquet"
+
+#: Edge types, in the order of ``etype.npy`` codes.
+EDGE_TYPES = ("mentions", "co_occurs", "subsidiary_of", "peer_of", "derived_from", "synonym", "model_relation")
+EDGE_TYPE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
+NODE_KINDS = ("entity", "chunk")
+#: Edge provenance: deterministic rules, or a model (always stamped unverified).
+PROVENANCE_DETERMINISTIC = "deterministic"
+PROVENANCE_MODEL = "model-derived"
+
+
+@dataclass(frozen=True, slots=True)
+class GraphArrays:
+    """The memory-mapped walk arrays of one relation graph (see the module docstring)."""
+
+    directory: Path
+    indptr: np.ndarray
+    indices: np.ndarray
+    weights: np.ndarray
+    etype: np.ndarray
+    chunk_node: np.ndarray
+    params: dict[str, Any]
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def n_entities(self) -> int:
+        return int(self.params["counts"]["nodes"]["entity"])
+
+
+def load_graph_arrays(directory: str | Path, *, n_rows: int | None = None) -> GraphArrays:
+    """Memory-map a relation graph directory; checks the version and the row count.
+
+    Raises:
+        IndexIncompatibleError: another graph version, or a chunk map of the wrong length
+            (re-materialize the relation_graph asset).
+    """
+    from ..errors import IndexIncompatibleError
+
+    d = Path(directory)
+    params = json.loads((d / PARAMS_FILE).read_text(encoding="utf-8"))
+    if params.get("version") != GRAPH_VERSION:
+        raise IndexIncompatibleError(f"{d}: relation graph version {params.get('version')!r}, this reader understands "
+                                     f"{GRAPH_VERSION}: re-materialize the relation_graph asset")
+    arrays = GraphArrays(d, np.load(d / INDPTR_FILE, mmap_mode="r"), np.load(d / INDICES_FILE, mmap_mode="r"),
+                         np.load(d / WEIGHTS_FILE, mmap_mode="r"), np.load(d / ETYPE_FILE, mmap_mode="r"),
+                         np.load(d / CHUNK_NODE_FILE, mmap_mode="r"), params)
+    if n_rows is not None and arrays.chunk_node.shape[0] != n_rows:
+        raise IndexIncompatibleError(f"{d}: the graph maps {arrays.chunk_node.shape[0]} chunk rows, the snapshot has "
+                                     f"{n_rows}: re-materialize the relation_graph asset")
+    return arrays

@@ -1,0 +1,180 @@
+"""The relation graph (index side): entities, typed edges, storage, the LLM extractor and RESTRICTED."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragspine_assets.indexing.entities import english_spans, extract_mentions, frequent_cjk_terms
+from ragspine_assets.indexing.relation_graph import (
+    GraphChunk,
+    GraphConfig,
+    OpenIETripleExtractor,
+    build_relation_graph,
+    summarize_graph,
+    verify_relation_graph,
+)
+from ragspine_query.glossary import Glossary
+from ragspine_query.graph import artifact as ga
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
+from llm_server import LocalChatServer  # noqa: E402
+
+GLOSSARY = Glossary.from_dict({"entities": [
+    {"id": "ACME_GROUP", "names": ["Acme Group", "艾克美集团"], "peers": ["GLOBEX"]},
+    {"id": "ACME_CN", "names": ["Acme China", "艾克美中国"], "parent": "ACME_GROUP"},
+    {"id": "GLOBEX", "names": ["Globex"]},
+    {"id": "ACME_EV", "names": ["Acme EV"], "derived_from": ["ACME_CN"]},
+]})
+
+
+def chunk(row, text, title="", entity="", sensitivity="PUBLIC", doc=None):
+    return GraphChunk(row, f"c{row:03d}", doc or f"d{row}", text, title, entity, sensitivity)
+
+
+CHUNKS = [
+    chunk(0, "Fred Cortes was a Filipino actor who starred for Lvn Pictures before World War II.", title="Fred Cortes"),
+    chunk(1, "Lvn Pictures was a film studio in Manila founded by Narcisa de Leon.", title="Lvn Pictures"),
+    chunk(2, "Acme China reported revenue growth; Globex lost share in Shenzhen.", entity="ACME_CN"),
+    chunk(3, "艾克美中国的电池供应链风险上升，电池供应链本地化继续推进。", title="电池报告"),
+    chunk(4, "电池供应链本地化是艾克美集团的重点。", title="集团战略"),
+]
+
+
+def build(tmp_path, chunks=CHUNKS, **kw):
+    d = tmp_path / "g"
+    params = build_relation_graph(d, chunks, glossary=GLOSSARY, **kw)
+    nodes = pq.read_table(d / ga.NODES_FILE).to_pydict()
+    edges = pq.read_table(d / ga.EDGES_FILE).to_pydict()
+    return d, params, nodes, edges
+
+
+def node_id(nodes, label):
+    return nodes["node_id"][nodes["label"].index(label)]
+
+
+def test_english_spans_and_chinese_terms():
+    spans = english_spans('In 1998 the Bank of China hired Mahbub ul Haq. He wrote "The Long Road".')
+    assert "Bank of China" in spans and "Mahbub ul Haq" in spans and "The Long Road" in spans
+    assert "In" not in spans and "He" not in spans
+    terms = frequent_cjk_terms([c.text for c in CHUNKS[3:]] + ["无关的句子"])
+    assert "电池供应链本地化" in terms[0] and "电池供应链本地化" in terms[1]
+    assert not any("的" in t[:1] or "的" in t[-1:] for ts in terms for t in ts)
+
+
+def test_graph_has_typed_edges_titles_glossary_relations_and_walk_arrays(tmp_path):
+    d, params, nodes, edges = build(tmp_path)
+    counts = params["counts"]["edges"]
+    assert {"mentions", "co_occurs", "subsidiary_of", "peer_of", "derived_from"} <= set(counts)
+    typed = set(zip(edges["type"], edges["src"], edges["dst"]))
+    cn, group = node_id(nodes, "Acme China"), node_id(nodes, "Acme Group")
+    assert ("subsidiary_of", cn, group) in typed
+    # the title of chunk 1 is an entity mentioned by chunk 0 (the bridge a multi-hop walk takes)
+    lvn = node_id(nodes, "Lvn Pictures")
+    chunk_node = np.load(d / ga.CHUNK_NODE_FILE)
+    assert ("mentions", lvn, int(chunk_node[0])) in typed and ("mentions", lvn, int(chunk_node[1])) in typed
+    # the glossary alias in Chinese text maps to the concept's node
+    assert ("mentions", cn, int(chunk_node[3])) in typed
+    assert all(p == ga.PROVENANCE_DETERMINISTIC for p in edges["provenance"])
+    # CSR: symmetric, each edge both ways, with its type
+    indptr, indices = np.load(d / ga.INDPTR_FILE), np.load(d / ga.INDICES_FILE)
+    etype = np.load(d / ga.ETYPE_FILE)
+    assert indptr[-1] == indices.shape[0] == 2 * len(edges["src"]) == etype.shape[0]
+    assert verify_relation_graph(d, CHUNKS, GLOSSARY) == {"restricted_nodes": 0, "restricted_edges": 0, "unsupported_labels": 0}
+    top, mermaid = summarize_graph(d)
+    assert top and mermaid.startswith("graph LR")
+
+
+def test_build_is_deterministic(tmp_path):
+    a, _, _, _ = build(tmp_path / "a")
+    b, _, _, _ = build(tmp_path / "b")
+    for name in (ga.NODES_FILE, ga.EDGES_FILE, ga.INDPTR_FILE, ga.INDICES_FILE, ga.WEIGHTS_FILE, ga.ETYPE_FILE):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+def test_synonym_edges_from_close_embeddings(tmp_path):
+    from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+
+    chunks = CHUNKS + [chunk(5, "Lvn Pictures Inc produced films.", title="")]
+    _, params, nodes, edges = build(tmp_path, chunks, backend=DeterministicEmbeddingBackend(), config=GraphConfig(synonym_threshold=0.6))
+    assert params["synonyms"] is True and params["counts"]["edges"].get("synonym", 0) >= 1
+
+
+MARKER_WORDS = st.lists(st.sampled_from(["Zorvath", "Quillon", "Marbek", "Tesselin", "Vortigan", "Cyrillix"]), min_size=2, max_size=3, unique=True)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=MARKER_WORDS, title=st.sampled_from(["Secret Plan Omega", "Zorvath Holdings"]), as_glossary_free=st.booleans())
+def test_no_label_from_restricted_text(tmp_path_factory, words, title, as_glossary_free):
+    """Marker names that occur only in RESTRICTED chunks never reach a node, edge or alias."""
+    marker = " ".join(words)
+    secret = [chunk(5, f"The board met {marker} Corporation and {marker} in \"{marker} Accord\".", title=title,
+                    entity=f"{words[0]} Ltd", sensitivity="RESTRICTED"),
+              chunk(6, f"{marker} Corporation will acquire Acme China.", sensitivity=" restricted ")]
+    chunks = CHUNKS + secret
+    d = tmp_path_factory.mktemp("g")
+    build_relation_graph(d, chunks, glossary=GLOSSARY if as_glossary_free else None)
+    blob = b"".join((d / f).read_bytes() for f in (ga.NODES_FILE, ga.EDGES_FILE, ga.ALIASES_FILE, ga.PARAMS_FILE))
+    text = json.dumps(pq.read_table(d / ga.NODES_FILE).to_pydict()) + json.dumps(pq.read_table(d / ga.ALIASES_FILE).to_pydict())
+    for w in words + ["Secret Plan Omega"]:
+        assert w.lower() not in text.lower() and w.encode() not in blob
+    assert (np.load(d / ga.CHUNK_NODE_FILE)[[5, 6]] == -1).all()
+    assert verify_relation_graph(d, chunks, GLOSSARY)["restricted_nodes"] == 0
+
+
+def test_check_catches_a_graph_built_from_restricted_text(tmp_path):
+    """The blocking check fails on a graph whose labels come from RESTRICTED text."""
+    leaked = [GraphChunk(c.row, c.chunk_id, c.doc_id, c.text, c.title, c.entity, "PUBLIC") for c in CHUNKS]
+    leaked.append(chunk(5, "Zorvath Quillon met the board.", title="Zorvath Quillon"))
+    d = tmp_path / "g"
+    build_relation_graph(d, leaked)
+    as_stored = leaked[:-1] + [chunk(5, leaked[-1].text, title=leaked[-1].title, sensitivity="RESTRICTED")]
+    found = verify_relation_graph(d, as_stored)
+    assert found["restricted_nodes"] == 1 and found["restricted_edges"] >= 1 and found["unsupported_labels"] >= 1
+
+
+def openie_reply(request_json) -> str:
+    text = request_json["messages"][-1]["content"]
+    names = re.findall(r"[A-Z][a-z]+ [A-Z][a-z]+", text)
+    triples = [[names[0], "related to", n] for n in names[1:]]
+    return "Here you go:\n```json\n" + json.dumps({"triples": triples}) + "\n```"
+
+
+def test_llm_openie_extractor_against_a_local_server(tmp_path):
+    from ragspine_query.llm import OpenAICompatibleProvider
+
+    secret = chunk(5, "Zorvath Quillon told Marbek Tesselin about the merger.", sensitivity="RESTRICTED")
+    chunks = CHUNKS + [secret]
+    with LocalChatServer("ok", reply=openie_reply) as server:
+        provider = OpenAICompatibleProvider(server.base_url, "tiny", timeout_s=5.0, backoff_s=0.01)
+        ex = OpenIETripleExtractor(provider, model_id="tiny", cache_path=tmp_path / "openie.sqlite")
+        try:
+            params = build_relation_graph(tmp_path / "g1", chunks, glossary=GLOSSARY, extractor=ex)
+            first_calls = ex.calls
+            build_relation_graph(tmp_path / "g2", chunks, glossary=GLOSSARY, extractor=ex)
+        finally:
+            ex.close()
+        bodies = server.all_raw_bodies()
+    assert first_calls == len(CHUNKS)  # every open chunk once, the RESTRICTED one never
+    assert ex.calls == first_calls and ex.cache_hits == len(CHUNKS)  # cached by chunk hash
+    assert b"Zorvath" not in bodies and b"Marbek" not in bodies
+    assert params["model_derived_edges"] >= 1
+    edges = pq.read_table(tmp_path / "g1" / ga.EDGES_FILE).to_pydict()
+    model = [i for i, t in enumerate(edges["type"]) if t == "model_relation"]
+    assert model and all(edges["provenance"][i] == ga.PROVENANCE_MODEL and not edges["verified"][i] for i in model)
+    assert {edges["label"][i] for i in model} == {"related to"}
+    with pytest.raises(Exception, match="RESTRICTED"):
+        OpenIETripleExtractor(provider, model_id="tiny", cache_path=tmp_path / "o2.sqlite").extract(secret)
+
+
+def test_mentions_keep_the_strongest_source():
+    ms = extract_mentions("Acme China grew.", title="Acme China", entity_field="Acme China")
+    assert [(m.key, m.source) for m in ms] == [("acme china", "metadata")]
