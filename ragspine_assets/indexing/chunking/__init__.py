@@ -20,7 +20,22 @@ from .paragraph import (
     paragraph_spans,
     sentence_spans,
 )
-from .registry import CHUNKER_NAMES, CHUNKER_VERSIONS, DEFAULT_CHUNKER, Chunker, chunker_params, make_chunker
+from .registry import (
+    CHUNKER_NAMES,
+    CHUNKER_VERSIONS,
+    DEFAULT_CHUNKER,
+    Chunker,
+    chunker_params,
+    chunker_signature,
+    make_chunker,
+)
+from .semantic import (
+    DEFAULT_BREAKPOINT_PERCENTILE,
+    DEFAULT_EMBED_WINDOW,
+    LexicalEmbedder,
+    SemanticChunker,
+    SentenceEmbedder,
+)
 from .sentence_window import DEFAULT_WINDOW_SENTENCES, SentenceWindowChunker
 from .spans import NO_PARENT, ChunkSpan, Span, validate_budget
 from .structured import DEFAULT_PARENT_CHARS, BookChunker, LawsChunker, LayoutChunker, ParentChildChunker, QAChunker
@@ -28,8 +43,10 @@ from .structured import DEFAULT_PARENT_CHARS, BookChunker, LawsChunker, LayoutCh
 __all__ = [
     "CHUNKER_NAMES",
     "CHUNKER_VERSIONS",
+    "DEFAULT_BREAKPOINT_PERCENTILE",
     "DEFAULT_CHUNKER",
     "DEFAULT_CHUNK_CHARS",
+    "DEFAULT_EMBED_WINDOW",
     "DEFAULT_OVERLAP_CHARS",
     "DEFAULT_PARENT_CHARS",
     "DEFAULT_WINDOW_SENTENCES",
@@ -41,16 +58,20 @@ __all__ = [
     "Chunker",
     "LawsChunker",
     "LayoutChunker",
+    "LexicalEmbedder",
     "ParagraphChunker",
     "ParentChildChunker",
     "QAChunker",
     "Section",
+    "SemanticChunker",
+    "SentenceEmbedder",
     "SentenceWindowChunker",
     "Span",
     "book_heading",
     "build_chunks",
     "chunk_text",
     "chunker_params",
+    "chunker_signature",
     "context_header",
     "find_sections",
     "index_text",

@@ -8,7 +8,7 @@ from ragspine_query.records import Chunk
 
 from .contextual import index_text
 from .ids import make_chunk_id, make_parent_id
-from .registry import Chunker
+from .registry import Chunker, chunker_signature
 
 if TYPE_CHECKING:
     from ..parsing import SourceDocument
@@ -32,6 +32,7 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
     """
     chunks: list[Chunk] = []
     body = doc.body
+    version = chunker_signature(chunker)  # the version plus any non-default setting
     for ordinal, span in enumerate(chunker.chunk(doc)):
         _check_span(doc, chunker, span.start, span.end, span.text, span.parent_start, span.parent_end)
         parent_id = parent_text = ""
@@ -59,7 +60,7 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
                 sensitivity=doc.sensitivity,
                 valid_as_of=doc.valid_as_of,
                 chunker=chunker.name,
-                chunker_version=chunker.version,
+                chunker_version=version,
                 heading=span.heading,
                 parent_id=parent_id,
                 parent_text=parent_text,
