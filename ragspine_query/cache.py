@@ -1,0 +1,164 @@
+"""A scoped result cache (SPEC §14, the Cortex seed's ``ScopedCache``): LRU + TTL + purge by
+prefix, safe across threads.
+
+Keys start with the *scope* of the libraries searched — ``library_id@snapshot_id`` for
+each, joined — so a result is never served across a publish: a retriever over the new
+snapshot has a different scope, and :meth:`ScopedCache.purge_prefix` (or
+:meth:`CachedPipeline.invalidate_library`) drops the old one's entries. The rest of the
+key is the normalised query (:func:`~ragspine_query.cortex.normalize_query`), the
+filters, ``top_k`` and ``include_restricted``.
+
+No module-level cache exists: a :class:`ScopedCache` is made by whoever wires a pipeline
+(``build_narrative_retriever(cache=…)``, ``RAGSPINE_QUERY_CACHE``) and lives as long as it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Generic, TypeVar
+
+from .cortex import normalize_query
+from .errors import ConfigError
+from .pipeline.explain import Tracer, now
+from .pipeline.stages import SearchResult
+
+T = TypeVar("T")
+
+
+class ScopedCache(Generic[T]):
+    """A thread-safe LRU cache with a time-to-live per entry.
+
+    Args:
+        capacity: most entries kept (the least recently used goes first); >= 1.
+        ttl_s: seconds an entry lives (> 0; ``float('inf')`` = no expiry).
+        clock: seconds, monotonic (injectable so tests need no sleep).
+    """
+
+    def __init__(self, capacity: int = 1024, ttl_s: float = 300.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if capacity < 1:
+            raise ConfigError(f"cache capacity must be >= 1 entries, got {capacity}")
+        if not ttl_s > 0:
+            raise ConfigError(f"cache ttl_s must be > 0 seconds, got {ttl_s}")
+        self.capacity = int(capacity)
+        self.ttl_s = float(ttl_s)
+        self._clock = clock
+        self._data: OrderedDict[str, tuple[float, T]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> tuple[T | None, bool]:
+        """``(value, True)`` when present and not expired, else ``(None, False)``."""
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is not None and entry[0] > self._clock():
+                self._data.move_to_end(key)
+                self.hits += 1
+                return entry[1], True
+            if entry is not None:
+                del self._data[key]
+            self.misses += 1
+            return None, False
+
+    def set(self, key: str, value: T) -> None:
+        with self._lock:
+            self._data[key] = (self._clock() + self.ttl_s, value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
+
+    def purge_prefix(self, prefix: str) -> int:
+        """Remove every entry whose key starts with ``prefix``; returns how many."""
+        with self._lock:
+            gone = [k for k in self._data if k.startswith(prefix)]
+            for k in gone:
+                del self._data[k]
+            return len(gone)
+
+    def purge_where(self, predicate: Callable[[str], bool]) -> int:
+        """Remove every entry whose key satisfies ``predicate``; returns how many."""
+        with self._lock:
+            gone = [k for k in self._data if predicate(k)]
+            for k in gone:
+                del self._data[k]
+            return len(gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    @property
+    def hit_rate(self) -> float:
+        with self._lock:
+            total = self.hits + self.misses
+            return self.hits / total if total else 0.0
+
+
+def scope_of(source: Any) -> str:
+    """``lib@snapshot[+lib@snapshot…]`` of the libraries behind a retriever (sorted)."""
+    if hasattr(source, "retrievers"):
+        libs = [r.library for r in source.retrievers.values()]
+    elif hasattr(source, "library"):
+        libs = [source.library]
+    else:
+        inner = getattr(source, "source", None) or getattr(source, "pipeline", None)
+        return scope_of(inner) if inner is not None else type(source).__name__
+    return "+".join(sorted(f"{lib.library_id}@{lib.snapshot_id}" for lib in libs))
+
+
+def library_prefix(library_id: str) -> str:
+    """The key prefix of every entry whose scope starts with ``library_id`` (any snapshot)."""
+    return f"{library_id}@"
+
+
+class CachedPipeline:
+    """A pipeline (anything with ``run(query, *, filters, top_k, include_restricted, explain)``)
+    whose results are cached by scope + normalised query + arguments.
+
+    A cached result is returned as a fresh :class:`SearchResult` (same hits, same refusal);
+    with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
+    """
+
+    def __init__(self, pipeline: Any, cache: ScopedCache, *, variant: str = "") -> None:
+        self.pipeline = pipeline
+        self.cache = cache
+        self.scope = scope_of(getattr(pipeline, "source", pipeline))
+        self.variant = variant  # what else makes two pipelines' results differ (their configuration)
+
+    @property
+    def source(self) -> Any:
+        return getattr(self.pipeline, "source", None)
+
+    def key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
+        f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
+        return "\x1f".join((self.scope, self.variant, normalize_query(query), f, str(int(top_k)), str(bool(include_restricted))))
+
+    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
+        t0 = now()
+        key = self.key(query, filters, top_k, include_restricted)
+        value, found = self.cache.get(key)
+        if found:
+            hits, refusal = value
+            tracer = None
+            if explain:
+                tracer = Tracer()
+                tracer.add("cache", "hit", now() - t0, query=query, detail=f"scope {self.scope}")
+            return SearchResult(hits, tracer.freeze(query) if tracer else None, refusal)
+        res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
+        self.cache.set(key, (tuple(res), getattr(res, "refusal", None)))
+        return res
+
+    def invalidate_library(self, library_id: str) -> int:
+        """Drop every cached result of ``library_id`` (any snapshot); returns how many."""
+        prefix = library_prefix(library_id)
+        return self.cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))
+
+
+__all__ = ["CachedPipeline", "ScopedCache", "library_prefix", "scope_of"]

@@ -1,0 +1,251 @@
+"""Corrective retrieval (CRAG, Yan et al., "Corrective Retrieval Augmented Generation", 2024),
+with the Cortex seed's grading rules (``EvaluateCRAG``): grade the retrieved set, then act.
+
+Grades, by the set's confidence ``c`` in [0, 1]: ``correct`` (c >= ``high``, 0.65),
+``incorrect`` (c < ``low``, 0.30), ``ambiguous`` between. Hits under the noise floor are
+stripped from what is returned.
+
+* **static mode** (scores on a known scale): a hit's confidence is its normalised native
+  signal (:func:`~ragspine_query.cortex.normalize_score`: cosine clamped to [0, 1] —
+  negative cosine counts as 0 — and BM25 by ``x/(1+x)``), the best signal it has; the
+  set's confidence is its best hit's; the floor is absolute (``floor``, 0.10).
+* **dynamic mode** (RRF-scale scores, the default: fused ranks carry no absolute
+  scale): the set's confidence is the *agreement of the channels* on the top of the
+  fused list — for each of the top ``agree_top`` hits, the share of channels that also
+  rank it within their own top ``agree_top`` — and the floor is relative: hits under
+  ``floor × best fused score`` (an elbow) are stripped. With one channel there is
+  nothing to agree on and the static rule grades its native scores.
+
+The loop is bounded: at most two grade→act rounds. Round 1: ``correct`` → use;
+``incorrect`` → a structured :class:`~ragspine_query.gate.Refusal`; ``ambiguous`` →
+act, in this order of what applies: drop the filters, rewrite the query (LLM when
+given, else the deterministic keyword form), widen to every channel (undo a tier's
+restriction). Round 2 grades the new set: ``correct`` → use it; ``ambiguous`` → the
+better-graded of the two; ``incorrect`` → keep round 1's ambiguous set. An optional
+LLM grader (:class:`LLMGrader`) judges instead of the score rules; it is shown only
+non-RESTRICTED passages, and its failure falls back to the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .cortex import normalize_score
+from .errors import ConfigError
+from .gate import Refusal
+from .pipeline.explain import Tracer, hit_candidates, now
+from .pipeline.stages import SearchResult
+from .records import Hit
+from .text.tokenize import ENGLISH_STOP_WORDS
+from .transforms.base import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
+
+GRADES = ("correct", "ambiguous", "incorrect")
+_NOT_CHANNELS = frozenset({"fused", "rerank", "judge"})
+
+
+@dataclass(frozen=True, slots=True)
+class CRAGConfig:
+    """Thresholds of the grader (the seed's ``CRAGConfig``)."""
+
+    high: float = 0.65
+    low: float = 0.30
+    floor: float = 0.10
+    dynamic: bool = True
+    agree_top: int = 3
+    max_rounds: int = 2
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.low <= self.high <= 1.0):
+            raise ConfigError(f"CRAG thresholds need 0 <= low <= high <= 1, got low={self.low}, high={self.high}")
+        if not (0.0 <= self.floor < 1.0):
+            raise ConfigError(f"CRAG floor must be in [0, 1), got {self.floor}")
+        if self.agree_top < 1 or self.max_rounds not in (1, 2):
+            raise ConfigError(f"agree_top must be >= 1 and max_rounds 1 or 2, got {self.agree_top}, {self.max_rounds}")
+
+
+def default_crag_config() -> CRAGConfig:
+    """Static scores (the seed's ``DefaultCRAGConfig``): absolute floor 0.10."""
+    return CRAGConfig(dynamic=False)
+
+
+def dynamic_crag_config() -> CRAGConfig:
+    """RRF-scale scores (the seed's ``DynamicCRAGConfig``): channel agreement, relative floor 0.25."""
+    return CRAGConfig(floor=0.25, dynamic=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    grade: str
+    confidence: float
+    kept: int
+    how: str
+
+    def describe(self) -> str:
+        return f"{self.grade} (confidence {self.confidence:.2f}, {self.kept} kept, {self.how})"
+
+
+def _channels(hits: list[Hit]) -> list[str]:
+    names = sorted({k for h in hits for k, v in h.scores.items() if k not in _NOT_CHANNELS and v})
+    return names
+
+
+def hit_confidence(hit: Hit) -> float:
+    """The hit's best normalised native signal (``vector`` dense, ``bm25`` lexical, others dense-like)."""
+    best = 0.0
+    for name, v in hit.scores.items():
+        if name in _NOT_CHANNELS or v is None:
+            continue
+        signal = "lexical" if name == "bm25" else "dense"
+        best = max(best, normalize_score(signal, max(float(v), 0.0)))
+    return best
+
+
+def grade_hits(hits: list[Hit], config: CRAGConfig) -> tuple[Grade, list[Hit]]:
+    """Grade a retrieved set by the rules; returns the grade and the hits above the floor."""
+    if not hits:
+        return Grade("incorrect", 0.0, 0, "nothing retrieved"), []
+    channels = _channels(hits)
+    if config.dynamic and len(channels) >= 2:
+        n = config.agree_top
+        tops = {}
+        for c in channels:
+            ranked = sorted(range(len(hits)), key=lambda i: (-float(hits[i].scores.get(c, 0.0) or 0.0), i))
+            tops[c] = {i for i in ranked[:n] if hits[i].scores.get(c)}
+        head = range(min(n, len(hits)))
+        conf = sum(sum(i in tops[c] for c in channels) / len(channels) for i in head) / len(head)
+        best = float(hits[0].score)
+        kept = [h for h in hits if best <= 0 or float(h.score) >= config.floor * best]
+        how = f"dynamic: agreement of {', '.join(channels)} on the top {len(head)}"
+    else:
+        confs = [hit_confidence(h) for h in hits]
+        conf = max(confs)
+        kept = [h for h, c in zip(hits, confs) if c >= config.floor]
+        how = "static: normalised " + ("/".join(channels) or "scores")
+    grade = "correct" if conf >= config.high else ("incorrect" if conf < config.low else "ambiguous")
+    return Grade(grade, float(conf), len(kept), how), kept
+
+
+GRADER_SYSTEM = ("You judge whether retrieved passages can answer a search query. Answer with one word: correct (they "
+                 "answer it), ambiguous (partly relevant), or incorrect (irrelevant).")
+
+
+class LLMGrader:
+    """Grades with an LLM over the top ``n`` passages (RESTRICTED ones are never shown);
+    a failure or an unusable answer falls back to the rules."""
+
+    def __init__(self, provider: Any, *, n: int = 5, max_chars: int = 500) -> None:
+        if provider is None:
+            raise ConfigError("the LLM grader needs an LLM provider: set RAGSPINE_LLM_BASE_URL and RAGSPINE_LLM_MODEL, "
+                              "or use corrective=dynamic / static")
+        self.provider, self.n, self.max_chars = provider, n, max_chars
+
+    def __call__(self, query: str, hits: list[Hit], config: CRAGConfig) -> tuple[Grade, list[Hit]]:
+        rule, kept = grade_hits(hits, config)
+        shown = [h for h in hits if not h.chunk.is_restricted][: self.n]
+        if not shown:
+            return rule, kept
+        passages = "\n".join(f"[{i}] {' '.join(h.chunk.text.split())[: self.max_chars]}" for i, h in enumerate(shown))
+        reply, note = ask_llm(self.provider, GRADER_SYSTEM, f"Query: {query}\n\nPassages:\n{passages}", max_tokens=8)
+        word = reply.strip().lower().split()[0].strip(".:,") if reply and reply.split() else ""
+        if word not in GRADES:
+            return Grade(rule.grade, rule.confidence, rule.kept, f"{rule.how}; LLM grader: {note or 'no grade in the answer'}"), kept
+        conf = {"correct": 1.0, "ambiguous": 0.5, "incorrect": 0.0}[word]
+        return Grade(word, conf, len(kept), "LLM grader"), kept
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_ASK = frozenset("what which who whom whose when where why how does do did is are was were can could should would will "
+                 "tell me please explain describe find show list give".split())
+
+
+def refine_query(query: str) -> str:
+    """The seed's ``RefineAgentCRAGQuery``: the query's content words (no question or stop
+    words), at most :data:`~ragspine_query.transforms.base.MAX_QUERY_CHARS` characters."""
+    words = [w for w in _WORD.findall(str(query)) if w.casefold() not in ENGLISH_STOP_WORDS and w.casefold() not in _ASK]
+    return " ".join(words)[:MAX_QUERY_CHARS]
+
+
+REWRITE_SYSTEM = ("Rewrite the search query so that a search engine finds better passages: keep its meaning, use precise "
+                  "keywords. Answer with the rewritten query only.")
+
+
+class CorrectiveRetrieval:
+    """A pipeline wrapped in the bounded grade→act loop; ``run`` has the pipeline's signature.
+
+    Args:
+        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline` (or a cache over one).
+        config: grading thresholds (default: :func:`dynamic_crag_config`).
+        grader: ``(query, hits, config) -> (Grade, kept)``; default the score rules.
+        provider: an LLM for the rewrite action (else the deterministic :func:`refine_query`).
+    """
+
+    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None) -> None:
+        self.pipeline = pipeline
+        self.config = config or dynamic_crag_config()
+        self.grader = grader
+        self.provider = provider
+
+    @property
+    def source(self) -> Any:
+        return getattr(self.pipeline, "source", None)
+
+    def _grade(self, query: str, hits: list[Hit]) -> tuple[Grade, list[Hit]]:
+        if self.grader is not None:
+            return self.grader(query, hits, self.config)
+        return grade_hits(hits, self.config)
+
+    def _run(self, q: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> SearchResult:
+        res = self.pipeline.run(q, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=tracer is not None)
+        if tracer is not None:
+            tracer.extend(res.explain)
+        return res
+
+    def _action(self, query: str, filters: Any) -> tuple[str, str, Any, str]:
+        """``(action, query, filters, note)`` for an ambiguous round."""
+        if filters:
+            return "drop_filters", query, None, "retry without the filters"
+        rewritten, note = None, ""
+        if self.provider is not None:
+            reply, note = ask_llm(self.provider, REWRITE_SYSTEM, str(query), max_tokens=80)
+            lines = reply_lines(reply, limit=1) if reply else []
+            rewritten = lines[0] if lines else None
+        if rewritten is None:
+            rewritten = refine_query(query)
+        if rewritten and rewritten.casefold() != str(query).strip().casefold():
+            return "rewrite", rewritten, filters, f"rewritten{' (' + note + ')' if note else ''}"
+        return "widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True), filters, "every channel"
+
+    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
+        tracer = Tracer() if explain else None
+        res = self._run(query, filters, top_k, include_restricted, tracer)
+        if getattr(res, "refusal", None) is not None:
+            return SearchResult([], tracer.freeze(query) if tracer else None, res.refusal)
+        t0 = now()
+        g1, kept1 = self._grade(query, list(res))
+        if tracer is not None:
+            tracer.add("grade", "crag:1", now() - t0, hit_candidates(kept1), query=query, detail=g1.describe())
+        if g1.grade == "correct" or self.config.max_rounds == 1 and g1.grade == "ambiguous":
+            return SearchResult(kept1, tracer.freeze(query) if tracer else None)
+        if g1.grade == "incorrect":
+            refusal = Refusal("low_confidence", f"the retrieved passages do not support an answer (confidence "
+                              f"{g1.confidence:.2f} < {self.config.low}); rephrase the query or widen the libraries", str(query))
+            return SearchResult([], tracer.freeze(query) if tracer else None, refusal)
+        action, q2, f2, note = self._action(query, filters)
+        if tracer is not None:
+            tracer.add("correct", action, 0.0, query=str(q2), detail=note)
+        res2 = self._run(q2, f2, top_k, include_restricted, tracer)
+        if getattr(res2, "refusal", None) is not None:  # e.g. an LLM rewrite that names a competitor
+            g2, kept2 = Grade("incorrect", 0.0, 0, f"refused: {res2.refusal.kind}"), []
+        else:
+            t0 = now()
+            g2, kept2 = self._grade(str(q2), list(res2))
+            if tracer is not None:
+                tracer.add("grade", "crag:2", now() - t0, hit_candidates(kept2), query=str(q2), detail=g2.describe())
+        use = kept2 if g2.grade == "correct" or (g2.grade == "ambiguous" and g2.confidence > g1.confidence) else kept1
+        return SearchResult(use, tracer.freeze(query) if tracer else None)
+
+
+__all__ = ["CRAGConfig", "CorrectiveRetrieval", "GRADES", "Grade", "LLMGrader", "default_crag_config", "dynamic_crag_config",
+           "grade_hits", "hit_confidence", "refine_query"]

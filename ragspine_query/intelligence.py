@@ -1,0 +1,171 @@
+"""Query intelligence, wired: one frozen config and the function that builds the pipeline.
+
+:class:`QueryIntelligence` selects the pieces (all optional, all visible in ``explain``):
+
+* ``gate`` — the competitor gate (:mod:`ragspine_query.gate`), on by default whenever
+  the glossary names a competitor;
+* ``transforms`` — ``normalize, decompose, step_back, fusion, hyde``
+  (:mod:`ragspine_query.transforms`);
+* ``tiers`` — ``off | rules | llm`` (:mod:`ragspine_query.tiers`);
+* ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`);
+* ``corrective`` — ``off | dynamic | static | llm`` (:mod:`ragspine_query.corrective`);
+* ``cache_size`` / ``cache_ttl_s`` — the scoped result cache (:mod:`ragspine_query.cache`).
+
+Time-decayed RRF is a retriever knob (``RetrievalConfig.decay_half_life_days``).
+Build from the environment with :meth:`QueryIntelligence.from_settings` (the variables
+are in ``docs/configuration.md``); from a notebook, construct it and pass it to
+:func:`build_query_pipeline` or ``build_narrative_retriever(intelligence=…)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .errors import ConfigError
+from .fusion import DEFAULT_RRF_K
+from .postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
+from .transforms import make_transforms, parse_transform_spec
+
+if TYPE_CHECKING:
+    from .glossary import Glossary
+    from .settings import Settings
+
+TIER_MODES = ("off", "rules", "llm")
+CORRECTIVE_MODES = ("off", "dynamic", "static", "llm")
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    v = (value or "off").strip().lower()
+    if v in ("none", "0", "false", "no"):
+        v = "off"
+    if v in ("on", "1", "true", "yes"):
+        v = allowed[1]
+    if v not in allowed:
+        raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIntelligence:
+    """Which query-intelligence stages run (validated; defaults: gate on, everything else off)."""
+
+    gate: bool = True
+    transforms: str = ""
+    tiers: str = "off"
+    postprocessor: str = ""
+    mmr_lambda: float = DEFAULT_MMR_LAMBDA
+    corrective: str = "off"
+    cache_size: int = 0
+    cache_ttl_s: float = 300.0
+    fusion_n: int = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "transforms", ",".join(parse_transform_spec(self.transforms)))
+        object.__setattr__(self, "tiers", _choice(self.tiers, TIER_MODES, "tier mode"))
+        object.__setattr__(self, "corrective", _choice(self.corrective, CORRECTIVE_MODES, "corrective mode"))
+        make_postprocessor(self.postprocessor, mmr_lambda=self.mmr_lambda)  # validates names and λ
+        if not (0.0 <= self.mmr_lambda <= 1.0):
+            raise ConfigError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
+        if self.cache_size < 0 or not (self.cache_ttl_s > 0 and not math.isnan(self.cache_ttl_s)):
+            raise ConfigError(f"cache_size must be >= 0 (0 = off) and cache_ttl_s > 0, got {self.cache_size}, {self.cache_ttl_s}")
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "QueryIntelligence":
+        """The configuration the ``RAGSPINE_*`` query variables describe."""
+        def num(raw: str, default: float, name: str) -> float:
+            if not raw:
+                return default
+            try:
+                return float(raw)
+            except ValueError:
+                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+        return cls(
+            gate=_choice(settings.query_gate or "on", ("off", "on"), "RAGSPINE_GATE value") == "on",
+            transforms=settings.query_transforms,
+            tiers=settings.query_tiers or "off",
+            postprocessor=settings.postprocessor,
+            mmr_lambda=num(settings.mmr_lambda, DEFAULT_MMR_LAMBDA, "RAGSPINE_MMR_LAMBDA"),
+            corrective=settings.corrective or "off",
+            cache_size=int(num(settings.query_cache_size, 0, "RAGSPINE_QUERY_CACHE")),
+            cache_ttl_s=num(settings.query_cache_ttl_s, 300.0, "RAGSPINE_QUERY_CACHE_TTL"),
+        )
+
+    def describe(self) -> str:
+        return (f"gate={'on' if self.gate else 'off'} transforms={self.transforms or 'none'} tiers={self.tiers} "
+                f"post={self.postprocessor or 'none'} mmr_lambda={self.mmr_lambda} corrective={self.corrective} "
+                f"cache={self.cache_size}")
+
+
+def _entity_counter(glossary: "Glossary"):
+    """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
+    from .cortex import normalize_query
+
+    names = [(normalize_query(n), c.id) for c in glossary.concepts if c.kind == "entity" for n in c.names]
+
+    def count(q: str) -> int:
+        nq = normalize_query(q)
+        return len({cid for n, cid in names if n and n in nq})
+    return count
+
+
+def build_query_pipeline(
+    source: Any,
+    intelligence: QueryIntelligence = QueryIntelligence(),
+    *,
+    glossary: "Glossary | None" = None,
+    provider: Any | None = None,
+    transforms: Sequence[tuple[str, Any]] = (),
+    reranker: Any | None = None,
+    judge: Any | None = None,
+    rerank_top_n: int = 10,
+    rrf_k: float = DEFAULT_RRF_K,
+    cache: Any | None = None,
+) -> Any:
+    """A query pipeline over ``source`` (a retriever) with the selected stages.
+
+    Returns a :class:`~ragspine_query.pipeline.stages.QueryPipeline`, wrapped in
+    :class:`~ragspine_query.corrective.CorrectiveRetrieval` and/or
+    :class:`~ragspine_query.cache.CachedPipeline` when those are on — every one has
+    ``run(query, *, filters, top_k, include_restricted, explain)``. ``transforms`` (e.g.
+    the glossary rewriter) run first; ``cache`` is a shared
+    :class:`~ragspine_query.cache.ScopedCache` (default: a new one when ``cache_size > 0``).
+
+    Raises:
+        ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
+    """
+    from .pipeline.stages import QueryPipeline
+
+    qi = intelligence
+    chain = list(transforms) + make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
+    if qi.tiers != "off":
+        from .tiers import AdaptiveTierTransform, TierClassifier
+
+        count = _entity_counter(glossary) if glossary is not None and glossary.concepts else None
+        chain.append(("tiers", AdaptiveTierTransform(TierClassifier(provider=provider, use_llm=qi.tiers == "llm", entity_count=count), source)))
+    gate = None
+    if qi.gate and glossary is not None:
+        from .gate import CompetitorGate
+
+        g = CompetitorGate(glossary)
+        gate = g if g.active else None
+    post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda)
+    pipeline: Any = QueryPipeline(source, transforms=chain, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
+                                  rrf_k=rrf_k, postprocessors=post, gate=gate)
+    if qi.corrective != "off":
+        from .corrective import CorrectiveRetrieval, LLMGrader, default_crag_config, dynamic_crag_config
+
+        config = default_crag_config() if qi.corrective == "static" else dynamic_crag_config()
+        grader = LLMGrader(provider) if qi.corrective == "llm" else None
+        pipeline = CorrectiveRetrieval(pipeline, config=config, grader=grader, provider=provider)
+    if cache is not None or qi.cache_size > 0:
+        from .cache import CachedPipeline, ScopedCache
+
+        pipeline = CachedPipeline(pipeline, cache if cache is not None else ScopedCache(qi.cache_size, qi.cache_ttl_s),
+                                  variant=qi.describe())
+    return pipeline
+
+
+__all__ = ["CORRECTIVE_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline"]
