@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ragspine_query.errors import ConfigError
-from ragspine_query.rerank.base import RERANK_CHANNEL, Reranker, passage_text, rank_by_scores
+from ragspine_query.rerank.base import RERANK_CHANNEL, Reranker, language_note, passage_text, rank_by_scores
 from ragspine_query.rerank.cross_encoder import CROSS_ENCODER_DIR_ENV, CrossEncoderReranker
 from ragspine_query.rerank.late_interaction import (
     ColbertMaxSimReranker,
@@ -68,6 +68,7 @@ __all__ = [
     "SpladeReranker",
     "build_listwise_prompt",
     "embedding_maxsim",
+    "language_note",
     "listwise_rerank",
     "make_reranker",
     "maxsim_score",
@@ -95,7 +96,8 @@ def make_reranker(
     * ``listwise`` → :class:`ListwiseReranker` over :class:`ProviderListwiseJudge(provider)`.
     * ``cross_encoder`` / ``ce`` → :class:`CrossEncoderReranker` on
       ``settings.cross_encoder_dir`` (``RAGSPINE_CROSS_ENCODER_DIR``).
-    * ``colbert`` → :class:`ColbertMaxSimReranker` on the packaged MiniLM token encoder.
+    * ``colbert`` → :class:`ColbertMaxSimReranker` on the packaged MiniLM token encoder
+      (serves English only: Chinese queries and candidates are left in place).
     * ``maxsim`` → :class:`LexicalMaxSimReranker` (weighted; no model needed).
     * ``splade`` → :class:`SpladeReranker` on ``settings.splade_dir`` (``RAGSPINE_SPLADE_DIR``).
     * ``auto`` → the cross-encoder if a cross-encoder folder is set, else the
@@ -143,7 +145,7 @@ def make_reranker(
         return SpladeReranker(settings.splade_dir.strip() or None)
     if name == "maxsim":
         return LexicalMaxSimReranker(weighted=True)
-    return ColbertMaxSimReranker(_packaged_token_encoder())
+    return ColbertMaxSimReranker(_packaged_token_encoder(), languages=("en",))
 
 
 def _packaged_token_encoder():

@@ -13,13 +13,14 @@ which ``make_reranker`` passes in).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import numpy as np
 
 from ragspine_query.errors import ConfigError
 from ragspine_query.records import Hit
 from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
-from ragspine_query.rerank.base import rank_by_scores
+from ragspine_query.rerank.base import check_languages, rank_by_scores
 
 #: The variable behind ``Settings.cross_encoder_dir``, the folder ``make_reranker`` passes in.
 CROSS_ENCODER_DIR_ENV = "RAGSPINE_CROSS_ENCODER_DIR"
@@ -50,6 +51,9 @@ class CrossEncoderReranker:
         model_dir: folder with ``model.onnx`` (or ``onnx/model.onnx``) and ``tokenizer.json``.
         batch_size: pairs per ONNX run (>= 1).
         max_length: tokens per pair including special tokens (>= 8; 512 for BERT models).
+        languages: the languages the model serves (default ``("en",)``, as for the
+            ms-marco models); None for a multilingual model. Queries and candidates
+            outside them are not reranked (see :mod:`.base`).
 
     Raises:
         ConfigError: no folder, a missing file, or an argument out of range; the
@@ -57,7 +61,9 @@ class CrossEncoderReranker:
         MissingExtraError: onnxruntime or tokenizers is not installed.
     """
 
-    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 512) -> None:
+    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 512,
+                 languages: Iterable[str] | None = ("en",)) -> None:
+        self.languages = check_languages(languages)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.max_length = check_int("max_length", max_length, minimum=8)
         files = locate_model_files(model_dir, feature=_FEATURE, env_var=CROSS_ENCODER_DIR_ENV, example=_EXAMPLE)
@@ -73,4 +79,4 @@ class CrossEncoderReranker:
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
         """Reorder hits by cross-encoder score (see :class:`~ragspine_query.rerank.base.Reranker`)."""
-        return rank_by_scores(query, hits, self.score, top_n=top_n)
+        return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

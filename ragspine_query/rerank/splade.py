@@ -15,13 +15,14 @@ which ``make_reranker`` passes in).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import numpy as np
 
 from ragspine_query.errors import ConfigError
 from ragspine_query.records import Hit
 from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
-from ragspine_query.rerank.base import rank_by_scores
+from ragspine_query.rerank.base import check_languages, rank_by_scores
 
 #: The variable behind ``Settings.splade_dir``, the folder ``make_reranker`` passes in.
 SPLADE_DIR_ENV = "RAGSPINE_SPLADE_DIR"
@@ -49,6 +50,9 @@ class SpladeReranker:
         model_dir: folder with ``model.onnx`` (or ``onnx/model.onnx``) and ``tokenizer.json``.
         batch_size: texts per ONNX run (>= 1).
         max_length: tokens per text including special tokens (>= 4).
+        languages: the languages the model serves (default ``("en",)``: SPLADE models
+            are English BERT vocabularies); None for every language. Queries and
+            candidates outside them are not reranked (see :mod:`.base`).
 
     Raises:
         ConfigError: no folder (the message names ``RAGSPINE_SPLADE_DIR``), a missing
@@ -56,7 +60,9 @@ class SpladeReranker:
         MissingExtraError: onnxruntime or tokenizers is not installed.
     """
 
-    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 256) -> None:
+    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 256,
+                 languages: Iterable[str] | None = ("en",)) -> None:
+        self.languages = check_languages(languages)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.max_length = check_int("max_length", max_length, minimum=4)
         files = locate_model_files(model_dir, feature=_FEATURE, env_var=SPLADE_DIR_ENV, example=_EXAMPLE)
@@ -79,4 +85,4 @@ class SpladeReranker:
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
         """Reorder hits by SPLADE score (see :class:`~ragspine_query.rerank.base.Reranker`)."""
-        return rank_by_scores(query, hits, self.score, top_n=top_n)
+        return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

@@ -31,7 +31,9 @@ costs differ:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Literal
 
 Language = Literal["zh", "en"]
 
@@ -39,6 +41,11 @@ Language = Literal["zh", "en"]
 ZH_LANGUAGE_THRESHOLD = 0.3
 #: The embedding auto-backend picks the multilingual model from this :func:`cjk_share` on.
 MULTILINGUAL_EMBEDDING_THRESHOLD = 0.2
+
+#: A library *mixes languages* when its second most common chunk language holds at least
+#: this share of its chunks (see :class:`LanguageProfile`). xquad-zh-en (30 % Chinese
+#: chunks) mixes; a Chinese library with a few English titles (qbqtc: under 1 %) does not.
+MIXED_LIBRARY_THRESHOLD = 0.1
 
 #: Code-point ranges of the CJK characters (see the module docstring), inclusive.
 CJK_RANGES: tuple[tuple[int, int], ...] = (
@@ -84,10 +91,52 @@ def detect_language(text: str, *, threshold: float = ZH_LANGUAGE_THRESHOLD) -> L
     return "zh" if share > 0.0 and share >= threshold else "en"
 
 
+@dataclass(frozen=True, slots=True)
+class LanguageProfile:
+    """How a library's chunks divide between languages (their ``language`` labels).
+
+    ``counts`` is ``((language, n_chunks), ...)`` sorted by count descending, then by
+    language; empty for an empty library. ``majority`` is the first language (``en``
+    when there is none); the library is ``mixed`` when the second language holds at
+    least :data:`MIXED_LIBRARY_THRESHOLD` of the chunks.
+    """
+
+    counts: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def from_labels(cls, labels: Iterable[str]) -> "LanguageProfile":
+        """Count ``labels`` (one per chunk; an empty label counts as ``en``)."""
+        counted = Counter(str(lab or "en") for lab in labels)
+        return cls(tuple(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.counts)
+
+    @property
+    def majority(self) -> str:
+        return self.counts[0][0] if self.counts else "en"
+
+    def share(self, language: str) -> float:
+        total = self.total
+        return dict(self.counts).get(language, 0) / total if total else 0.0
+
+    @property
+    def mixed(self) -> bool:
+        return len(self.counts) > 1 and self.counts[1][1] / self.total >= MIXED_LIBRARY_THRESHOLD
+
+    def describe(self) -> str:
+        """``"en 70% zh 30%"``, the form explain and the eval JSON show."""
+        total = self.total
+        return " ".join(f"{lang} {n / total:.0%}" for lang, n in self.counts) if total else "empty"
+
+
 __all__ = [
     "CJK_CHAR_CLASS",
     "CJK_RANGES",
     "Language",
+    "LanguageProfile",
+    "MIXED_LIBRARY_THRESHOLD",
     "MULTILINGUAL_EMBEDDING_THRESHOLD",
     "ZH_LANGUAGE_THRESHOLD",
     "cjk_share",
