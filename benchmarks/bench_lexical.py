@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ingest-docs", type=int, default=10_000, help="documents in the ingest run (default 10000)")
     p.add_argument("--skip-lexical", action="store_true", help="only the --ingest measurement")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--no-jit", action="store_true",
+                   help="numpy only: never compile the numba sparse kernel (BM25Index.JIT_AFTER = None)")
     p.add_argument("--hybrid", action="store_true",
                    help="run the hybrid query-latency benchmark instead (bench_hybrid.py; the other arguments go to it)")
     return p
@@ -235,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return hybrid_main([a for a in raw if a != "--hybrid"])
     args = build_parser().parse_args(argv)
+    if args.no_jit:
+        from ragspine_query.lexical.bm25 import BM25Index
+
+        BM25Index.JIT_AFTER = None
     out_dir: Path = args.out
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {
@@ -243,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": "single (OMP/OPENBLAS/MKL/NUMBA/RAYON_NUM_THREADS=1; bm25s n_threads<=1; tantivy writer num_threads=1)",
     }
     report["load_average_start"] = [round(x, 2) for x in os.getloadavg()]
+    report["jit"] = "off (--no-jit)" if args.no_jit else "numba kernel after BM25Index.JIT_AFTER sparse queries when numba is installed"
     with tempfile.TemporaryDirectory(prefix="ragspine-bench-") as tmp:
         scratch = Path(tmp)
         if not args.skip_lexical:

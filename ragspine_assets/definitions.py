@@ -63,6 +63,7 @@ def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
             embedding=settings.embedding,
             keep_snapshots=settings.keep_snapshots,
             embedding_backend=EmbeddingBackendResource.from_settings(settings),
+            summarizer_llm=LLMProviderResource.from_settings(settings),
         ),
         "llm": LLMProviderResource.from_settings(settings),
     }

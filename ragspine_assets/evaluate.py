@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ragspine_query.errors import ConfigError, DatasetError
 
@@ -47,14 +47,21 @@ def code_versions() -> dict[str, str]:
     }
 
 
-def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False):
-    """Write the corpus as a raw library folder keyed by corpus hash + code versions."""
+def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, chunker: str = "paragraph",
+                    chunker_options: dict[str, Any] | None = None):
+    """Write the corpus as a raw library folder keyed by corpus hash + code versions.
+
+    A ``chunker`` other than the default (or any ``chunker_options``: other ``_library.toml``
+    keys such as ``breakpoint_percentile``) is written to the library's ``_library.toml``
+    and is part of the key.
+    """
     from .indexing.artifacts import LibraryPaths, sha256_file, sha256_json
 
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
         raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
-    key = sha256_json([sha256_file(corpus), code_versions()])[:16]
+    library_toml = _library_toml(chunker, chunker_options or {})
+    key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
     raw = lib_root / "raw" / name
@@ -72,8 +79,18 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False):
                 # an unmarked evaluation document is PUBLIC
                 fh.write(json.dumps({"doc_id": doc.doc_id, "title": doc.title, "text": text,
                                      "sensitivity": doc.sensitivity or "PUBLIC"}, ensure_ascii=False) + "\n")
+        if library_toml:
+            (raw / "_library.toml").write_text(library_toml, encoding="utf-8")
         marker.write_text(key)
     return paths
+
+
+def _library_toml(chunker: str, options: dict[str, Any]) -> str:
+    """The ``_library.toml`` an evaluation library gets ("" for the default chunker)."""
+    if chunker == "paragraph" and not options:
+        return ""
+    lines = [f"chunker = {json.dumps(chunker)}"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(options.items())]
+    return "\n".join(lines) + "\n"
 
 
 def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any]:
@@ -98,6 +115,20 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
     return read_manifest(Path(res.snapshot_dir))
 
 
+def query_types(dataset_dir: Path) -> dict[str, str]:
+    """Query id -> ``type`` from ``queries.jsonl`` when the queries carry one (HotpotQA), else {}."""
+    path = dataset_dir / "queries.jsonl"
+    out: dict[str, str] = {}
+    if path.is_file():
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    q = json.loads(line)
+                    if isinstance(q.get("type"), str) and q["type"]:
+                        out[str(q["_id"])] = q["type"]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ModeResult:
     mode: str
@@ -106,15 +137,26 @@ class ModeResult:
     per_query_ndcg: dict[str, float]
     seconds_per_query: float
     run_path: str
+    #: per-query metrics at every cut-off of the report's nDCG@k curve (an ``EvalReport``),
+    #: and the run itself (query id → document id → score), for ``--report``
+    eval_report: Any = None
+    run: Mapping[str, Mapping[str, float]] | None = None
 
 
-def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = 100) -> tuple[dict[str, dict[str, float]], float]:
+def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = 100,
+                live_progress: bool = True) -> tuple[dict[str, dict[str, float]], float]:
+    """Run every query; a live ``queries done/total (rate, ETA)`` line on stderr when it is a
+    terminal and ``live_progress`` (off for ``--json``), one summary line otherwise."""
     from ragspine_query.eval.metrics import aggregate_chunk_hits_to_docs
+
+    from .progress import TerminalProgress, wants_terminal_progress
 
     run: dict[str, dict[str, float]] = {}
     qids = dataset.query_ids
     t0 = time.perf_counter()
     chunk_depth = max(depth * 3, rerank_depth)
+    meter = TerminalProgress("  queries", len(qids), sys.stderr, unit="queries",
+                             enabled=live_progress and wants_terminal_progress(sys.stderr, quiet=quiet))
     for i, qid in enumerate(qids, 1):
         query = dataset.queries[qid]
         # what a user is shown: RESTRICTED chunks never enter the ranking
@@ -125,22 +167,54 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
         best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
         ordered = sorted(best, key=lambda d: -best[d])
         run[qid] = {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
-        if not quiet and (i % 100 == 0 or i == len(qids)):
-            _say(f"  queries {i}/{len(qids)} ({(time.perf_counter() - t0) / i * 1000:.1f} ms/query)")
+        meter.update(i)
+    meter.close()
+    if qids and not meter.enabled:
+        _say(f"  queries {len(qids)}/{len(qids)} ({(time.perf_counter() - t0) / len(qids) * 1000:.1f} ms/query)", quiet)
     return run, (time.perf_counter() - t0) / max(len(qids), 1)
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False) -> list[ModeResult]:
+def sample_queries(dataset, max_queries: int):
+    """The first ``max_queries`` judged queries by SHA-256 of their id: a deterministic
+    sample for screening (0 = every query)."""
+    import dataclasses
+    import hashlib
+
+    if max_queries < 0:
+        raise ConfigError(f"--max-queries must be >= 0 (0 = every query), got {max_queries}")
+    if not max_queries or max_queries >= len(dataset.queries):
+        return dataset
+    keep = sorted(dataset.queries, key=lambda q: hashlib.sha256(q.encode("utf-8")).hexdigest())[:max_queries]
+    return dataclasses.replace(dataset, queries={q: dataset.queries[q] for q in keep}, qrels={q: dataset.qrels[q] for q in keep})
+
+
+def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
+    """How the language-aware default fused these queries: per case, the number of
+    queries, the weights, ``rrf_k`` and the reason (None when the mode is forced)."""
+    out: dict[str, Any] = {}
+    for qid in dataset.query_ids:
+        plan = retriever.fusion_plan(dataset.queries[qid])
+        if plan is None:
+            return None
+        entry = out.setdefault(plan.case, {**plan.to_dict(), "queries": 0})
+        entry["queries"] += 1
+    return dict(sorted(out.items()))
+
+
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0) -> list[ModeResult]:
+    """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
+    ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all)."""
     from ragspine_query.eval.beir import load_beir
     from ragspine_query.eval.metrics import evaluate_run, write_trec_run
+    from ragspine_query.eval.report import CURVE_KS
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
-    dataset = load_beir(dataset_dir, split, qrels_file=qrels_file)
+    dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
     out_root = Path(out) if out else DEFAULT_EVAL_ROOT
-    paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet)
-    needs_dense = any(m in ("auto", "hybrid", "vector") for m in modes) and embedding != "none"
+    paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options)
+    needs_dense = any(m in ("auto", "hybrid", "vector", "graph") for m in modes) and embedding != "none"
     ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet)
     lib = open_library(paths.root)
     rr = None
@@ -152,34 +226,89 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     try:
         for mode in modes:
             backend = backend_for_library(lib, mode, spec=embedding)
-            retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode=mode))
+            retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode=mode, tree=tree))
             _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}: {len(dataset.query_ids)} queries", quiet)
-            run, spq = run_queries(retriever, dataset, reranker=rr, quiet=quiet)
-            report = evaluate_run(run, dataset.qrels)
+            run, spq = run_queries(retriever, dataset, reranker=rr, quiet=quiet, live_progress=live_progress)
+            report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
             run_dir = paths.root.parent.parent / "runs"
             run_dir.mkdir(parents=True, exist_ok=True)
-            run_name = f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}"
+            run_name = f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
             run_path = run_dir / f"{run_name}.trec"
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
                        "analyzer": lib.manifest["tokenizer"]["analyzer"], "embedding_model": lib.embedding_model_id if retriever.active_mode != "bm25" else None,
-                       "ms_per_query": round(spq * 1000, 2), "dataset": dataset_dir.name, "split": split, "qrels": qrels_file or split}
-            results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path)))
+                       "ms_per_query": round(spq * 1000, 2), "tree": tree, "dataset": dataset_dir.name, "split": split, "qrels": qrels_file or split,
+                       "max_queries": max_queries}
+            fusion = fusion_summary(retriever, dataset)
+            if fusion is not None:  # auto: the language-aware weights each query got, and why
+                metrics["fusion"] = fusion
+            types = query_types(Path(dataset_dir))
+            if types:  # e.g. HotpotQA bridge / comparison
+                metrics["by_type"] = report.by_group(types)
+            results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path), report, run))
     finally:
         lib.close()
     return results
+
+
+def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeResult], *, split: str = "test",
+                      qrels_file: str | None = None) -> Path:
+    """Write the HTML report of ``results`` (see :mod:`ragspine_query.eval.report`); returns its path.
+
+    Document titles come from the corpus; a RESTRICTED document is never shown.
+    """
+    from ragspine_query.eval.beir import load_beir
+    from ragspine_query.eval.report import ModeRun, ReportData, write_report
+
+    dataset = load_beir(dataset_dir, split, qrels_file=qrels_file)
+    modes = []
+    for r in results:
+        m = r.metrics
+        label = r.mode if r.reranker in ("", "none") else f"{r.mode}+{r.reranker}"
+        details = {"runs": m.get("active_mode", ""), "analyzer": m.get("analyzer", ""), "model": m.get("embedding_model") or ""}
+        modes.append(ModeRun(label, r.eval_report, r.run, ms_per_query=r.seconds_per_query * 1000, details=details))
+    data = ReportData(
+        title=f"ragspine eval: {dataset_dir.name} ({qrels_file or split})",
+        subtitle=f"{len(dataset.queries)} judged queries, {len(dataset.corpus)} documents; document-level metrics; "
+                 f"first mode ({modes[0].label}) is the baseline",
+        modes=tuple(modes), queries=dataset.queries, qrels=dataset.qrels,
+        docs={d.doc_id: (d.title or d.doc_id, d.sensitivity or "PUBLIC") for d in dataset.corpus.values()})
+    return write_report(out_dir, data)
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset_dir", help="BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     p.add_argument("--split", default="test")
     p.add_argument("--qrels", default=None, help="qrels file stem when it differs from the split (e.g. test-monolingual)")
-    p.add_argument("--mode", default="auto", help="retrieval mode(s), comma-separated: auto,bm25,hybrid,vector (default auto: what a user gets)")
+    p.add_argument("--mode", default="auto", help="retrieval mode(s), comma-separated: auto,bm25,hybrid,vector,graph (default auto: what a user gets)")
     p.add_argument("--reranker", default="none", help="none|maxsim|colbert|cross_encoder|splade")
     p.add_argument("--embedding", default="auto", help="embedding backend for the dense channel (default auto, as for a user)")
     p.add_argument("--out", default=None, help=f"where the cached library, runs and report go (default {DEFAULT_EVAL_ROOT})")
+    p.add_argument("--chunker", default="paragraph", help="chunker of the evaluation library (default paragraph)")
+    p.add_argument("--library-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a _library.toml key of the evaluation library, e.g. breakpoint_percentile=25 or "
+                        "summarizer=none (repeatable; see docs/configuration.md)")
+    p.add_argument("--tree", default="off", help="summary-tree channel fused with each mode: off|collapsed|traversal (default off)")
+    p.add_argument("--max-queries", type=int, default=0, metavar="N",
+                   help="evaluate a deterministic sample of N queries (by SHA-256 of the id), for screening (default 0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="also write a self-contained HTML report (DIR/index.html: metrics, bootstrap intervals, "
+                        "nDCG@k curves, per-query scatter, the queries where the modes disagree most)")
+
+
+def _parse_options(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--library-option {item!r} is not KEY=VALUE (e.g. breakpoint_percentile=25)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
 
 
 def run_eval_cli(args: argparse.Namespace) -> int:
@@ -190,12 +319,17 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         raise ConfigError("--mode needs at least one mode")
     results = evaluate_dataset(Path(args.dataset_dir), split=args.split, qrels_file=args.qrels, modes=modes,
                                reranker=args.reranker, out=Path(args.out) if args.out else None,
-                               embedding=args.embedding, quiet=args.quiet)
+                               embedding=args.embedding, quiet=args.quiet, live_progress=not args.json, chunker=args.chunker,
+                               chunker_options=_parse_options(args.library_option), tree=args.tree,
+                               max_queries=args.max_queries)
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
             bs = paired_bootstrap(base.per_query_ndcg, r.per_query_ndcg)
             r.metrics[f"ndcg@10_vs_{base.mode}"] = {"difference": round(bs.mean_difference, 4), "ci95": [round(bs.ci_low, 4), round(bs.ci_high, 4)], "p": round(bs.p_value, 4)}
+    if args.report:
+        path = write_eval_report(Path(args.report), Path(args.dataset_dir), results, split=args.split, qrels_file=args.qrels)
+        _say(f"report: {path}", args.quiet)
     if args.json:
         payload = [r.metrics for r in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload, ensure_ascii=False))
@@ -207,5 +341,8 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         for k, v in m.items():
             if k.startswith("ndcg@10_vs_"):
                 print(f"         {k}: {v['difference']:+.4f} (95% CI {v['ci95'][0]:+.4f}..{v['ci95'][1]:+.4f}, p={v['p']})")
+        for case, f in (m.get("fusion") or {}).items():
+            ws = " ".join(f"{n}={w:g}" for n, w in f["weights"].items())
+            print(f"         fusion {case}: {f['queries']} queries, {ws} k={f['rrf_k']:g} ({f['reason']})")
         print(f"         run file: {r.run_path}")
     return 0

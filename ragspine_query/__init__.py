@@ -15,7 +15,9 @@ from .errors import (
 )
 from .filters import Predicate, parse_filter_arg, parse_filters
 from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
+from .gate import Refusal
 from .glossary import Glossary, GlossaryQueryRewriter
+from .intelligence import QueryIntelligence, build_query_pipeline
 from .library import Library, open_library
 from .link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
 from .pipeline import (
@@ -38,5 +40,6 @@ __all__ = [
     "GlossaryQueryRewriter", "Hit", "HybridRetriever", "IndexIncompatibleError", "IndexNotFoundError",
     "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndex", "NarrativeIndexRetriever",
     "Predicate", "RESTRICTED_SENSITIVITY", "RagspineError", "RetrievalConfig", "build_narrative_retriever",
+    "QueryIntelligence", "Refusal", "build_query_pipeline",
     "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
 ]

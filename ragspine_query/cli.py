@@ -38,12 +38,23 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--top-k", type=_top_k_arg, default=5, help="results to return (a whole number >= 0; default 5)")
     p.add_argument("--filter", action="append", default=[], metavar="FIELD=OP:VALUE",
                    help="metadata predicate, e.g. entity=eq:ACME_CN, period=between:2024Q1,2024Q4 (repeatable; AND)")
-    p.add_argument("--mode", default=None, help="auto|hybrid|vector|bm25|lexical|economy (default RAGSPINE_RETRIEVAL_MODE or auto)")
+    p.add_argument("--mode", default=None, help="auto|hybrid|vector|bm25|lexical|economy|graph (graph: BM25 + dense + relation-graph PPR) (default RAGSPINE_RETRIEVAL_MODE or auto)")
     p.add_argument("--reranker", default=None, help="none|maxsim|colbert|cross_encoder|splade|listwise|auto (default RAGSPINE_RERANKER or none)")
     p.add_argument("--json", action="store_true", help="print a JSON list of snippet dicts")
     p.add_argument("--explain", action="store_true",
                    help="also show, per pipeline stage, the candidates, their ranks and scores, and the time spent "
                         "(with --json: an object {results, explain})")
+    p.add_argument("--transform", default=None, metavar="LIST",
+                   help="query transforms normalize,decompose,step_back,fusion,hyde (default RAGSPINE_TRANSFORMS or none)")
+    p.add_argument("--postprocessor", default=None, metavar="LIST",
+                   help="post-processors mmr[:LAMBDA],lost_in_middle,compress (default RAGSPINE_POSTPROCESSOR or none)")
+    p.add_argument("--tiers", default=None, help="adaptive tiers off|rules|llm (default RAGSPINE_TIERS or off)")
+    p.add_argument("--corrective", default=None, help="corrective retrieval off|dynamic|static|llm (default RAGSPINE_CORRECTIVE or off)")
+    p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")
+    p.add_argument("--tree", default=None, choices=("collapsed", "traversal", "off"),
+                   help="summary-tree channel fused with the others (default RAGSPINE_TREE or off); --explain shows its node hits")
+    p.add_argument("--decay-half-life", type=float, default=None, metavar="DAYS",
+                   help="time-decayed RRF on valid_as_of, half-life in days (default RAGSPINE_DECAY_HALF_LIFE_DAYS or 0 = off)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (it may register channels, transforms, post-processors); repeatable")
     return p
@@ -82,17 +93,39 @@ def run_query(args: argparse.Namespace) -> int:
         from .rerank import make_reranker
 
         reranker = make_reranker(args.reranker, provider=provider, settings=settings)
+    overrides = {k: v for k, v in (("query_transforms", getattr(args, "transform", None)),
+                                   ("postprocessor", getattr(args, "postprocessor", None)),
+                                   ("query_tiers", getattr(args, "tiers", None)),
+                                   ("corrective", getattr(args, "corrective", None))) if v is not None}
+    if getattr(args, "no_gate", False):
+        overrides["query_gate"] = "off"
+    if getattr(args, "decay_half_life", None) is not None:
+        overrides["decay_half_life_days"] = str(args.decay_half_life)
+    if getattr(args, "tree", None) is not None:
+        overrides["tree"] = args.tree
+    if overrides:
+        import dataclasses
+
+        settings = dataclasses.replace(settings, **overrides)
     retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker,
                                           settings=settings)
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
+    refusal = getattr(snippets, "refusal", None)
     if args.json:
-        if explain:
-            print(json.dumps({"results": list(snippets), "explain": snippets.explain.to_rows()}, ensure_ascii=False, indent=2))
+        if explain or refusal is not None:
+            out: dict = {"results": list(snippets)}
+            if refusal is not None:
+                out["refusal"] = refusal.to_dict()
+            if explain:
+                out["explain"] = snippets.explain.to_rows()
+            print(json.dumps(out, ensure_ascii=False, indent=2))
         else:
             print(json.dumps(snippets, ensure_ascii=False, indent=2))
         return 0
     print(f"query: {printable(args.text)}")
-    if not snippets:
+    if refusal is not None:
+        print(f"  refused ({refusal.kind}): {printable(refusal.reason)}")
+    elif not snippets:
         print("  (no results)")
     for i, s in enumerate(snippets, 1):
         sc = s["scores"]

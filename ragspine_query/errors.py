@@ -66,3 +66,11 @@ class ProviderError(RagspineError):
 
 class DatasetError(RagspineError):
     """An evaluation dataset (BEIR layout) is missing a file or is malformed."""
+
+
+class ScoreError(RagspineError, ValueError):
+    """A retrieval score that cannot take part in ranking or confidence (missing, negative, NaN, infinite)."""
+
+
+class SynthesisCitationError(RagspineError, ValueError):
+    """Something asked for a citation of generated text (a summary-tree node): cite its leaf chunks."""

@@ -149,6 +149,7 @@ class Library:
         self._restricted: np.ndarray | None = None
         self._embeddings: EmbeddingMatrix | None = None
         self._embeddings_loaded = False
+        self._summary_tree: Any = None  # loaded on first use (only the tree channel reads it)
         # map every file now: a snapshot pruned later (retention) stays readable through
         # the open handles, so a long-lived reader never sees a half-deleted snapshot
         self.embeddings()
@@ -191,6 +192,16 @@ class Library:
                 raise IndexNotFoundError(f"{path} is missing: materialize the {asset} asset for this library")
             return None
         return path
+
+    def relation_graph(self) -> "Any | None":
+        """The relation graph's memory-mapped walk arrays (:class:`~ragspine_query.graph.GraphArrays`),
+        or None when the snapshot has none (materialize the relation_graph asset)."""
+        d = self.artifact_path("relation_graph")
+        if d is None:
+            return None
+        from .graph.artifact import load_graph_arrays
+
+        return load_graph_arrays(d, n_rows=self.n_chunks)
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
@@ -272,6 +283,19 @@ class Library:
     def embedding_model_id(self) -> str | None:
         emb = self.manifest.get("embedding")
         return emb.get("model_id") if emb else None
+
+    def summary_tree(self) -> Any | None:
+        """The snapshot's RAPTOR summary tree (:class:`ragspine_query.tree.SummaryTree`), or None
+        when it has none; read on first use, then kept."""
+        if self._summary_tree is None:
+            d = self.artifact_path("summary_tree")
+            if d is None or not (d / schema.TREE_META).is_file():
+                self._summary_tree = False
+            else:
+                from .tree.reader import load_summary_tree
+
+                self._summary_tree = load_summary_tree(d)
+        return self._summary_tree or None
 
     def embeddings(self) -> EmbeddingMatrix | None:
         """The memory-mapped embedding matrix, or None when the library has no dense channel."""

@@ -41,7 +41,8 @@ class NarrativeIndex:
     transforms and post-processors included).
     """
 
-    def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K) -> None:
+    def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
+                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None) -> None:
         self.retriever = retriever
         self.rewriter = rewriter
         self.reranker = reranker
@@ -49,8 +50,15 @@ class NarrativeIndex:
         self.rerank_top_n = rerank_top_n
         self.rrf_k = rrf_k
         transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
-        self.pipeline = QueryPipeline(retriever, transforms=transforms, reranker=reranker, judge=judge,
-                                      rerank_top_n=rerank_top_n, rrf_k=rrf_k)
+        if intelligence is None and glossary is None and cache is None:
+            self.pipeline = QueryPipeline(retriever, transforms=transforms, reranker=reranker, judge=judge,
+                                          rerank_top_n=rerank_top_n, rrf_k=rrf_k)
+        else:  # query intelligence: gate, transforms, tiers, post-processors, CRAG, cache
+            from .intelligence import QueryIntelligence, build_query_pipeline
+
+            self.pipeline = build_query_pipeline(retriever, intelligence or QueryIntelligence(), glossary=glossary,
+                                                 provider=provider, transforms=transforms, reranker=reranker, judge=judge,
+                                                 rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache)
 
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         """Hits for the narrative path: RESTRICTED removed before ranking unless asked for."""
@@ -73,28 +81,30 @@ class NarrativeIndexRetriever:
         """
         top_k = check_top_k(top_k)
         tracer = Tracer() if explain else None
-        snippets = self._open_snippets(query, filters or None, top_k, tracer)
-        if not snippets and filters and self.retry_without_filters:
+        snippets, refusal = self._open_snippets(query, filters or None, top_k, tracer)
+        if not snippets and refusal is None and filters and self.retry_without_filters:
             if tracer is not None:
                 tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
-            snippets = self._open_snippets(query, None, top_k, tracer)
+            snippets, refusal = self._open_snippets(query, None, top_k, tracer)
         ex = tracer.freeze(query).without_restricted() if tracer is not None else None
-        return Snippets(snippets, ex)
+        return Snippets(snippets, ex, refusal)
 
-    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int, tracer: Tracer | None) -> list[dict]:
-        """Snippets of the top ``top_k`` hits; RESTRICTED rows never entered the ranking."""
+    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int, tracer: Tracer | None) -> tuple[list[dict], Any]:
+        """Snippets of the top ``top_k`` hits (RESTRICTED rows never entered the ranking) and
+        the refusal, if the query was refused (the gate, corrective retrieval)."""
         if tracer is not None and self._index_explains:
             results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False, explain=True)
             tracer.extend(getattr(results, "explain", None))
         else:
             results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
+        refusal = getattr(results, "refusal", None)
         t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if not r.chunk.is_restricted]
         snippets = [to_snippet(r) for r in open_hits[:top_k]]
         if tracer is not None:
             tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)
-        return snippets
+        return snippets, refusal
 
 
 def build_narrative_retriever(
@@ -106,6 +116,8 @@ def build_narrative_retriever(
     mode: str | None = None,
     glossary: Glossary | None | str = "auto",
     settings: Settings | None = None,
+    intelligence: Any | None = None,
+    cache: Any | None = None,
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
@@ -116,12 +128,28 @@ def build_narrative_retriever(
     reranker from ``RAGSPINE_RERANKER`` (unset: the LLM listwise judge over the top 10
     when a ``provider`` is given, else none). ``reranker=None`` or ``RAGSPINE_RERANKER=none`` means no
     reranker and no call to the provider. Glossary multi-query uses the
-    glossary published with each library.
+    glossary published with each library, and so does the competitor gate.
+
+    ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`; default
+    from ``settings``: ``RAGSPINE_GATE``, ``RAGSPINE_TRANSFORMS``, ``RAGSPINE_TIERS``,
+    ``RAGSPINE_POSTPROCESSOR``, ``RAGSPINE_CORRECTIVE``, ``RAGSPINE_QUERY_CACHE``) selects
+    the query-intelligence stages; ``cache`` shares a
+    :class:`~ragspine_query.cache.ScopedCache` between retrievers. Time-decayed RRF
+    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
     mode = mode or settings.retrieval_mode
-    config = RetrievalConfig(mode=mode)
+    from .intelligence import QueryIntelligence
+
+    try:
+        half_life = float(settings.decay_half_life_days or 0)
+    except ValueError:
+        from .errors import ConfigError
+
+        raise ConfigError(f"RAGSPINE_DECAY_HALF_LIFE_DAYS must be a number of days (0 = off), got {settings.decay_half_life_days!r}") from None
+    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off")
+    intelligence = intelligence if intelligence is not None else QueryIntelligence.from_settings(settings)
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None
     for p in paths:
@@ -149,7 +177,8 @@ def build_narrative_retriever(
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
     rewriter = GlossaryQueryRewriter(glossary_obj) if glossary_obj and glossary_obj.concepts else None
-    return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge))
+    return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
+                                                  glossary=glossary_obj, provider=provider, cache=cache))
 
 
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:

@@ -22,16 +22,20 @@ import numpy as np
 
 from .errors import ConfigError, EmbeddingModelMismatchError
 from .filters import Predicate, combined_mask, parse_filters
-from .fusion import DEFAULT_RRF_K, weighted_rrf
+from .fusion import CROSS_LANGUAGE_CHANNEL, DEFAULT_RRF_K, FusionPlan, plan_fusion, weighted_rrf, weighted_score_fusion
 from .lexical.bm25 import top_k_rows
 from .library import Library
 from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels
+from .tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
 from .pipeline.explain import Candidate, Tracer, hit_candidates, now
+from . import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from .pipeline.stages import SearchResult
-from .records import Hit, lazy_hits
+from .records import Hit, lazy_hits, ranked_hits
+from .text.language import LanguageProfile, detect_language
 
-RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"]
-RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy")
+RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
+#: ``graph``: BM25 + dense (when the index has vectors) + the relation-graph PPR channel
+RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
 LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 
 #: Weight of the document-level BM25 field blended into each chunk's lexical score.
@@ -63,16 +67,40 @@ def normalize_mode(mode: str | None) -> str:
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
     """Knobs of one retriever (validated). ``channel_weights``: fusion weight per channel
-    name (a mapping or pairs; missing channels weigh 1.0)."""
+    name (a mapping or pairs; missing channels weigh 1.0).
+
+    In ``auto`` mode without ``channel_weights`` the BM25/dense weights and ``rrf_k`` of
+    each query come from the language-aware plan (:func:`~ragspine_query.fusion.plan_fusion`);
+    ``hybrid`` (or explicit ``channel_weights``) fuses with these static values."""
 
     mode: str = "auto"
     depth: int = 100
     rrf_k: int = DEFAULT_RRF_K
     doc_weight: float = DEFAULT_DOC_WEIGHT
     channel_weights: Any = field(default=())
+    #: time-decayed RRF (SPEC §14, the Cortex seed's FuseOptions): each fused score times
+    #: ``0.5 ** (age_days / half_life)`` of the chunk's ``valid_as_of``; 0 = off (the default)
+    decay_half_life_days: float = 0.0
+    #: the day ages are counted to (ISO ``YYYY-MM-DD``); empty = today
+    decay_reference: str = ""
+    #: the RAPTOR summary-tree channel: a :class:`~ragspine_query.tree.TreeConfig` or its
+    #: mode ``off`` (the default) | ``collapsed`` | ``traversal``
+    tree: Any = DEFAULT_TREE_MODE
+    #: the graph channel's knobs in ``graph`` mode (a :class:`~ragspine_query.graph.GraphChannelConfig`; None = defaults)
+    graph: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", normalize_mode(self.mode))
+        object.__setattr__(self, "tree", TreeConfig.of(self.tree))
+        if not (math.isfinite(self.decay_half_life_days) and self.decay_half_life_days >= 0):
+            raise ConfigError(f"decay_half_life_days must be a finite number >= 0 (0 = off), got {self.decay_half_life_days}")
+        if self.decay_reference:
+            from datetime import date
+
+            try:
+                date.fromisoformat(self.decay_reference)
+            except ValueError:
+                raise ConfigError(f"decay_reference must be an ISO date like 2025-06-30, got {self.decay_reference!r}") from None
         if self.depth <= 0:
             raise ConfigError(f"depth must be > 0, got {self.depth}")
         if self.rrf_k < 0:
@@ -152,7 +180,53 @@ class HybridRetriever:
         # the snapshot is immutable, so a predicate tuple always yields the same mask
         self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
-        self._weights = [config.weight(c.name) for c in self.channels]
+        named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
+        self._weights = [named.get(c.name, getattr(c, "default_weight", 1.0)) for c in self.channels]
+        self._profile: LanguageProfile | None = None
+        self._row_language: np.ndarray | None = None
+
+    @property
+    def language_profile(self) -> LanguageProfile:
+        """How the library's open chunks divide between languages (counted once, lazily).
+
+        RESTRICTED chunks are not counted: the plan, and the shares that explain and the
+        eval JSON show, say nothing about them."""
+        if self._profile is None:
+            langs = self._row_languages()
+            restricted = self.library.restricted_mask()
+            self._profile = LanguageProfile.from_labels((langs[~restricted] if restricted.any() else langs).tolist())
+        return self._profile
+
+    def _row_languages(self) -> np.ndarray:
+        if self._row_language is None:
+            col = self.library.column("language")
+            self._row_language = np.where(col == "", "en", col) if col.size else col
+        return self._row_language
+
+    def fusion_plan(self, query: str) -> FusionPlan | None:
+        """The language-aware fusion plan for ``query`` (``auto`` mode), or None when the
+        static configuration applies: a forced mode, explicit ``channel_weights``, or no
+        dense channel next to BM25."""
+        names = [c.name for c in self.channels]
+        if self.config.mode != "auto" or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
+            return None
+        return plan_fusion(detect_language(str(query)), self.language_profile, names)
+
+    def _split_by_language(self, plan: FusionPlan, names: list[str], lists: list, weights: list[float]):
+        """Rows in the query's language keep BM25 and dense; rows in other languages only
+        the dense channel, as the :data:`~ragspine_query.fusion.CROSS_LANGUAGE_CHANNEL` ranking."""
+        lang = self._row_languages()
+        out_names, out_lists, out_weights = [], [], []
+        for name, (rows, scores), w in zip(names, lists, weights):
+            if name not in ("bm25", "vector"):
+                out_names.append(name), out_lists.append((rows, scores)), out_weights.append(w)
+                continue
+            same = lang[rows] == plan.query_language
+            out_names.append(name), out_lists.append((rows[same], scores[same])), out_weights.append(w)
+            if name == "vector":
+                out_names.append(CROSS_LANGUAGE_CHANNEL), out_lists.append((rows[~same], scores[~same]))
+                out_weights.append(plan.weight(CROSS_LANGUAGE_CHANNEL))
+        return out_names, out_lists, out_weights
 
     @property
     def library_id(self) -> str:
@@ -160,7 +234,9 @@ class HybridRetriever:
 
     @property
     def active_mode(self) -> str:
-        """``hybrid``, ``vector`` or ``bm25`` — what actually runs."""
+        """``hybrid``, ``vector``, ``bm25`` or ``graph`` — what actually runs."""
+        if self.config.mode == "graph":
+            return "graph"
         if self.embedding_backend is None:
             return "bm25"
         return "vector" if self.config.mode == "vector" else "hybrid"
@@ -235,50 +311,78 @@ class HybridRetriever:
                        detail=f"{n} of {self.library.n_chunks} rows allowed")
         if allowed is not None and not allowed.any():
             return SearchResult([], tracer.freeze(query) if tracer else None)
-        channels = self.channels
+        channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
+        for_channel = getattr(query, "for_channel", None)
+        if for_channel is not None:  # a ChannelQuery (transforms, tiers): per-channel text, or skip
+            picked = [(c, w, for_channel(c.name)) for c, w in zip(channels, weights)]
+            picked = [p for p in picked if p[2] is not None]
+            if picked:
+                channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
+        rrf_k = self.config.rrf_k
+        plan = self.fusion_plan(query)
+        if plan is not None:  # language-aware weights; a channel weighted 0 is not run at all
+            picked = [(c, plan.weight(c.name, w), t) for c, w, t in zip(channels, weights, texts)]
+            if tracer is not None:
+                for c, w, _ in picked:
+                    if w <= 0:
+                        tracer.add("channel", c.name, 0.0, query=query, detail=f"skipped: weight 0 — {plan.describe()}")
+            picked = [p for p in picked if p[1] > 0] or picked[:1]
+            channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
+            rrf_k = plan.rrf_k
+        decay = self.config.decay_half_life_days > 0
         # one channel: the fused order is the channel's order, so its top_k is enough
-        depth = top_k if (len(channels) == 1 and tracer is None) else max(self.config.depth, top_k)
+        depth = top_k if (len(channels) == 1 and tracer is None and not decay) else max(self.config.depth, top_k)
+        if plan is not None and plan.method == "convex":  # its normalisation range is fixed, whatever top_k
+            depth = max(depth, plan.depth)
         lists: list[tuple[np.ndarray, np.ndarray]] = []
-        for ch in channels:
+        for ch, text in zip(channels, texts):
             t0 = now() if tracer else 0.0
-            rows, scores = ch.search(query, depth, allowed)
+            rows, scores = ch.search(text, depth, allowed)
             if allowed is not None and rows.size:  # a plugin channel must honour the mask too
                 keep = allowed[rows]
                 if not keep.all():
                     rows, scores = rows[keep], scores[keep]
             lists.append((rows, scores))
             if tracer is not None:
-                tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=query)
-        if tracer is None and len(channels) == 1 and self._weights[0] > 0:
+                describe = getattr(ch, "describe", None)  # e.g. the tree channel's `via` nodes
+                tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=text,
+                           detail=describe(text, depth, allowed) if describe is not None else "")
+        names = [c.name for c in channels]
+        if plan is not None and plan.split_languages:
+            names, lists, weights = self._split_by_language(plan, names, lists, weights)
+        if tracer is None and len(lists) == 1 and weights[0] > 0 and not decay:
             # one channel: its order is the fused order and RRF is w / (k + rank) (what
             # weighted_rrf returns for one list, computed without the general machinery)
             rows, scores = lists[0]
             order = rows[:top_k].tolist()
-            w, k = self._weights[0], self.config.rrf_k
-            name = channels[0].name
-            hits = []
-            ids = self.library.chunk_ids()
-            base = {"bm25": 0.0, "vector": 0.0}
-            fused_top = [w / (k + rank) for rank in range(1, len(order) + 1)]
-            score_dicts = [{**base, name: s, "fused": f} for s, f in zip(scores[: len(order)].tolist(), fused_top)]
-            hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts)
-            return SearchResult(hits)
+            # hits read their id, scores and chunk from the ranking on first use
+            return SearchResult(ranked_hits(self.library.chunks_by_rows, order, self.library.chunk_ids(), names[0],
+                                            scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k))
         t0 = now() if tracer else 0.0
-        fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=self._weights, rrf_k=self.config.rrf_k)
+        if plan is not None and plan.method == "convex":
+            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth)
+        else:
+            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k)
+        if decay:
+            from .cortex import time_decayed
+
+            fused_rows, fused = time_decayed(fused_rows, fused, self.library.column("valid_as_of"),
+                                             half_life_days=self.config.decay_half_life_days, reference=self.config.decay_reference)
         order = fused_rows[:top_k].tolist()
         fused_top = fused[:top_k].tolist()
         per_channel: list[dict[str, float]] = [{} for _ in order]
-        if len(channels) == 1 and len(order) <= lists[0][1].shape[0]:
-            name = channels[0].name
+        if len(lists) == 1 and len(order) <= lists[0][1].shape[0] and not decay:
+            name = names[0]
             for d, s in zip(per_channel, lists[0][1][: len(order)].tolist()):
                 d[name] = s
         else:
             pos = {r: i for i, r in enumerate(order)}
-            for ch, (rows, scores) in zip(channels, lists):
+            for name, (rows, scores) in zip(names, lists):
+                key = "vector" if name == CROSS_LANGUAGE_CHANNEL else name  # a row's dense score, either side
                 for r, s in zip(rows.tolist(), scores.tolist()):
                     i = pos.get(r)
                     if i is not None:
-                        per_channel[i][ch.name] = s
+                        per_channel[i][key] = s
         score_dicts = []
         for d, f in zip(per_channel, fused_top):
             sd = {"bm25": d.pop("bm25", 0.0), "vector": d.pop("vector", 0.0)}
@@ -288,8 +392,17 @@ class HybridRetriever:
         ids = self.library.chunk_ids()
         hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts)
         if tracer is not None:
-            tracer.add("fuse", "rrf(channels)", now() - t0, hit_candidates(hits), query=query,
-                       detail=f"k={self.config.rrf_k} weights={dict(zip([c.name for c in channels], self._weights))}")
+            tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
+                       detail=(f"language-aware {plan.describe()}" if plan is not None
+                               else f"k={rrf_k} weights={dict(zip(names, weights))}")
+                              + (f" half_life={self.config.decay_half_life_days}d" if decay else ""))
+            if len(lists) > 1:  # what each channel pulled in that no other channel found
+                shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
+                for name in names:
+                    others = set().union(*(v for k, v in shown.items() if k != name))
+                    only = [h for h, r in zip(hits, order) if r in shown[name] and r not in others]
+                    tracer.add("only_in", name, 0.0, [c for c in hit_candidates(hits) if c.chunk_id in {h.chunk_id for h in only}],
+                               query=query, detail=f"{len(only)} of the top {len(order)} found by {name} alone")
             return SearchResult(hits, tracer.freeze(query))
         return SearchResult(hits)
 
@@ -301,6 +414,15 @@ class HybridRetriever:
 
     def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[list[Hit]]:
         return [self.search(q, filters=filters, top_k=top_k, include_restricted=include_restricted) for q in queries]
+
+    def pipeline(self, intelligence: Any = None, **kwargs: Any) -> Any:
+        """A query pipeline over this retriever with the query-intelligence stages of
+        ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`):
+        ``retriever.pipeline(QueryIntelligence(postprocessor="mmr"), glossary=g).run(q, explain=True)``.
+        ``kwargs`` go to :func:`~ragspine_query.intelligence.build_query_pipeline`."""
+        from .intelligence import QueryIntelligence, build_query_pipeline
+
+        return build_query_pipeline(self, intelligence or QueryIntelligence(), **kwargs)
 
 
 Router = Callable[[str], Sequence[str]]
@@ -331,6 +453,8 @@ class MultiIndexRetriever:
         except Exception:  # routing failure must not lose availability
             chosen = []
         return chosen or list(self.retrievers)
+
+    pipeline = HybridRetriever.pipeline
 
     def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
         top_k = check_top_k(top_k)

@@ -84,7 +84,25 @@ BM25_BLEND_DIR = "bm25_blend"
 BM25_BLEND_OWN = "own.npy"  # uint8[nnz]: 1 where the posting's term is in the chunk's own text
 register_artifact(ArtifactSpec("bm25_blend", BM25_BLEND_DIR, "bm25_index"))
 register_artifact(ArtifactSpec("embeddings", EMBEDDINGS_DIR, "chunk_embeddings"))
+#: HNSW index over embeddings/vectors.npy (label = vector row), only above the size threshold
+#: (``ragspine_query.dense.ann``: ``params.json`` + ``index.bin``)
+ANN_DIR = "ann"
+register_artifact(ArtifactSpec("ann", ANN_DIR, "chunk_embeddings"))
 register_artifact(ArtifactSpec("glossary", "glossary.json", "index_manifest"))
+#: entity/chunk relation graph (nodes/edges Parquet + CSR arrays; contract in ragspine_query/graph/artifact.py)
+register_artifact(ArtifactSpec("relation_graph", "relation_graph", "relation_graph"))
+#: RAPTOR summary tree (asset ``summary_tree``; read by ``ragspine_query.tree``)
+SUMMARY_TREE_DIR = "summary_tree"
+TREE_META = "tree.json"  # version, params, summarizer id, vector kind, per-level counts
+TREE_NODES = "nodes.parquet"  # node_id, level, text (a synthesis, never citable), n_leaves, doc_ids, member_ids
+TREE_NODE_VECTORS = "node_vectors.npy"  # float32[n_nodes, dim], L2-normalised
+TREE_CHILDREN_INDPTR = "children_indptr.npy"  # int64[n_nodes+1]
+TREE_CHILDREN = "children.npy"  # int32: level-1 node -> leaf chunk rows; higher -> node indices
+TREE_LEAVES_INDPTR = "leaves_indptr.npy"  # int64[n_nodes+1]
+TREE_LEAVES = "leaves.npy"  # int32: the leaf chunk rows each node covers (its provenance), ascending
+TREE_LEAF_ROWS = "leaf_rows.npy"  # int32: every leaf (non-RESTRICTED chunk row), ascending
+TREE_LEAF_VECTORS = "leaf_vectors.npy"  # float32[n_leaves, dim]: only when the tree has its own vector space
+register_artifact(ArtifactSpec("summary_tree", SUMMARY_TREE_DIR, "summary_tree"))
 
 # The asset that produces each artifact, named in reader errors.
 ASSET_FOR_ARTIFACT = {

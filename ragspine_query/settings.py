@@ -48,6 +48,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_LLM_MODEL", "llm_model", "", "chat model name"),
     EnvVar("RAGSPINE_LLM_API_KEY", "llm_api_key", "", "API key for the chat and embeddings endpoints"),
     EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
+    EnvVar("RAGSPINE_GATE", "query_gate", "on", "competitor gate on|off (refuses queries naming a glossary competitor)"),
+    EnvVar("RAGSPINE_TRANSFORMS", "query_transforms", "", "query transforms: normalize,decompose,step_back,fusion,hyde (comma-separated)"),
+    EnvVar("RAGSPINE_TIERS", "query_tiers", "off", "adaptive tiers off|rules|llm"),
+    EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress (comma-separated)"),
+    EnvVar("RAGSPINE_MMR_LAMBDA", "mmr_lambda", "0.7", "MMR relevance/diversity trade-off in [0, 1]"),
+    EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|dynamic|static|llm"),
+    EnvVar("RAGSPINE_QUERY_CACHE", "query_cache_size", "0", "result cache entries (0 = off)"),
+    EnvVar("RAGSPINE_QUERY_CACHE_TTL", "query_cache_ttl_s", "300", "result cache time-to-live, seconds"),
+    EnvVar("RAGSPINE_DECAY_HALF_LIFE_DAYS", "decay_half_life_days", "0", "time-decayed RRF half-life on valid_as_of, days (0 = off)"),
+    EnvVar("RAGSPINE_TREE", "tree", "off", "summary-tree channel off|collapsed|traversal"),
     EnvVar("RAGSPINE_REINGEST_CRON", "reingest_cron", "0 3 * * *", "schedule of reingest_schedule"),
     EnvVar("RAGSPINE_REINGEST_TIMEZONE", "reingest_timezone", "UTC", "its time zone"),
     EnvVar("RAGSPINE_EXECUTOR", "executor", "multiprocess", "multiprocess|in_process|k8s|celery|dask"),
@@ -81,6 +91,16 @@ class Settings:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: str = ""
+    query_gate: str = "on"
+    query_transforms: str = ""
+    query_tiers: str = "off"
+    postprocessor: str = ""
+    mmr_lambda: str = "0.7"
+    corrective: str = "off"
+    query_cache_size: str = "0"
+    query_cache_ttl_s: str = "300"
+    decay_half_life_days: str = "0"
+    tree: str = "off"
     reingest_cron: str = "0 3 * * *"
     reingest_timezone: str = "UTC"
     executor: str = "multiprocess"

@@ -10,20 +10,26 @@ from ragspine_assets.indexing.chunking import CHUNKER_VERSIONS  # noqa: E402
 from ragspine_assets.definitions import defs, make_resources  # noqa: E402
 from ragspine_assets.resources import RagspineConfig  # noqa: E402
 
-ASSETS = ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings", "index_manifest")
+ASSETS = ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings", "summary_tree", "relation_graph",
+          "index_manifest")
 CHECKS = {
     ("documents", "documents_parse_cleanly"),
     ("chunks", "chunk_text_is_substring_of_source"),
     ("chunks", "chunk_ids_unique"),
     ("chunk_embeddings", "no_restricted_vectors"),
     ("chunk_embeddings", "vectors_finite_and_normalised"),
+    ("summary_tree", "no_restricted_text_in_nodes"),
+    ("relation_graph", "no_restricted_graph_labels"),
 }
 LINEAGE = {
     "chunks": {"documents"},
     "index_text": {"chunks"},
     "bm25_index": {"index_text", "documents"},
     "chunk_embeddings": {"index_text", "documents"},
-    "index_manifest": {"documents", "chunks", "index_text", "bm25_index", "chunk_embeddings"},
+    "summary_tree": {"index_text", "chunk_embeddings", "documents"},
+    "relation_graph": {"chunks", "index_text", "documents"},
+    "index_manifest": {"documents", "chunks", "index_text", "bm25_index", "chunk_embeddings", "summary_tree",
+                       "relation_graph"},
 }
 
 

@@ -103,7 +103,9 @@ class Ours(Engine):
 
     name = "ours"
     label = "ragspine (numpy, mmap)"
-    notes = "exact k1=1.5 b=0.75 impacts; BM25Index.search one query per call (no batch API: batched = loop)"
+    notes = ("exact k1=1.5 b=0.75 impacts; BM25Index.search one query per call (no batch API: batched = loop); "
+             "with numba installed (extra accel) sparse queries use a compiled kernel once the index has served "
+             "BM25Index.JIT_AFTER=32 of them (compiled off the query thread; cold start stays numba-free)")
 
     def build(self, token_lists):
         from ragspine_assets.indexing.lexical import write_bm25_arrays
@@ -266,7 +268,8 @@ class QueryPath(Engine):
 
     name = "query-path"
     label = "ragspine query path (open_library + HybridRetriever, bm25)"
-    notes = ("end to end from the query string: analyzer + chunk field + 2.0 x document field + RRF + Hit objects; "
+    notes = ("end to end from the query string: analyzer + chunk field + 2.0 x document field + RRF + Hit objects "
+             "(id, scores and chunk read on first use); numba kernel after 32 sparse queries as for ours; "
              "the library's index text adds a contextual header, so scores are not the plain-BM25 reference's")
 
     def build(self, token_lists):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dagster as dg
 
@@ -11,6 +12,33 @@ from ..indexing.step_api import BlockingCheckError, StepContext, StepResult
 
 if TYPE_CHECKING:
     from ..resources import RagspineConfig
+
+
+#: Run tag ``ragspine ingest`` sets when its stderr is a terminal: steps echo their progress there.
+TAG_PROGRESS = "ragspine/progress"
+PROGRESS_TERMINAL = "terminal"
+
+
+def step_log(context: dg.AssetExecutionContext) -> Callable[[str], None]:
+    """The log a step reports through: the run's log (``context.log``), where a message with
+    ``done/total`` counts gets the rate and ETA; echoed on stderr when the run is tagged
+    :data:`TAG_PROGRESS` (an in-process ``ragspine ingest`` on a terminal)."""
+    from ..progress import RateMeter
+
+    meter = RateMeter()
+    try:
+        echo = context.run.tags.get(TAG_PROGRESS) == PROGRESS_TERMINAL
+        name = context.asset_key.to_user_string()
+    except Exception:  # invoked directly in a test: no run, no tags
+        echo, name = False, ""
+
+    def log(message: str) -> None:
+        message = meter.annotate(message)
+        context.log.info(message)
+        if echo:
+            print(f"  {name}: {message}", file=sys.stderr, flush=True)
+
+    return log
 
 
 def run_id_of(context: dg.AssetExecutionContext) -> str:
@@ -63,7 +91,7 @@ def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig") 
     return StepContext(
         paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
         embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
-        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=context.log.info)
+        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=step_log(context))
 
 
 def check_specs(step: Step) -> list[dg.AssetCheckSpec]:

@@ -40,6 +40,9 @@ def chunks(context: dg.AssetExecutionContext, ragspine: RagspineConfig, document
             "active_chunks": update.n_active_chunks,
             "active_documents": update.n_active_docs,
             "active_hash": update.active_hash,
+            # the semantic chunker only: which embedder drew the boundaries
+            **({"boundary_embedder": update.boundary_embedder, "sentence_windows_embedded": update.sentences_embedded,
+                "sentence_windows_from_cache": update.sentences_from_cache} if update.boundary_embedder else {}),
             # RESTRICTED documents are counted, never named
             "changed_documents": md_list(
                 update.shown(update.added) + update.shown(update.changed)

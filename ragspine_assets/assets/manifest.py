@@ -8,6 +8,8 @@ from ..indexing.embeddings import EmbeddingRef
 from ..indexing.index_text import IndexTextRef
 from ..indexing.lexical import Bm25Ref
 from ..indexing.manifest import PublishedSnapshot
+from ..indexing.summary_tree import SummaryTreeRef
+from ..indexing.relation_graph import RelationGraphRef
 from ..indexing.pipeline import CODE_VERSIONS, STEP_BY_NAME
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
@@ -33,10 +35,12 @@ def index_manifest(
     index_text: IndexTextRef,
     bm25_index: Bm25Ref,
     chunk_embeddings: EmbeddingRef,
+    summary_tree: SummaryTreeRef,
+    relation_graph: RelationGraphRef,
 ):
     published: PublishedSnapshot = run_asset_step(
         STEP, context, ragspine, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
-        chunk_embeddings=chunk_embeddings).value
+        chunk_embeddings=chunk_embeddings, summary_tree=summary_tree, relation_graph=relation_graph).value
     manifest = published.manifest
     return dg.Output(
         {"snapshot_id": published.snapshot_id, "snapshot_dir": published.snapshot_dir, "changed": published.changed},

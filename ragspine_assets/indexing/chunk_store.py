@@ -114,10 +114,15 @@ class ChunkStore:
         writes nothing. An empty ``chunks`` withdraws the document.
         """
         conn = self._conn
-        cur = conn.execute(f"SELECT chunk_id FROM {schema.CHUNK_TABLE} WHERE doc_id = ? AND active = 1 ORDER BY ordinal", (doc_id,))
-        active_ids = [r[0] for r in cur]
+        cur = conn.execute(f"SELECT chunk_id, parent_id, heading, index_text FROM {schema.CHUNK_TABLE} "
+                           "WHERE doc_id = ? AND active = 1 ORDER BY ordinal", (doc_id,))
+        active_rows = [tuple(r) for r in cur]
+        active_ids = [r[0] for r in active_rows]
         active_hash = conn.execute(f"SELECT content_hash FROM {schema.DOCUMENT_TABLE} WHERE doc_id = ? AND active = 1", (doc_id,)).fetchone()
-        if chunks and active_ids == [c.chunk_id for c in chunks] and (active_hash and active_hash[0] == content_hash):
+        # identical = same ids and the same parent windows, headings and index text (a chunker
+        # setting such as a sentence window or the contextual header can change only those)
+        same = active_rows == [(c.chunk_id, c.parent_id, c.heading, c.index_text) for c in chunks]
+        if chunks and same and (active_hash and active_hash[0] == content_hash):
             if chunker:  # identical output from a new chunker version: record lineage in place
                 with conn:
                     conn.execute(

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from ragspine_query import schema
 from ragspine_query.records import is_restricted
 
 from .artifacts import sha256_json
 from .chunk_store import ChunkStore
-from .chunking import build_chunks, make_chunker
+from .chunking import SemanticChunker, build_chunks, chunker_signature, make_chunker
+from .chunking.semantic_embedding import SentenceEmbeddings
 from .documents import DocumentSet
+from .library_settings import chunker_kwargs, resolve_library_settings
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,11 @@ class ChunkUpdate:
     #: Which of the doc ids above are (or were, before this pass) RESTRICTED: reports
     #: show them as a count only.
     restricted: tuple[str, ...] = ()
+    #: The semantic chunker only: which embedder drew the boundaries ("" otherwise), and
+    #: how many sentence windows were embedded now vs. served from the cache.
+    boundary_embedder: str = ""
+    sentences_embedded: int = 0
+    sentences_from_cache: int = 0
 
     def shown(self, doc_ids: Sequence[str]) -> list[str]:
         """``doc_ids`` without the RESTRICTED ones (for the UI and logs)."""
@@ -44,21 +51,24 @@ class ChunkUpdate:
         return [d for d in doc_ids if d not in hidden]
 
 
-def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "") -> ChunkUpdate:
+def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
+                       sentences: SentenceEmbeddings | None = None) -> ChunkUpdate:
     """Re-chunk only documents whose content hash (or chunker) changed; withdraw removed ones.
 
     A document whose source file failed to parse this time keeps its previous chunks
     (bad input loses nothing) — unless the file may now be RESTRICTED
     (:attr:`DocumentSet.withdraw_paths`): then its chunks are withdrawn (fail closed).
+
+    ``sentences`` binds the semantic chunker's embedder per document (without it the
+    offline lexical embedder is used); other chunkers ignore it.
     """
     cfg = docs.config
-    params: dict[str, Any] = {}
-    if getattr(cfg, "max_chars", None):
-        params["max_chars"] = cfg.max_chars
-    if getattr(cfg, "overlap_chars", None) is not None:
-        params["overlap_chars"] = cfg.overlap_chars
-    chunker = make_chunker(cfg.chunker, **params)
-    chunker_id = f"{chunker.name}@{chunker.version}"
+    if sentences is None:
+        sentences = SentenceEmbeddings(None, docs.library_id)
+    # the chunker as open documents get it (its version names the boundary embedder); the
+    # signature adds non-default settings, so changing one re-chunks like a new version
+    chunker = sentences.bind(make_chunker(cfg.chunker, **chunker_kwargs(cfg)))
+    chunker_id = f"{chunker.name}@{chunker_signature(chunker)}"
     added: list[str] = []
     changed: list[str] = []
     removed: list[str] = []
@@ -74,16 +84,19 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
             f"SELECT doc_id, source_path FROM {schema.DOCUMENT_TABLE} WHERE active = 1")}
         restricted = store.restricted_doc_ids()
         restricted |= {d.doc_id for d in docs.documents if is_restricted(d.sensitivity)}
+        sentences.purge_documents(restricted)  # reclassification is retroactive
         seen = set()
         for doc in docs.documents:
             seen.add(doc.doc_id)
-            if known.get(doc.doc_id) == doc.content_hash and known_chunkers.get(doc.doc_id) == chunker_id:
+            doc_chunker = sentences.chunker_for(chunker, doc)
+            doc_version = chunker_signature(doc_chunker)
+            if known.get(doc.doc_id) == doc.content_hash and known_chunkers.get(doc.doc_id) == f"{doc_chunker.name}@{doc_version}":
                 unchanged += 1
                 continue
-            chunks = build_chunks(doc, chunker, contextual=getattr(cfg, "contextual", True))
+            chunks = build_chunks(doc, doc_chunker, contextual=getattr(cfg, "contextual", True))
             n = store.replace_doc_chunks(
-                doc.doc_id, chunks, doc.valid_as_of, content_hash=doc.content_hash,
-                source_path=doc.source_path, run_id=run_id, chunker=chunker.name, chunker_version=chunker.version,
+                doc.doc_id, chunks, doc.valid_as_of, content_hash=doc.content_hash, source_path=doc.source_path,
+                run_id=run_id, chunker=doc_chunker.name, chunker_version=doc_version,
             )
             if n == 0 and doc.doc_id in known:
                 # a new chunker version produced byte-identical chunks: nothing changes downstream
@@ -120,6 +133,9 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "")
         n_active_chunks=len(rows),
         n_active_docs=int(n_docs),
         active_hash=sha256_json([[r[0], r[1]] for r in rows]),
+        boundary_embedder=sentences.source(chunker) if isinstance(chunker, SemanticChunker) else "",
+        sentences_embedded=sentences.embedded,
+        sentences_from_cache=sentences.reused,
     )
 
 
@@ -169,7 +185,15 @@ def chunk_outcomes(docs: DocumentSet, store_path: Path):
 def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
     """Re-chunk what changed, then verify the active chunks (both checks block publication)."""
     store = ctx.paths.chunk_store
-    update = update_chunk_store(documents, store, run_id=ctx.run_id)
+    backend = None
+    if documents.config.chunker == SemanticChunker.name and getattr(documents.config, "boundary_embedder", None) != "lexical":
+        # the semantic chunker draws boundaries with the backend chunk_embeddings uses
+        backend = ctx.backend(resolve_library_settings(documents, embedding=ctx.embedding).embedding)
+    with SentenceEmbeddings(backend, documents.library_id, ctx.cache_path) as sentences:
+        update = update_chunk_store(documents, store, run_id=ctx.run_id, sentences=sentences)
+    if update.boundary_embedder:
+        ctx.log(f"chunks: semantic boundaries by {update.boundary_embedder}; sentence windows "
+                f"{update.sentences_embedded} embedded, {update.sentences_from_cache} from cache")
     ctx.log(f"chunks: {update.n_active_chunks} active ({len(update.added)} added, {len(update.changed)} changed, "
             f"{update.unchanged} unchanged docs)")
     return StepResult(update, chunk_outcomes(documents, store))

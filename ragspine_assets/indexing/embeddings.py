@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ragspine_query import schema
+from ragspine_query.dense.ann import ANN_PARAMS_FILE, AnnConfig, build_ann_index, engine_available
 from ragspine_query.records import is_restricted
 
 from .artifacts import LibraryPaths, sha256_json, write_once
@@ -38,10 +40,17 @@ class EmbeddingRef:
     seconds: float = 0.0
     #: Cached vectors deleted because their text belongs to a RESTRICTED document now.
     purged_restricted: int = 0
+    #: The ANN index folder (``schema.ANN_DIR``) when the library passed ``AnnConfig.min_vectors``.
+    ann_directory: str | None = None
+    #: Its parameters (``params.json``), recorded in the manifest's embedding entry.
+    ann: dict | None = None
 
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name (``schema.ARTIFACT_REGISTRY``) -> what publication copies (none without vectors)."""
-        return {"embeddings": Path(self.directory)} if self.directory else {}
+        out = {"embeddings": Path(self.directory)} if self.directory else {}
+        if self.ann_directory:
+            out["ann"] = Path(self.ann_directory)
+        return out
 
 
 class EmbeddingCache:
@@ -101,8 +110,12 @@ def restricted_text_hashes(store_path: Path) -> list[str]:
         return sorted({text_hash(t) for t in store.restricted_index_texts()})
 
 
-def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None) -> EmbeddingRef:
+def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None, ann: AnnConfig = AnnConfig()) -> EmbeddingRef:
     """Embed the index text of non-RESTRICTED chunks, reusing cached vectors.
+
+    With at least ``ann.min_vectors`` vectors and the engine installed (the ``ann`` extra),
+    also build the ANN index over exactly these vectors (content-addressed like them);
+    otherwise the dense channel scans exactly.
 
     A RESTRICTED chunk is never embedded and never written. Rows are chunk rows
     (chunk_id order), ascending. Before anything is read from the cache, every cached
@@ -163,8 +176,20 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
         np.save(tmp / schema.EMB_ROWS, np.asarray(rows, dtype=np.int32))
 
     write_once(target, build)
+    ann_dir, ann_meta = _build_ann(paths, h, matrix, ann)
     return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing),
-                        len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged)
+                        len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged,
+                        ann_directory=ann_dir, ann=ann_meta)
+
+
+def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: AnnConfig) -> tuple[str | None, dict | None]:
+    """The ANN artifact over ``matrix`` when ``ann`` wants one and its engine is installed."""
+    if not ann.wants(matrix.shape[0]) or not engine_available(ann.params.engine):
+        return None, None
+    target = paths.work_dir("ann", sha256_json([vectors_hash, asdict(ann.params), ann.build_threads]))
+    write_once(target, lambda tmp: build_ann_index(matrix, tmp, ann.params, threads=ann.build_threads))
+    meta = json.loads((target / ANN_PARAMS_FILE).read_text(encoding="utf-8"))
+    return str(target), meta
 
 
 def verify_embeddings(ref: EmbeddingRef, text: IndexTextRef) -> dict[str, int]:
@@ -194,7 +219,8 @@ def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: Docum
     backend = ctx.backend(spec)
     ref = build_embeddings(
         ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
-        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store)
+        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store,
+        ann=ctx.ann or AnnConfig())
     found = verify_embeddings(ref, index_text)
     return StepResult(ref, (
         outcome(NO_RESTRICTED_VECTORS, not found["restricted_rows"], {"restricted_rows_with_vectors": found["restricted_rows"]},

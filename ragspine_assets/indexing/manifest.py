@@ -44,6 +44,7 @@ def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, b
         "chunker": {"name": name, "version": version, "versions": dict(CHUNKER_VERSIONS)},
         "embedding": None if emb.model_id is None else {
             "model_id": emb.model_id, "backend": emb.backend, "dim": emb.dim, "count": emb.count,
+            **({"ann": emb.ann} if getattr(emb, "ann", None) else {}),
         },
         "counts": {
             "documents": chunks.n_active_docs,

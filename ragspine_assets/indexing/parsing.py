@@ -328,8 +328,19 @@ class LibraryConfig:
     #: An embedding spec for ``make_embedding_backend``; validated there, not here.
     embedding: str = "auto"
     contextual: bool = True
+    #: Chunker-specific settings (unset: the chunker's default), validated against the
+    #: chosen chunker by :func:`~.library_settings.check_chunker_options`.
+    parent_max_chars: int | None = None
+    window: int | None = None
+    breakpoint_percentile: float | None = None
+    embed_window: int | None = None
+    boundary_embedder: str | None = None
+    #: The summary tree's summarizer: ``extractive`` (offline), ``llm`` (the llm resource) or ``none`` (no tree).
+    summarizer: str = "extractive"
 
     def __post_init__(self) -> None:
+        if self.summarizer not in ("extractive", "llm", "none"):
+            raise ConfigError(f"unknown summarizer {self.summarizer!r}; allowed: extractive, llm, none")
         for name in ("chunker", "analyzer", "embedding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -352,10 +363,15 @@ class LibraryConfig:
             )
         if not isinstance(self.contextual, bool):
             raise ConfigError(f"contextual must be true or false, got {self.contextual!r}")
+        from .library_settings import check_chunker_options  # imports this module's package
+
+        check_chunker_options(self)
 
     def make_chunker(self) -> Chunker:
-        """The configured chunker with this library's budget."""
-        return make_chunker(self.chunker, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
+        """The configured chunker with this library's budget and chunker settings."""
+        from .library_settings import chunker_kwargs
+
+        return make_chunker(self.chunker, **chunker_kwargs(self))
 
 
 LIBRARY_CONFIG_KEYS: tuple[str, ...] = tuple(f.name for f in fields(LibraryConfig))

@@ -23,7 +23,9 @@ from .index_text import IndexTextRef, index_text_step
 from .lexical import Bm25Ref, bm25_step
 from .manifest import manifest_step
 from .publish import DEFAULT_KEEP_SNAPSHOTS, current_snapshot_id
+from .relation_graph import RELATION_GRAPH_CHECKS, RELATION_GRAPH_VERSION, relation_graph_step
 from .step_api import BlockingCheckError, CheckSpec, StepContext, StepResult
+from .summary_tree import SUMMARY_TREE_CHECKS, summary_tree_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +53,14 @@ STEPS: tuple[Step, ...] = (
     Step("index_text", index_text_step, ("chunks",)),
     Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend"),
          code_version="2"),  # 2: bm25_blend
-    Step("chunk_embeddings", embeddings_step, ("index_text", "documents"), EMBEDDING_CHECKS, artifacts=("embeddings",)),
-    Step("index_manifest", manifest_step, ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings"),
+    Step("chunk_embeddings", embeddings_step, ("index_text", "documents"), EMBEDDING_CHECKS, artifacts=("embeddings", "ann"),
+         code_version="2"),  # 2: the ann artifact for libraries above AnnConfig.min_vectors
+    Step("summary_tree", summary_tree_step, ("index_text", "chunk_embeddings", "documents"), SUMMARY_TREE_CHECKS,
+         artifacts=("summary_tree",), code_version="1"),
+    Step("relation_graph", relation_graph_step, ("chunks", "index_text", "documents"), RELATION_GRAPH_CHECKS,
+         artifacts=("relation_graph",), code_version=RELATION_GRAPH_VERSION),
+    Step("index_manifest", manifest_step, ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings",
+                                           "summary_tree", "relation_graph"),
          artifacts=("chunks", "glossary")),
 )
 STEP_BY_NAME: dict[str, Step] = {s.name: s for s in STEPS}
@@ -92,12 +100,15 @@ class BuildResult:
 def build_library(paths: LibraryPaths, *, embedding: str = "none", cache_path: Path, run_id: str = "local",
                   code_versions: Mapping[str, str] | None = None, glossary_path: Path | None = None,
                   keep: int = DEFAULT_KEEP_SNAPSHOTS, progress: Callable[[str], None] | None = None,
-                  make_backend: Callable[[str], Any] | None = None) -> BuildResult:
+                  make_backend: Callable[[str], Any] | None = None,
+                  make_llm: Callable[[], Any] | None = None, ann: Any = None) -> BuildResult:
     """Run :data:`STEPS` in order (documents → … → index_manifest), exactly as a Dagster run.
 
     ``embedding`` is the run-level spec; a library's ``_library.toml`` ``embedding`` wins
     (:func:`~.library_settings.resolve_library_settings`, shared with the assets).
     ``glossary_path`` is published as the snapshot's glossary when it exists.
+    ``make_llm()`` gives the LLM provider of a library whose ``summarizer`` is ``llm``.
+    ``ann`` (an ``AnnConfig``) sets when the embeddings step builds the ANN index.
     ``code_versions`` default to the assets' (:data:`CODE_VERSIONS`), so the same input
     gives the same snapshot id as ``ragspine ingest``.
 
@@ -108,7 +119,7 @@ def build_library(paths: LibraryPaths, *, embedding: str = "none", cache_path: P
     ctx = StepContext(paths=paths, cache_path=Path(cache_path), run_id=run_id, embedding=embedding,
                       make_backend=make_backend, glossary_path=glossary_path, keep=keep,
                       code_versions=dict(CODE_VERSIONS if code_versions is None else code_versions),
-                      log=progress or (lambda msg: None))
+                      log=progress or (lambda msg: None), make_llm=make_llm, ann=ann)
     values: dict[str, Any] = {}
     timings: dict[str, float] = {}
     for step in STEPS:

@@ -93,6 +93,12 @@ class StepContext:
     keep: int = DEFAULT_KEEP_SNAPSHOTS
     code_versions: Mapping[str, str] = field(default_factory=dict)
     log: Callable[[str], None] = _silent
+    #: When the embeddings step builds the ANN index (``ragspine_query.dense.ann.AnnConfig``;
+    #: None = its defaults).
+    ann: Any = None
+    #: ``make_llm()`` -> an ``LLMProvider`` or None (the ``llm`` resource); only the
+    #: ``summary_tree`` step calls it, and only for a library whose summarizer is ``llm``.
+    make_llm: Callable[[], Any] | None = None
 
     def backend(self, spec: str) -> Any:
         if self.make_backend is not None:

@@ -29,6 +29,10 @@ GAINS: tuple[str, ...] = ("exponential", "linear")
 
 #: Cut-offs evaluate_run always computes (the headline metrics need them).
 HEADLINE_KS: tuple[int, ...] = (10, 100)
+#: Always computed too, for multi-hop sets: Recall@2/@5 and both@5/@10 (every relevant doc in the top k).
+RECALL_KS: tuple[int, ...] = (2, 5)
+BOTH_KS: tuple[int, ...] = (5, 10)
+MULTIHOP_KEYS: tuple[str, ...] = ("recall@2", "recall@5", "both@5", "both@10")
 
 
 # --------------------------------------------------------------------------- ranking
@@ -106,6 +110,12 @@ def _recall_from_ranking(ranked: Sequence[str], qrels: Mapping[str, int], k: int
         return 0.0
     found = sum(1 for doc_id in ranked[:k] if qrels.get(doc_id, 0) > 0)
     return found / n_relevant
+
+
+def _all_from_ranking(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    """1.0 when every relevant document is in the top ``k`` (HotpotQA's "both supporting paragraphs"), else 0."""
+    relevant = {d for d, rel in qrels.items() if rel > 0}
+    return float(bool(relevant) and relevant <= set(ranked[:k]))
 
 
 def _rr_from_ranking(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
@@ -194,7 +204,25 @@ class EvalReport:
             "recall@100": self.recall_at_100,
             "mrr@10": self.mrr_at_10,
             "n_queries": self.n_queries,
+            # multi-hop (HotpotQA): Recall@2/@5, and the share of queries with every relevant doc in the top 5/10
+            **{k: self.means[k] for k in MULTIHOP_KEYS if k in self.means},
         }
+
+    def by_group(self, groups: Mapping[str, str]) -> dict[str, dict[str, float | int]]:
+        """Headline metrics per group of queries (e.g. HotpotQA ``type``: bridge / comparison).
+
+        ``groups`` maps query id to its group; queries without a group are left out.
+        """
+        members: dict[str, list[str]] = {}
+        for qid in self.per_query:
+            if qid in groups:
+                members.setdefault(str(groups[qid]), []).append(qid)
+        out: dict[str, dict[str, float | int]] = {}
+        for g, qids in sorted(members.items()):
+            keys = ("ndcg@10", "recall@100", "mrr@10", *MULTIHOP_KEYS)
+            out[g] = {k: math.fsum(self.per_query[q][k] for q in qids) / len(qids) for k in keys if k in self.means}
+            out[g]["n_queries"] = len(qids)
+        return out
 
     def metric(self, name: str) -> dict[str, float]:
         """Query id → value of one metric, ready for :func:`paired_bootstrap`.
@@ -234,12 +262,12 @@ def evaluate_run(
         ConfigError: a cut-off is not a positive integer or ``gain`` is unknown.
     """
     _check_gain(gain)
-    cutoffs = sorted(set(ks) | set(HEADLINE_KS))
+    cutoffs = sorted(set(ks) | set(HEADLINE_KS) | set(RECALL_KS))
     for k in cutoffs:
         _check_k(k, "every value in ks")
     if not qrels:
         raise DatasetError("qrels are empty; evaluate against a split that judges at least one query")
-    names = [f"{metric}@{k}" for k in cutoffs for metric in ("ndcg", "recall", "mrr")]
+    names = [f"{metric}@{k}" for k in cutoffs for metric in ("ndcg", "recall", "mrr")] + [f"both@{k}" for k in BOTH_KS]
     per_query: dict[str, dict[str, float]] = {}
     for query_id, judged in qrels.items():
         ranked = trec_ranking(run.get(query_id, {}))
@@ -248,6 +276,8 @@ def evaluate_run(
             values[f"ndcg@{k}"] = _ndcg_from_ranking(ranked, judged, k, gain)
             values[f"recall@{k}"] = _recall_from_ranking(ranked, judged, k)
             values[f"mrr@{k}"] = _rr_from_ranking(ranked, judged, k)
+        for k in BOTH_KS:
+            values[f"both@{k}"] = _all_from_ranking(ranked, judged, k)
         per_query[query_id] = values
     n_queries = len(per_query)
     means = {name: math.fsum(v[name] for v in per_query.values()) / n_queries for name in names}

@@ -83,6 +83,7 @@ class LexicalChannel:
     def __init__(self, library: Any, doc_weight: float) -> None:
         self.library = library
         self.doc_weight = float(doc_weight)
+        self._analyze = getattr(library.analyzer, "fn", library.analyzer)  # one call less per query
         self._row_doc = np.asarray(library.row_doc)  # a plain view: memmap slicing is slow
         blend = getattr(library, "bm25_blend", None)
         # the index-time blend serves only the weight it was built with
@@ -91,18 +92,23 @@ class LexicalChannel:
         self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        lib = self.library
-        tokens = lib.analyzer(query)
+        tokens = self._analyze(query)
         if self._blend is not None:  # the precomputed blend: one sparse pass (None: a frequent term)
             found = search_blend_index(self._blend, self._own, tokens, depth, allowed=allowed, all_own=self._all_own)
             if found is not None:
                 return found
+        lib = self.library
         return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, tokens, depth,
                               doc_weight=self.doc_weight, allowed=allowed)
 
 
 class DenseChannel:
-    """Exact cosine between the query embedding and the library's vectors (allowed rows only)."""
+    """Cosine between the query embedding and the library's vectors (allowed rows only).
+
+    Exact scan, or the snapshot's ANN index (``ann`` artifact, built above a size threshold)
+    when present and its engine is installed; ``allowed`` is honoured exactly either way
+    (:func:`ragspine_query.dense.ann.search_dense`: over-fetch and filter, exact fallback).
+    """
 
     name = "vector"
 
@@ -111,16 +117,14 @@ class DenseChannel:
         self.backend = backend
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        from ..dense.vector_store import top_k_cosine
+        from ..dense.ann import ann_for_library, search_dense
 
         emb = self.library.embeddings()
         if emb is None or self.backend is None:
             return _empty()
         qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
-        subset = None
-        if allowed is not None:
-            subset = np.flatnonzero(allowed[np.asarray(emb.rows)])
-        idx, scores = top_k_cosine(emb.vectors, qv, depth, rows=subset)
+        mask = None if allowed is None else allowed[np.asarray(emb.rows)]
+        idx, scores = search_dense(emb.vectors, qv, depth, ann_for_library(self.library), mask)
         return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
 
 

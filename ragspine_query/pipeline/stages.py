@@ -1,6 +1,10 @@
 """The query pipeline over one or more libraries, as small stages:
 
-``transform(s) → channels → fuse → rerank → post-process → RESTRICTED strip → snippets``
+``gate → transform(s) → gate(variants) → channels → fuse → rerank → post-process → RESTRICTED strip → snippets``
+
+* the **gate** (optional, :mod:`ragspine_query.gate`) refuses a query naming a glossary
+  competitor before anything runs, and drops generated variants that name one; a
+  refusal is ``SearchResult.refusal``, not a silent empty list;
 
 * a **transform** turns the query into variants (the first is the query itself), e.g.
   the glossary multi-query rewriter; registered ones run after the explicit ones;
@@ -10,6 +14,9 @@
   path; variants are fused with :func:`~ragspine_query.fusion.weighted_rrf`;
 * **rerank**: an optional local reranker, or the listwise LLM judge;
 * **post-processors** (MMR, dedupe, …) see the deep list and may reorder or drop hits;
+  one with ``final = True`` (lost-in-the-middle, compression) sees the final ``top_k``;
+  a transform may return a list with a ``note`` and a post-processor may have a
+  ``describe`` string: both show in ``explain``;
 * the **RESTRICTED strip** is the last guard before snippets (anything a plugin let in
   is dropped here).
 
@@ -28,13 +35,18 @@ from .explain import Explain, Tracer, hit_candidates, now
 
 
 class SearchResult(list):
-    """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``."""
+    """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
-    __slots__ = ("explain",)
+    ``refusal`` is a :class:`~ragspine_query.gate.Refusal` (why nothing was retrieved: a
+    competitor query, an ungroundable one) or None; a refused result holds no hits.
+    """
 
-    def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None) -> None:
+    __slots__ = ("explain", "refusal")
+
+    def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(hits)
         self.explain = explain
+        self.refusal = refusal
 
     def to_frame(self):
         """A pandas DataFrame with provenance columns (see :func:`hits_to_frame`)."""
@@ -42,13 +54,14 @@ class SearchResult(list):
 
 
 class Snippets(list):
-    """A list of snippet dicts plus ``explain`` (when asked for) and ``to_frame()``."""
+    """A list of snippet dicts plus ``explain`` (when asked for), ``refusal`` and ``to_frame()``."""
 
-    __slots__ = ("explain",)
+    __slots__ = ("explain", "refusal")
 
-    def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None) -> None:
+    def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(snippets)
         self.explain = explain
+        self.refusal = refusal
 
     def to_frame(self):
         return hits_to_frame(self)
@@ -134,8 +147,12 @@ class QueryPipeline:
         rrf_k: float = DEFAULT_RRF_K,
         postprocessors: Sequence[tuple[str, PostProcessor]] = (),
         use_registered: bool = True,
+        gate: Any | None = None,
     ) -> None:
         self.source = source
+        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_query.gate`): the user's
+        #: query is checked before anything runs, every generated variant before retrieval
+        self.gate = gate
         self.transforms = list(transforms) + (list(_TRANSFORMS.items()) if use_registered else [])
         self.postprocessors = list(postprocessors) + (list(_POSTPROCESSORS.items()) if use_registered else [])
         self.reranker = reranker
@@ -157,46 +174,75 @@ class QueryPipeline:
 
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         tracer = Tracer() if explain else None
+        if self.gate is not None:
+            t0 = now()
+            refusal = self.gate.check(query)
+            if tracer is not None:
+                tracer.add("gate", type(self.gate).__name__, now() - t0, query=query,
+                           detail=f"refused: {refusal.reason}" if refusal else "passed")
+            if refusal is not None:
+                return SearchResult([], tracer.freeze(query) if tracer else None, refusal)
         variants = [query]
         for name, t in self.transforms:
             t0 = now()
-            variants = list(t(variants)) or [query]
+            out = t(variants)
+            variants = list(out) or [query]
             if tracer is not None:
-                tracer.add("transform", name, now() - t0, detail=" | ".join(variants))
+                note = getattr(out, "note", "")  # a transform may say why it did nothing
+                tracer.add("transform", name, now() - t0, detail=" | ".join(variants) + (f" ({note})" if note else ""))
+        if self.gate is not None and (len(variants) > 1 or variants[0] is not query):
+            t0 = now()
+            kept = [v for v in variants if self.gate.check(v) is None]
+            if tracer is not None:
+                tracer.add("gate", f"{type(self.gate).__name__}(variants)", now() - t0,
+                           detail=f"{len(variants) - len(kept)} of {len(variants)} variants refused")
+            variants = kept or [query]
         # every variant (and the reranker) sees a deep list: RRF over shallow lists is unstable
         deep = len(variants) > 1 or self.reranker is not None or self.judge is not None or bool(self.postprocessors)
         depth = max(top_k, 50) if deep else top_k
         if len(variants) == 1:
             hits = self._source_search(variants[0], filters, depth, include_restricted, tracer)
         else:
-            per_variant = {}
+            per_variant: list[list[tuple[str, str]]] = []  # a list: two variants may share their text (HyDE probes)
             best: dict[tuple[str, str], Hit] = {}
             for q in variants:
                 vh = self._source_search(q, filters, depth, include_restricted, tracer)
-                per_variant[q] = [(h.chunk_id, h.chunk.library_id) for h in vh]
+                per_variant.append([(h.chunk_id, h.chunk.library_id) for h in vh])
                 for h in vh:
                     best.setdefault((h.chunk_id, h.chunk.library_id), h)
             t0 = now()
-            keys, scores = weighted_rrf(list(per_variant.values()), rrf_k=self.rrf_k)
+            keys, scores = weighted_rrf(per_variant, rrf_k=self.rrf_k)
             hits = [best[k].with_score(s, fused=s) for k, s in zip(keys[:depth], scores[:depth])]
             if tracer is not None:
                 tracer.add("fuse", "rrf(variants)", now() - t0, hit_candidates(hits), detail=f"{len(variants)} variants, k={self.rrf_k}")
         if self.reranker is not None or self.judge is not None:
             t0 = now()
+            note = ""  # what the reranker leaves alone because of its languages
             if self.reranker is not None:
+                if tracer is not None:
+                    from ..rerank.base import language_note
+
+                    note = language_note(self.reranker, query, hits, self.rerank_top_n)
                 hits, name = self.reranker.rank(query, hits, top_n=self.rerank_top_n), type(self.reranker).__name__
             else:
                 from ..rerank.listwise import listwise_rerank
 
                 hits, name = listwise_rerank(query, hits, self.judge, top_n=self.rerank_top_n), "listwise"
             if tracer is not None:
-                tracer.add("rerank", name, now() - t0, hit_candidates(hits))
-        for name, p in self.postprocessors:
+                tracer.add("rerank", name, now() - t0, hit_candidates(hits), detail=note)
+        # deep post-processors (MMR, …) see the deep list; ``final`` ones (lost-in-the-middle,
+        # compression) the top_k that is returned, so a reorder cannot push good hits past the cut
+        for name, p in [x for x in self.postprocessors if not getattr(x[1], "final", False)]:
             t0 = now()
             hits = list(p(query, hits))
             if tracer is not None:
-                tracer.add("postprocess", name, now() - t0, hit_candidates(hits))
+                tracer.add("postprocess", name, now() - t0, hit_candidates(hits), detail=getattr(p, "describe", ""))
         hits = hits[:top_k]
+        for name, p in [x for x in self.postprocessors if getattr(x[1], "final", False)]:
+            t0 = now()
+            hits = list(p(query, hits))[:top_k]
+            if tracer is not None:
+                tracer.add("postprocess", name, now() - t0, hit_candidates(hits), detail=getattr(p, "describe", ""))
         if not include_restricted:
             t0 = now()
             kept = [h for h in hits if not _is_restricted(h)]

@@ -12,7 +12,7 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' extra")
 
-from ragspine_assets.assets import bm25_index, chunk_embeddings, chunks, documents, index_manifest, index_text  # noqa: E402
+from ragspine_assets.assets import bm25_index, chunk_embeddings, chunks, documents, index_manifest, index_text, relation_graph, summary_tree  # noqa: E402
 from ragspine_assets.resources import RagspineConfig  # noqa: E402
 from ragspine_query import schema  # noqa: E402
 from ragspine_query.library import open_library  # noqa: E402
@@ -45,7 +45,7 @@ def split(events) -> tuple[dg.Output, dict[str, dg.AssetCheckResult]]:
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    """Run all six asset bodies once; returns (data_root, {asset: (output, checks)})."""
+    """Run every asset body once; returns (data_root, {asset: (output, checks)})."""
     data = copy_sample_data(tmp_path_factory.mktemp("direct") / "data")
     out: dict[str, tuple[dg.Output, dict]] = {}
     out["documents"] = run(documents, data)
@@ -56,9 +56,13 @@ def chain(tmp_path_factory):
     text = out["index_text"][0].value
     out["bm25_index"] = run(bm25_index, data, index_text=text, documents=docs)
     out["chunk_embeddings"] = run(chunk_embeddings, data, index_text=text, documents=docs)
+    out["summary_tree"] = run(summary_tree, data, index_text=text, chunk_embeddings=out["chunk_embeddings"][0].value,
+                              documents=docs)
+    out["relation_graph"] = run(relation_graph, data, chunks=upd, index_text=text, documents=docs)
     out["index_manifest"] = run(
         index_manifest, data, documents=docs, chunks=upd, index_text=text, bm25_index=out["bm25_index"][0].value,
-        chunk_embeddings=out["chunk_embeddings"][0].value)
+        chunk_embeddings=out["chunk_embeddings"][0].value, summary_tree=out["summary_tree"][0].value,
+        relation_graph=out["relation_graph"][0].value)
     return data, out
 
 
@@ -138,3 +142,22 @@ def test_documents_asset_reports_a_bad_file_without_failing(tmp_path):
 def test_documents_asset_fails_clearly_for_a_missing_library(tmp_path):
     with pytest.raises(dg.Failure, match="does not exist"):
         run(documents, tmp_path / "empty-data-root")
+
+
+def test_relation_graph_asset_reports_counts_top_entities_and_picture(chain):
+    import json
+
+    from tests.conftest import RESTRICTED_MARKERS
+
+    _, out = chain
+    output, checks = out["relation_graph"]
+    meta = {k: v.value for k, v in output.metadata.items()}
+    assert meta["nodes_entity"] > 100 and meta["nodes_chunk"] > 100
+    assert meta["edges_mentions"] > 0 and meta["edges_subsidiary_of"] >= 1 and meta["edges_peer_of"] >= 1
+    assert meta["restricted_chunks_skipped"] >= 4
+    assert "| entity | degree |" in meta["top_entities_by_degree"]
+    assert meta["neighbourhood_of_most_connected"].startswith("```mermaid\ngraph LR")
+    assert output.data_version is not None
+    assert checks["no_restricted_graph_labels"].passed
+    shown = json.dumps(meta, default=str).lower()
+    assert not any(m.lower() in shown for m in RESTRICTED_MARKERS.values())

@@ -56,14 +56,15 @@ def test_every_published_snapshot_lists_its_artifact_sets(built):
     manifest = json.loads((Path(res.snapshot_dir) / schema.MANIFEST_FILE).read_text(encoding="utf-8"))
     assert manifest[schema.MANIFEST_ARTIFACT_SETS] == {
         name: {"path": schema.ARTIFACT_REGISTRY[name].path, "asset": schema.ARTIFACT_REGISTRY[name].asset}
-        for name in ("bm25", "bm25_doc", "bm25_blend", "chunks")
-    }, "no vectors (embedding none) and no glossary: neither is listed"
+        for name in ("bm25", "bm25_doc", "bm25_blend", "chunks", "relation_graph")
+    }, "no vectors (embedding none) and no glossary: neither is listed (the relation graph needs neither)"
     assert not (Path(res.snapshot_dir) / schema.EMBEDDINGS_DIR).exists()
 
 
 def test_identical_artifacts_give_the_same_snapshot_id(built):
     paths, res = built
-    again = _publish(paths, res, _bm25(res))
+    graph = Path(res.snapshot_dir) / schema.ARTIFACT_REGISTRY["relation_graph"].path  # every build has one
+    again = _publish(paths, res, {**_bm25(res), "relation_graph": graph})
     assert again.snapshot_id == res.snapshot_id and not again.changed
 
 

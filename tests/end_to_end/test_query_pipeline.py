@@ -113,8 +113,10 @@ def test_search_and_retrieve_explain(onnx_root):
     res = r.search("battery supply chain risk", top_k=5, explain=True)
     assert res == plain and plain.explain is None
     stages = [(s.stage, s.name) for s in res.explain.stages]
-    assert stages == [("mask", "filters"), ("channel", "bm25"), ("channel", "vector"), ("fuse", "rrf(channels)")]
-    fuse = res.explain.stages[-1]
+    assert stages[:4] == [("mask", "filters"), ("channel", "bm25"), ("channel", "vector"), ("fuse", "rrf(channels)")]
+    # then, per channel, the hits no other channel found
+    assert stages[4:] == [("only_in", "bm25"), ("only_in", "vector")]
+    fuse = res.explain.stages[3]
     assert [c.chunk_id for c in fuse.candidates] == [h.chunk_id for h in res]
     assert all(s.seconds >= 0 for s in res.explain.stages)
     rows = res.explain.to_rows()

@@ -146,6 +146,32 @@ def test_ingest_exits_hold_no_restricted_text(leak_library):
         assert emb is not None and restricted.any()
         assert not restricted[np.asarray(emb.rows)].any()
         texts = [r[0] for r in opened.execute_read("SELECT index_text FROM narrative_chunk WHERE upper(sensitivity) = 'RESTRICTED'")]
+        # the summary tree: no RESTRICTED leaf, no RESTRICTED text in a node, a theme or its citations
+        tree = opened.summary_tree()
+        assert tree is not None and tree.n_nodes and not restricted[tree.leaves].any()
+        for i, node_text in enumerate(tree.texts):
+            scan.text(f"summary node {tree.node_ids[i]}", node_text)
+        for path in sorted((art / "current" / "summary_tree").iterdir()):
+            scan.blob(f"summary tree file {path.name}", path.read_bytes())
+        # the relation graph: no RESTRICTED chunk node, no label/alias from RESTRICTED text
+        graph = opened.relation_graph()
+        assert graph is not None and (np.asarray(graph.chunk_node)[restricted] == -1).all()
+        for path in sorted((art / "current" / "relation_graph").iterdir()):
+            scan.blob(f"relation graph file {path.name}", path.read_bytes())
+            if path.suffix == ".parquet":
+                import pyarrow.parquet as pq
+
+                scan.text(f"relation graph table {path.name}", json.dumps(pq.read_table(path).to_pydict(), ensure_ascii=False))
+        from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+        from ragspine_query.tree import TreeRetriever, global_overview
+
+        backend = DeterministicEmbeddingBackend(emb.dim)
+        for theme in global_overview(opened, "board decision merger pricing workforce", top_n=10, embedding_backend=backend):
+            scan.text(f"theme {theme.node_id}", json.dumps([theme.summary, *theme.citations], ensure_ascii=False))
+        for mode in ("collapsed", "traversal"):
+            tree_retriever = TreeRetriever(opened, config=mode, embedding_backend=backend)
+            for q in [*RESTRICTED_MARKERS.values(), "board minutes merger", "workforce plan layoffs", "pricing action"]:
+                scan.text(f"tree {mode} snippets", json.dumps(tree_retriever.snippets(q, top_k=10), ensure_ascii=False))
     conn = sqlite3.connect(lib["data"] / "cache" / "embeddings.sqlite")
     cached = {r[0] for r in conn.execute("SELECT text_hash FROM embedding_cache")}
     conn.close()
@@ -210,7 +236,7 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
     with open_library(art) as a, open_library(other) as b:
         retrievers = {
             mode: HybridRetriever(a, embedding_backend=None if mode == "bm25" else backend, config=RetrievalConfig(mode=mode))
-            for mode in ("bm25", "hybrid", "vector")
+            for mode in ("bm25", "hybrid", "vector", "graph")
         }
         multi = MultiIndexRetriever({"a": retrievers["hybrid"],
                                      "b": HybridRetriever(b, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))})
@@ -224,6 +250,7 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
             NarrativeIndexRetriever(NarrativeIndex(retrievers["vector"])),
             NarrativeIndexRetriever(NarrativeIndex(multi, reranker=LexicalMaxSimReranker(weighted=True))),
             NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], judge=judge)),
+            NarrativeIndexRetriever(NarrativeIndex(retrievers["graph"])),  # seed labels reach the explain trace
         ]
         answered = traced = 0
         restricted_ids = {r[0] for r in a.execute_read(
@@ -277,6 +304,31 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
                 scan.text("CLI stdout", proc.stdout)
                 scan.text("CLI stderr", proc.stderr)
         scan.blob("LLM request bodies (CLI)", server.all_raw_bodies())
+
+
+def test_query_intelligence_prompts_leak_nothing(leak_library):
+    """Every new prompt (HyDE, RAG-Fusion, step-back, decomposition, the LLM tier classifier,
+    the CRAG grader and rewrite) and the compressed prompt_text, over seeded random queries."""
+    from ragspine_query.intelligence import QueryIntelligence
+    from ragspine_query.llm import OpenAICompatibleProvider
+
+    lib, prints = leak_library, leak_library["prints"]
+    scan = Scanner(prints)
+    rng = random.Random(SEED + 3)
+    queries = [q for q in _random_queries(rng, lib["art"], prints) if not any(p in q for p in prints)][:25]
+    qi = QueryIntelligence(transforms="normalize,decompose,step_back,fusion,hyde", tiers="llm", corrective="llm",
+                           postprocessor="mmr,lost_in_middle,compress")
+    with LocalChatServer("ok", reply=lambda req: "ambiguous\nboard merger pricing") as server:
+        provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test", max_retries=0)
+        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25", reranker=None, intelligence=qi)
+        for i, q in enumerate(queries):
+            out = retriever.retrieve(q, top_k=10, explain=i % 5 == 0)
+            scan.text(f"intelligence snippets #{i}", json.dumps(list(out), ensure_ascii=False))
+            if out.explain is not None:
+                scan.text(f"intelligence explain #{i}", out.explain.format_table(per_stage=50))
+        systems = {json.loads(r.raw_body)["messages"][0]["content"][:30] for r in server.requests}
+        assert len(systems) >= 6, systems  # every kind of prompt was sent
+        scan.blob("query-intelligence LLM request bodies", server.all_raw_bodies())
 
 
 MUTATIONS = [

@@ -48,3 +48,80 @@ def test_rrf_rejects_negative_k():
 def test_rrf_of_nothing_is_empty():
     assert rrf_fuse([]) == {}
     assert rrf_order({}) == []
+
+
+# -- language-aware fusion plans ----------------------------------------------------------
+
+import numpy as np  # noqa: E402
+
+from ragspine_query.fusion import CROSS_LANGUAGE_CHANNEL, FUSION_POLICIES, plan_fusion  # noqa: E402
+from ragspine_query.text.language import LanguageProfile  # noqa: E402
+
+EN_LIB = LanguageProfile.from_labels(["en"] * 99 + ["zh"])
+ZH_LIB = LanguageProfile.from_labels(["zh"] * 99 + ["en"])
+ZH_LIB_SOME_EN = LanguageProfile.from_labels(["zh"] * 95 + ["en"] * 5)
+MIXED_LIB = LanguageProfile.from_labels(["en"] * 70 + ["zh"] * 30)
+
+
+@pytest.mark.parametrize("qlang, profile, case", [
+    ("en", EN_LIB, "same-language:en"),
+    ("zh", ZH_LIB, "same-language:zh"),
+    ("en", ZH_LIB, "cross-lingual"),
+    ("zh", EN_LIB, "cross-lingual"),
+    ("zh", MIXED_LIB, "mixed"),
+    ("en", MIXED_LIB, "mixed"),
+    ("en", ZH_LIB_SOME_EN, "minority-language"),
+])
+def test_plan_case_follows_query_and_library_language(qlang, profile, case):
+    plan = plan_fusion(qlang, profile, ["bm25", "vector"])
+    assert plan.case == case and plan.query_language == qlang
+    policy = FUSION_POLICIES[case]
+    assert plan.rrf_k == policy.rrf_k and plan.split_languages == policy.split_languages
+    assert dict(plan.weights) == dict(policy.weights) and (plan.method, plan.depth) == (policy.method, policy.depth)
+    assert case.split(":")[0] in plan.describe() and plan.reason in plan.describe()
+
+
+def test_plan_directions_cross_lingual_leans_dense_chinese_leans_bm25():
+    cross = plan_fusion("zh", EN_LIB, ["bm25", "vector"])
+    assert cross.weight("vector") > cross.weight("bm25")
+    zh = plan_fusion("zh", ZH_LIB, ["bm25", "vector"])
+    assert zh.weight("bm25") > zh.weight("vector")
+    codes = plan_fusion("en", ZH_LIB_SOME_EN, ["bm25", "vector"])  # e.g. a product code against Chinese titles
+    assert codes.weight("bm25") > codes.weight("vector")
+    mixed = plan_fusion("en", MIXED_LIB, ["bm25", "vector"])
+    # the other language's rows, which BM25 cannot match, are ranked by the dense channel
+    assert mixed.split_languages and mixed.weight(CROSS_LANGUAGE_CHANNEL) > mixed.weight("vector")
+
+
+def test_plan_leaves_plugin_channels_alone_and_needs_both_builtins():
+    plan = plan_fusion("en", EN_LIB, ["bm25", "vector", "graph"])
+    assert "graph" not in dict(plan.weights) and plan.weight("graph", 0.7) == 0.7
+    single = plan_fusion("en", EN_LIB, ["bm25"])
+    assert single.case == "single-channel" and dict(single.weights) == {"bm25": 1.0}
+
+
+def test_plan_to_dict_is_what_the_eval_json_shows():
+    d = plan_fusion("zh", MIXED_LIB, ["bm25", "vector"]).to_dict()
+    assert d["case"] == "mixed" and d["split_languages"] is True
+    assert set(d["weights"]) == {"bm25", "vector", CROSS_LANGUAGE_CHANNEL} and "zh" in d["reason"]
+
+
+def test_english_plan_is_a_convex_combination_over_a_fixed_depth():
+    plan = plan_fusion("en", EN_LIB, ["bm25", "vector"])
+    assert plan.method == "convex" and plan.depth == 300 and "convex min-max depth=300" in plan.describe()
+
+
+def test_weighted_score_fusion_by_hand():
+    from ragspine_query.fusion import weighted_score_fusion
+
+    bm25 = (np.array([3, 1, 2]), np.array([10.0, 6.0, 2.0]))   # normalised 1.0, 0.5, 0.0
+    dense = (np.array([2, 4]), np.array([0.9, 0.5]))            # normalised 1.0, 0.0
+    rows, fused = weighted_score_fusion([bm25, dense], weights=[1.0, 2.0])
+    # 2: 0.0 + 2.0 ; 3: 1.0 ; 1: 0.5 ; 4: 0.0 — ties (none here) by row
+    assert rows.tolist() == [2, 3, 1, 4] and fused.tolist() == pytest.approx([2.0, 1.0, 0.5, 0.0])
+    # depth cuts before normalising; equal scores normalise to 1.0; empty rankings are skipped
+    rows, fused = weighted_score_fusion([bm25, (np.array([5, 6]), np.array([0.3, 0.3])), (np.array([], int), np.array([]))],
+                                        weights=[1.0, 1.0, 1.0], depth=2)
+    assert rows.tolist() == [3, 5, 6, 1] and fused.tolist() == pytest.approx([1.0, 1.0, 1.0, 0.0])
+    empty_rows, empty = weighted_score_fusion([], weights=[])
+    assert empty_rows.size == 0 and empty.size == 0

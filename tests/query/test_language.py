@@ -67,3 +67,23 @@ def test_parsing_detect_language_is_the_shared_one():
     assert parsing.CJK_LANGUAGE_THRESHOLD == ZH_LANGUAGE_THRESHOLD
     for text in ("营收 revenue growth rate", "营收增长 revenue", "매출 감소 report", "收益は増加した"):
         assert parsing.detect_language(text) == detect_language(text)
+
+
+# -- library language profiles --------------------------------------------------------------
+
+from ragspine_query.text.language import MIXED_LIBRARY_THRESHOLD, LanguageProfile  # noqa: E402
+
+
+def test_language_profile_counts_majority_and_mixing():
+    p = LanguageProfile.from_labels(["zh", "en", "zh", "", "zh"])
+    assert p.counts == (("zh", 3), ("en", 2)) and p.total == 5 and p.majority == "zh"
+    assert p.share("en") == pytest.approx(0.4) and p.mixed and p.describe() == "zh 60% en 40%"
+    few = LanguageProfile.from_labels(["zh"] * 95 + ["en"] * 4)
+    assert few.share("en") < MIXED_LIBRARY_THRESHOLD and not few.mixed
+    at = LanguageProfile.from_labels(["en"] * 9 + ["zh"])
+    assert at.mixed  # exactly the threshold mixes
+
+
+def test_empty_profile_is_english_and_not_mixed():
+    p = LanguageProfile.from_labels([])
+    assert p.majority == "en" and not p.mixed and p.total == 0 and p.share("zh") == 0.0 and p.describe() == "empty"

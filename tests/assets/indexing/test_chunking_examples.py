@@ -18,6 +18,7 @@ from ragspine_assets.indexing.chunking import (
     ChunkSpan,
     build_chunks,
     chunk_text,
+    chunker_signature,
     context_header,
     index_text,
     make_chunk_id,
@@ -49,7 +50,7 @@ def test_the_spec_constants():
 
 
 def test_every_named_chunker_exists_with_a_version():
-    assert set(CHUNKER_NAMES) == {"paragraph", "layout", "parent_child", "sentence_window", "laws", "qa", "book"}
+    assert set(CHUNKER_NAMES) == {"paragraph", "layout", "parent_child", "sentence_window", "laws", "qa", "book", "semantic"}
     for name in CHUNKER_NAMES:
         chunker = make_chunker(name)
         assert isinstance(chunker, Chunker)
@@ -79,7 +80,9 @@ def test_non_integer_budget_is_rejected():
 
 def test_unknown_chunker_or_parameter_lists_the_allowed_ones():
     with pytest.raises(ConfigError, match="paragraph, layout"):
-        make_chunker("semantic")
+        make_chunker("topical")
+    with pytest.raises(ConfigError, match="allowed parameters: max_chars, overlap_chars, breakpoint_percentile, embed_window, boundary_embedder$"):
+        make_chunker("semantic", embedder=None)
     with pytest.raises(ConfigError, match="allowed parameters: max_chars, overlap_chars$"):
         make_chunker("layout", window=3)
     with pytest.raises(ValueError, match="parent_max_chars"):
@@ -318,7 +321,8 @@ def test_build_chunks_fills_every_field_and_keeps_text_byte_identical():
     assert (first.geography, first.period) == ("US", "2024Q1")
     assert (first.language, first.sensitivity, first.valid_as_of) == ("en", "PUBLIC", "2024-04-01")
     assert first.source_locator == "reports/acme-q1.md"
-    assert (first.chunker, first.chunker_version, first.heading) == ("parent_child", chunker.version, "Outlook")
+    assert (first.chunker, first.chunker_version, first.heading) == ("parent_child", chunker_signature(chunker), "Outlook")
+    assert first.chunker_version == f"{chunker.version};max_chars=20,overlap_chars=0"  # settings are lineage too
     assert first.extra == (("author", "IR"),)
     assert first.parent_id == make_parent_id("lib", "acme-q1", 0, len(body))
     assert first.parent_text == body

@@ -318,7 +318,7 @@ def test_library_config_reads_every_key(tmp_path):
     ("toml", "phrase"),
     [
         ('chunkr = "layout"\n', "allowed keys: " + ", ".join(LIBRARY_CONFIG_KEYS)),
-        ('chunker = "semantic"\n', "allowed: paragraph"),
+        ('chunker = "topical"\n', "allowed: paragraph"),
         ('analyzer = "porter"\n', "auto, spec, english"),
         ("max_chars = 0\n", "max_chars"),
         ("max_chars = 100\noverlap_chars = 100\n", "overlap_chars"),

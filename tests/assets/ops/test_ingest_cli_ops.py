@@ -19,6 +19,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from ragspine_assets.indexing.pipeline import STEPS
 from ragspine_assets.ingest import TAG_LAUNCHER, locate_library
 from ragspine_query.errors import ConfigError, RagspineError
 from tests.conftest import PYTHON, ingest, python_env
@@ -93,7 +94,7 @@ def test_ingest_prints_a_clean_summary_naming_failed_files(data_root: Path, loca
     (run,) = local_instance.get_runs()
     assert run.is_success and run.run_id in out
     events = local_instance.all_logs(run.run_id)
-    assert sum(1 for e in events if e.is_dagster_event and e.dagster_event.is_step_success) == 6
+    assert sum(1 for e in events if e.is_dagster_event and e.dagster_event.is_step_success) == len(STEPS)
     assert len(events) > 50
 
 

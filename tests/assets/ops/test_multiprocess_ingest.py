@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from ragspine_assets.indexing.pipeline import STEPS
 from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_query.library import open_library
 from tests.conftest import PYTHON, python_env
@@ -88,10 +89,10 @@ def test_two_libraries_ingest_in_parallel_under_multiprocess_executor(data_root:
         assert len(found) == 1, found
         run = runs[library] = found[0]
         assert run.job_name == "ingest_job" and run.is_success, run.status
-        assert instance.get_run_stats(run.run_id).steps_succeeded == 6
+        assert instance.get_run_stats(run.run_id).steps_succeeded == len(STEPS)
         # every step ran in its own process, none in the CLI process: the executor really was multiprocess
         step_pids = {e.dagster_event.pid for e in instance.all_logs(run.run_id) if e.is_dagster_event and e.dagster_event.is_step_success}
-        assert len(step_pids) == 6 and procs[library].pid not in step_pids, step_pids
+        assert len(step_pids) == len(STEPS) and procs[library].pid not in step_pids, step_pids
     # the two runs ran in different processes and overlapped in time
     run_pids = {lib: {e.dagster_event.pid for e in instance.all_logs(r.run_id)
                       if e.is_dagster_event and e.dagster_event.event_type_value == "PIPELINE_START"} for lib, r in runs.items()}

@@ -112,6 +112,11 @@ def test_evaluate_run_means_over_every_judged_query_and_missing_queries_score_ze
         "recall@100": report.recall_at_100,
         "mrr@10": report.mrr_at_10,
         "n_queries": 3,
+        # the multi-hop keys (HotpotQA) are always reported too
+        "recall@2": report.means["recall@2"],
+        "recall@5": report.means["recall@5"],
+        "both@5": report.means["both@5"],
+        "both@10": report.means["both@10"],
     }
     assert report.metric("mrr@10") == {"q1": 1.0, "q2": 1.0, "q3": 0.0}
 
@@ -119,7 +124,7 @@ def test_evaluate_run_means_over_every_judged_query_and_missing_queries_score_ze
 def test_evaluate_run_adds_requested_cutoffs_to_the_headline_ones():
     report = evaluate_run({"q": RUN}, {"q": QRELS}, ks=(1, 5))
     assert sorted(report.means) == sorted(
-        f"{m}@{k}" for k in (1, 5, 10, 100) for m in ("ndcg", "recall", "mrr")
+        [f"{m}@{k}" for k in (1, 2, 5, 10, 100) for m in ("ndcg", "recall", "mrr")] + ["both@5", "both@10"]
     )
     assert report.means["ndcg@1"] == pytest.approx(3 / 7)
     with pytest.raises(ConfigError, match="ndcg@3"):
