@@ -25,7 +25,7 @@ from .filters import Predicate, combined_mask, parse_filters
 from .fusion import CROSS_LANGUAGE_CHANNEL, DEFAULT_RRF_K, FusionPlan, plan_fusion, weighted_rrf, weighted_score_fusion
 from .lexical.bm25 import top_k_rows
 from .library import Library
-from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels
+from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from .tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
 from .pipeline.explain import Candidate, Tracer, hit_candidates, now
 from . import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
@@ -182,6 +182,7 @@ class HybridRetriever:
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
         self._weights = [named.get(c.name, getattr(c, "default_weight", 1.0)) for c in self.channels]
+        self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
         self._profile: LanguageProfile | None = None
         self._row_language: np.ndarray | None = None
 
@@ -207,7 +208,7 @@ class HybridRetriever:
         """The language-aware fusion plan for ``query`` (``auto`` mode), or None when the
         static configuration applies: a forced mode, explicit ``channel_weights``, or no
         dense channel next to BM25."""
-        names = [c.name for c in self.channels]
+        names = [c.name for c in self.channels if selects(query, c)]
         if self.config.mode != "auto" or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
             return None
         return plan_fusion(detect_language(str(query)), self.language_profile, names)
@@ -312,6 +313,9 @@ class HybridRetriever:
         if allowed is not None and not allowed.any():
             return SearchResult([], tracer.freeze(query) if tracer else None)
         channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
+        if self._on_demand:  # the tiers' graph/tree channels run only for the queries that name them
+            picked = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
+            channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [query] * len(picked)
         for_channel = getattr(query, "for_channel", None)
         if for_channel is not None:  # a ChannelQuery (transforms, tiers): per-channel text, or skip
             picked = [(c, w, for_channel(c.name)) for c, w in zip(channels, weights)]

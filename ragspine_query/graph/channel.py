@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ConfigError, IndexNotFoundError
-from ..pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, register_channel
+from ..pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
 from .artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
 from .names import STOP_WORDS, name_spans
 from .store import InProcessGraphStore
@@ -176,11 +176,15 @@ class GraphChannel:
                 f"damping {self.config.damping}")
 
 
-def _graph_factory(ctx: ChannelContext) -> GraphChannel | None:
-    if getattr(ctx.config, "mode", None) != "graph":
-        return None
+def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | None":
     cfg = getattr(ctx.config, "graph", None) or GraphChannelConfig()
-    return GraphChannel(ctx.library, doc_weight=ctx.config.doc_weight, backend=ctx.embedding_backend, config=cfg)
+    if getattr(ctx.config, "mode", None) == "graph":
+        return GraphChannel(ctx.library, doc_weight=ctx.config.doc_weight, backend=ctx.embedding_backend, config=cfg)
+    if ctx.active_mode == "vector" or ctx.library.artifact_path("relation_graph") is None:
+        return None
+    # other modes: only the multi-hop tier's queries run it (opened on first use)
+    return OnDemandChannel("graph", lambda: GraphChannel(ctx.library, doc_weight=ctx.config.doc_weight,
+                                                         backend=ctx.embedding_backend, config=cfg), cfg.fusion_weight)
 
 
 register_channel("graph", _graph_factory)

@@ -71,6 +71,49 @@ def build_channels(ctx: ChannelContext) -> list[Channel]:
     return out
 
 
+class OnDemandChannel:
+    """A channel that runs only for the queries that name it, built on first use.
+
+    The adaptive tiers (:mod:`ragspine_query.tiers`) send a multi-hop question to the
+    ``graph`` channel and a library-wide one to the ``tree`` channel; in the default
+    modes those channels stay out of every other query's fusion, and the snapshot's
+    artifact is opened only when a query asks for it. A query selects it with a
+    :class:`~ragspine_query.transforms.base.ChannelQuery` whose ``channels`` name it.
+    """
+
+    on_demand = True
+
+    def __init__(self, name: str, build: Callable[[], "Channel | None"], default_weight: float = 1.0) -> None:
+        self.name = name
+        self.default_weight = float(default_weight)
+        self._build = build
+        self._channel: Channel | None = None
+        self._built = False
+
+    def _get(self) -> "Channel | None":
+        if not self._built:
+            self._channel, self._built = self._build(), True
+        return self._channel
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        ch = self._get()
+        return _empty() if ch is None else ch.search(query, depth, allowed)
+
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
+        ch = self._get()
+        describe = getattr(ch, "describe", None)
+        return "on demand: " + (describe(query, depth, allowed) if describe is not None else "built for this query")
+
+
+def selects(query: Any, channel: Any) -> bool:
+    """Whether ``channel`` runs for ``query``: always, unless it is on demand and the
+    query does not name it."""
+    if not getattr(channel, "on_demand", False):
+        return True
+    named = getattr(query, "channels", None)
+    return named is not None and channel.name in named
+
+
 def _empty() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, np.int64), np.zeros(0, np.float32)
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import ConfigError, SynthesisCitationError
-from ..pipeline.channels import ChannelContext, register_channel
+from ..pipeline.channels import ChannelContext, OnDemandChannel, register_channel
 from ..records import Hit, to_snippet
 from .config import TreeConfig
 from .reader import SummaryTree, TreeNode
@@ -202,7 +202,11 @@ class TreeChannel:
 def _tree_factory(ctx: ChannelContext) -> TreeChannel | None:
     config = TreeConfig.of(getattr(ctx.config, "tree", None))
     if config.mode == "off":
-        return None
+        if ctx.library.artifact_path("summary_tree") is None:
+            return None
+        # tree off: only the global tier's queries run it (collapsed tree, opened on first use)
+        return OnDemandChannel("tree", lambda: _tree_factory(ChannelContext(
+            ctx.library, _TreeOn(ctx.config), ctx.active_mode, ctx.embedding_backend)))
     tree = ctx.library.summary_tree()
     if tree is None:
         return None  # a snapshot without a tree: the other channels answer
@@ -210,6 +214,17 @@ def _tree_factory(ctx: ChannelContext) -> TreeChannel | None:
     if kind == "embedding" and ctx.embedding_backend is None:
         return None  # an embedding-space tree needs the query embedded (BM25-only mode skips it)
     return TreeChannel(ctx.library, config, ctx.embedding_backend)
+
+
+class _TreeOn:
+    """``config`` with the collapsed tree switched on (the global tier's on-demand channel)."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+        self.tree = TreeConfig(mode="collapsed")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._config, name)
 
 
 register_channel("tree", _tree_factory)

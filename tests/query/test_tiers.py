@@ -44,11 +44,32 @@ def test_tier_channels_and_fallbacks():
     assert tier_channels("global", {"bm25", "tree"})[:2] == ("global", {"bm25", "tree"})
 
 
-def test_direct_tier_runs_bm25_only_and_multi_hop_falls_back_in_explain(sample):
+def test_direct_tier_runs_bm25_only_and_multi_hop_runs_the_snapshot_relation_graph(sample):
     r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(tiers="rules"))
     direct = r.retrieve("ACME_CN revenue", top_k=3, explain=True)
     assert {s.name for s in direct.explain.stages if s.stage == "channel"} == {"bm25"} and len(direct) == 3
     multi = r.retrieve("Compare Acme China and Acme US revenue", top_k=3, explain=True)
+    note = next(s.detail for s in multi.explain.stages if s.name == "tiers")
+    assert "-> multi_hop: channels bm25, graph, vector" in note, note
+    assert {s.name for s in multi.explain.stages if s.stage == "channel"} == {"bm25", "vector", "graph"}
+    # a query outside the multi-hop tier never runs the graph channel (it is on demand)
+    semantic = r.retrieve("Why did gross margin fall in 2024?", top_k=3, explain=True)
+    assert "graph" not in {s.name for s in semantic.explain.stages if s.stage == "channel"}
+    plain = build_narrative_retriever(sample, reranker=None).retrieve("Compare Acme China and Acme US revenue", top_k=3,
+                                                                       explain=True)
+    assert "graph" not in {s.name for s in plain.explain.stages if s.stage == "channel"}
+
+
+def test_multi_hop_falls_back_when_the_snapshot_has_no_graph(sample):
+    from ragspine_query.pipeline import channels as channel_registry
+
+    original = channel_registry._CHANNELS.get("graph")  # restored below
+    register_channel("graph", lambda ctx: None, replace=True)
+    try:
+        r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(tiers="rules"))
+        multi = r.retrieve("Compare Acme China and Acme US revenue", top_k=3, explain=True)
+    finally:
+        register_channel("graph", original, replace=True)
     note = next(s.detail for s in multi.explain.stages if s.name == "tiers")
     assert "multi_hop" in note and "fell back to semantic" in note
     assert {s.name for s in multi.explain.stages if s.stage == "channel"} == {"bm25", "vector"}

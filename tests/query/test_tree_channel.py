@@ -108,11 +108,15 @@ def test_tree_channel_is_fused_and_explained_and_honours_filters(built):
     stages = [s for s in res.explain.stages if s.stage == "channel" and s.name == "tree"]
     assert stages and "collapsed" in stages[0].detail and "via" in stages[0].detail
     off = HybridRetriever(lib, embedding_backend=built["backend"], config=RetrievalConfig(mode=cfg.mode))
-    assert "tree" not in [c.name for c in off.channels]
+    # tree off: the channel exists only on demand (the global tier) and plain queries never run it
+    assert "tree" not in [c.name for c in off.channels if not getattr(c, "on_demand", False)]
+    plain = off.search(QUERIES[0], top_k=5, include_restricted=False, explain=True)
+    assert "tree" not in {s.name for s in plain.explain.stages if s.stage == "channel"}
     # a metadata filter holds on the tree channel too: only allowed leaves answer a node hit
     filters = {"language": {"eq": "zh"}}
     allowed = retriever.allowed_mask(filters, include_restricted=False)
-    rows, _ = retriever.channels[-1].search(QUERIES[2], 50, allowed)
+    tree_channel = next(c for c in retriever.channels if c.name == "tree")
+    rows, _ = tree_channel.search(QUERIES[2], 50, allowed)
     assert rows.size and allowed[rows].all()
     snippets = NarrativeIndexRetriever(NarrativeIndex(retriever)).retrieve(QUERIES[2], filters=filters, top_k=5)
     assert snippets and all(s["language"] == "zh" for s in snippets)
