@@ -280,7 +280,9 @@ class QueryPath(Engine):
 
         raw = self.index_dir / "raw" / "qpath"
         raw.mkdir(parents=True, exist_ok=True)
-        (raw / "_library.toml").write_text('max_chars = 100000\noverlap_chars = 0\nanalyzer = "spec"\n', encoding="utf-8")
+        # no summary tree: this engine measures the lexical query path, which never reads it
+        (raw / "_library.toml").write_text('max_chars = 100000\noverlap_chars = 0\nanalyzer = "spec"\nsummarizer = "none"\n',
+                                           encoding="utf-8")
         with open(raw / "corpus.jsonl", "w", encoding="utf-8") as f:
             for i, toks in enumerate(token_lists):
                 f.write(_json.dumps({"doc_id": f"p{i:07d}", "title": "", "text": " ".join(toks) or "-", "sensitivity": "INTERNAL"}) + "\n")
