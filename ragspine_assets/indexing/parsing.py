@@ -337,10 +337,15 @@ class LibraryConfig:
     boundary_embedder: str | None = None
     #: The summary tree's summarizer: ``extractive`` (offline), ``llm`` (the llm resource) or ``none`` (no tree).
     summarizer: str = "extractive"
+    #: The summary tree is built only up to this many open chunks (0: no limit); its build
+    #: time grows faster than linearly (docs/summary_tree.md), so a larger library opts in.
+    tree_max_leaves: int = 25_000
 
     def __post_init__(self) -> None:
         if self.summarizer not in ("extractive", "llm", "none"):
             raise ConfigError(f"unknown summarizer {self.summarizer!r}; allowed: extractive, llm, none")
+        if isinstance(self.tree_max_leaves, bool) or not isinstance(self.tree_max_leaves, int) or self.tree_max_leaves < 0:
+            raise ConfigError(f"tree_max_leaves must be an integer >= 0 (0: no limit), got {self.tree_max_leaves!r}")
         for name in ("chunker", "analyzer", "embedding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():

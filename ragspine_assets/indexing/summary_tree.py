@@ -742,6 +742,16 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
                              (), 0.0, 0.0, 0, 0, 0.0, note=f"no tree: {len(leaves.rows)} open chunk(s), at most "
                              f"top_size={params.top_size}", restricted_skipped=len(restricted_rows))
         return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
+    max_leaves = int(getattr(documents.config, "tree_max_leaves", 0) or 0)
+    if max_leaves and len(leaves.rows) > max_leaves:  # too big for a default build: the library opts in
+        _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
+                           _restricted_chunk_texts(ctx.paths.chunk_store), None)
+        ref = SummaryTreeRef(None, sha256_json(["too-big", max_leaves, index_text.content_hash]), summarizer.id, "none",
+                             len(leaves.rows), (), 0.0, 0.0, 0, 0, 0.0,
+                             note=f"no tree: {len(leaves.rows)} open chunks, more than tree_max_leaves={max_leaves}; "
+                                  "raise tree_max_leaves in _library.toml (0: no limit) to build it",
+                             restricted_skipped=len(restricted_rows))
+        return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
     blocked = restricted_fingerprints(restricted_texts, leaves.texts) if restricted_texts else []
     if chunk_embeddings.directory:
         d = Path(chunk_embeddings.directory)

@@ -254,3 +254,23 @@ def test_llm_summarizer_requires_a_provider():
 
     with pytest.raises(ConfigError, match="RAGSPINE_LLM_BASE_URL"):
         LLMSummarizer(None)
+
+
+def test_a_library_above_tree_max_leaves_gets_no_tree_until_it_raises_the_limit(tmp_path):
+    raw = tmp_path / "raw" / "lib"
+    _write_library(raw, seed=11, n_docs=14, restricted=1)
+    paths = LibraryPaths("lib", raw, tmp_path / "art" / "lib")
+    cache = tmp_path / "c" / "e.sqlite"
+    (raw / "_library.toml").write_text("tree_max_leaves = 5\n", encoding="utf-8")
+    small = build_library(paths, embedding="none", cache_path=cache)
+    assert not (Path(small.snapshot_dir) / "summary_tree").exists()  # no tree published, and the rest is
+    manifest = json.loads((Path(small.snapshot_dir) / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["counts"]["chunks"] > 5
+    (raw / "_library.toml").write_text("tree_max_leaves = 0\n", encoding="utf-8")  # 0: no limit
+    full = build_library(paths, embedding="none", cache_path=cache)
+    assert _node_texts(full.snapshot_dir), "raising the limit builds the tree"
+    from ragspine_assets.indexing.parsing import LibraryConfig
+    from ragspine_query.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tree_max_leaves"):
+        LibraryConfig(tree_max_leaves=-1)
