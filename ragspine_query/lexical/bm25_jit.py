@@ -20,6 +20,26 @@ def _worse(s1, r1, s2, r2):
 
 
 @njit(cache=True, nogil=True)
+def _sift_down(heap_s, heap_r, size, s, r):  # pragma: no cover - compiled
+    """Put (s, r) at the root of the worst-at-root heap ``heap[:size]`` and sift it down."""
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _worse(heap_s[child + 1], heap_r[child + 1], heap_s[child], heap_r[child]):
+            child += 1
+        if _worse(heap_s[child], heap_r[child], s, r):
+            heap_s[i] = heap_s[child]
+            heap_r[i] = heap_r[child]
+            i = child
+        else:
+            break
+    heap_s[i] = s
+    heap_r[i] = r
+
+
+@njit(cache=True, nogil=True)
 def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed):  # pragma: no cover - compiled
     """Top ``k`` distinct rows of a sparse query: ``(rows int64, scores float32)``.
 
@@ -64,21 +84,7 @@ def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed): 
                 heap_s[i] = s
                 heap_r[i] = r
             elif k > 0 and _worse(heap_s[0], heap_r[0], s, r):  # better than the worst: replace it
-                i = 0
-                while True:
-                    child = 2 * i + 1
-                    if child >= size:
-                        break
-                    if child + 1 < size and _worse(heap_s[child + 1], heap_r[child + 1], heap_s[child], heap_r[child]):
-                        child += 1
-                    if _worse(heap_s[child], heap_r[child], s, r):
-                        heap_s[i] = heap_s[child]
-                        heap_r[i] = heap_r[child]
-                        i = child
-                    else:
-                        break
-                heap_s[i] = s
-                heap_r[i] = r
+                _sift_down(heap_s, heap_r, size, s, r)
     for t in range(n_terms):
         for p in range(spans[t, 0], spans[t, 1]):
             acc[post[p]] = 0.0
@@ -88,21 +94,5 @@ def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed): 
     for last in range(size - 1, -1, -1):
         out_s[last] = heap_s[0]
         out_r[last] = heap_r[0]
-        s = heap_s[last]
-        r = heap_r[last]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= last:
-                break
-            if child + 1 < last and _worse(heap_s[child + 1], heap_r[child + 1], heap_s[child], heap_r[child]):
-                child += 1
-            if _worse(heap_s[child], heap_r[child], s, r):
-                heap_s[i] = heap_s[child]
-                heap_r[i] = heap_r[child]
-                i = child
-            else:
-                break
-        heap_s[i] = s
-        heap_r[i] = r
+        _sift_down(heap_s, heap_r, last, heap_s[last], heap_r[last])
     return out_r, out_s
