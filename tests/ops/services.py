@@ -108,15 +108,21 @@ def start_redis(workdir: Path, timeout: float = 20.0) -> Redis:
     proc = spawn([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
                   "--appendonly", "no", "--protected-mode", "yes"], log=log)
     service = Redis(proc, port)
+    await_listening(proc, port, "redis-server", log, timeout, stop=lambda: stop_group(proc))
+    return service
+
+
+def await_listening(proc, port: int, name: str, log: Path, timeout: float, *, stop) -> None:
+    """Wait until ``proc`` listens on ``port``; fail with its log tail if it exits, and
+    ``stop()`` it on any failure (a timeout included), so no service outlives its test."""
     try:
-        wait_until(lambda: port_open(port) or proc.poll() is not None, timeout, "redis-server to listen",
+        wait_until(lambda: port_open(port) or proc.poll() is not None, timeout, f"{name} to listen",
                    on_timeout=lambda: tail(log))
         if proc.poll() is not None:
-            pytest.fail(f"redis-server exited {proc.returncode}:\n{tail(log)}")
+            pytest.fail(f"{name} exited {proc.returncode}:\n{tail(log)}")
     except BaseException:
-        stop_group(proc)
+        stop()
         raise
-    return service
 
 
 # ------------------------------------------------------------------------ PostgreSQL
@@ -192,14 +198,7 @@ def start_postgres(timeout: float = 60.0) -> Postgres:
                   "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                   "-c", "max_connections=100"], log=log, user=run_as)
     service = Postgres(proc, port, root, "postgres")
-    try:
-        wait_until(lambda: port_open(port) or proc.poll() is not None, timeout, "postgres to listen",
-                   on_timeout=lambda: tail(log))
-        if proc.poll() is not None:
-            pytest.fail(f"postgres exited {proc.returncode}:\n{tail(log)}")
-    except BaseException:
-        stop_postgres(service)
-        raise
+    await_listening(proc, port, "postgres", log, timeout, stop=lambda: stop_postgres(service))
     return service
 
 
