@@ -9,8 +9,10 @@ they reuse its index) and score document-level nDCG@10, Recall@2/@5, both@5/@10 
 question type. hotpotqa-dev has one split, so ``tune`` uses a fixed *tuning* subset (the
 300 queries with the smallest sha256("graph-tune:" + id)) and reports the other 700
 (*held* subset) separately; the defaults in ``GraphChannelConfig`` were picked on the
-tuning subset only. ``build`` times the graph build on synthetic chunks (and peak RSS,
-in a child process per size).
+tuning subset only (a config may also carry ``rrf_k`` and ``weights`` of the
+RetrievalConfig). ``build`` times the graph build on synthetic chunks: wall and CPU
+seconds (the CPU figure is the one to compare on a loaded machine), peak RSS, in a child
+process per size.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -57,8 +58,9 @@ def retriever_for(lib, mode, backend, **graph_kw):
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
     weights = graph_kw.pop("weights", None)
+    extra = {"rrf_k": graph_kw.pop("rrf_k")} if "rrf_k" in graph_kw else {}
     cfg = RetrievalConfig(mode=mode, graph=GraphChannelConfig(**graph_kw) if mode == "graph" else None,
-                          channel_weights=weights or ())
+                          channel_weights=weights or (), **extra)
     return HybridRetriever(lib, embedding_backend=None if mode == "bm25" else backend, config=cfg)
 
 
@@ -149,10 +151,13 @@ def cmd_build(args):
         code = ("import sys,time,resource,json,tempfile; sys.path.insert(0, %r)\n"
                 "from pathlib import Path\nfrom benchmarks.graph_hotpot import synthetic_chunks\n"
                 "from ragspine_assets.indexing.relation_graph import build_relation_graph\n"
-                "ch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-                "t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch); s=time.perf_counter()-t\n"
-                "print(json.dumps({'chunks': %d, 'seconds': round(s,1), 'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024), "
-                "'rss_before_build_mb': round(base/1024), 'counts': p['counts']}))") % (str(REPO), n, n)
+                "import os\nch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+                "r0=resource.getrusage(resource.RUSAGE_SELF); t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch)\n"
+                "s=time.perf_counter()-t; r1=resource.getrusage(resource.RUSAGE_SELF)\n"
+                "cpu=(r1.ru_utime-r0.ru_utime)+(r1.ru_stime-r0.ru_stime)\n"
+                "print(json.dumps({'chunks': %d, 'seconds': round(s,1), 'cpu_seconds': round(cpu,1), "
+                "'peak_rss_mb': round(r1.ru_maxrss/1024), 'rss_before_build_mb': round(base/1024), "
+                "'load_avg_1m': round(os.getloadavg()[0],1), 'counts': p['counts']}))") % (str(REPO), n, n)
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
         print(res.stdout.strip() or res.stderr[-2000:], flush=True)
 

@@ -1,13 +1,20 @@
 """Summary-tree measurements: build time and peak memory, LLM calls on a re-run, retrieval with the tree channel.
 
-    python benchmarks/tree_bench.py synthetic --n 100000           # build time / peak RSS, extractive, hashed-lexical vectors
+    python benchmarks/tree_bench.py synthetic --n 100000           # build time / peak RSS, extractive, hashed-lexical vectors;
+                                                                   # then a re-run (reused, 0 summarizer calls)
+    python benchmarks/tree_bench.py beir ../shared/datasets/scifact --out /tmp/h11-sci \
+        --cache /tmp/h11-sci/cache/embeddings.sqlite --splits test --embedding auto --mode hybrid   # MiniLM tree, hybrid
     python benchmarks/tree_bench.py beir ../shared/datasets/scifact --out /tmp/tree-sci \\
         --cache /tmp/evalsci/cache/embeddings.sqlite --splits train,test   # build + tree off/collapsed/traversal
     python benchmarks/tree_bench.py beir ../shared/datasets/hotpotqa-dev --out /tmp/tree-hotpot-bm25 \
         --cache /tmp/tree-hotpot/cache/embeddings.sqlite --embedding none --mode bm25   # BM25 + hashed-lexical tree
 
 Peak memory is the process's resident high-water mark while the step runs (Linux:
-``/proc/self/clear_refs`` resets it before the step; ``VmHWM`` is read after).
+``/proc/self/clear_refs`` resets it before the step; ``VmHWM`` is read after; ``synthetic``
+includes embedding the leaves). In ``beir``, ``timings_s.summary_tree`` is the first
+build (summaries embedded by the library's model) and ``summary_tree.build_s`` a re-build
+with the tree's work directory deleted (incremental from the published tree; summary
+vectors from the embedding cache).
 """
 
 from __future__ import annotations
@@ -67,16 +74,24 @@ def synthetic(n: int, seed: int = 7) -> dict:
                              summarizer=ExtractiveSummarizer(), summary_cache_path=None, params=TreeParams(),
                              input_hash=f"synthetic-{n}-{seed}", store_leaf_vectors=True,
                              progress=lambda m: print(m, file=sys.stderr, flush=True))
+    peak = _rss_kb("VmHWM")
+    # a re-run over the unchanged input: the built tree is reused (no clustering, no summarizer call)
+    again = build_summary_tree(paths, leaves, vectors, embed=embed, vector_kind=f"lexical:{backend.model_id}",
+                               summarizer=ExtractiveSummarizer(), summary_cache_path=None, params=TreeParams(),
+                               input_hash=f"synthetic-{n}-{seed}", store_leaf_vectors=True)
     return {"chunks": n, "embed_leaves_s": round(t_embed, 1), "build_s": round(ref.seconds, 1),
-            "peak_rss_mb": round(_rss_kb("VmHWM") / 1024, 1), "rss_before_mb": round(base / 1024, 1),
-            "nodes_per_level": list(ref.nodes_per_level), "mean_cluster_size": ref.mean_cluster_size}
+            "peak_rss_mb": round(peak / 1024, 1), "rss_before_mb": round(base / 1024, 1),
+            "nodes_per_level": list(ref.nodes_per_level), "mean_cluster_size": ref.mean_cluster_size,
+            "compression_ratio": ref.compression_ratio, "llm_calls": ref.llm_calls,
+            "rerun": {"reused": again.reused, "seconds": round(again.seconds, 2), "llm_calls": again.llm_calls}}
 
 
-def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[str], embedding: str, mode: str = "hybrid") -> dict:
+def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[str], embedding: str, mode: str = "hybrid",
+         rebuild_tree: bool = True) -> dict:
     from ragspine_assets.evaluate import code_versions, prepare_library, run_queries
-    from ragspine_assets.indexing.pipeline import STEP_BY_NAME, StepContext, build_library
+    from ragspine_assets.indexing.pipeline import build_library
     from ragspine_query.eval.beir import load_beir
-    from ragspine_query.eval.metrics import evaluate_run
+    from ragspine_query.eval.metrics import evaluate_run, paired_bootstrap
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
@@ -87,7 +102,33 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
                         progress=lambda m: print(m, file=sys.stderr, flush=True))
     result: dict = {"dataset": dataset.name, "build_total_s": round(time.perf_counter() - t0, 1),
                     "timings_s": {k: round(v, 1) for k, v in res.timings.items()}}
-    # the summary tree again, from scratch (its work dir removed), timed with its memory high-water mark
+    if rebuild_tree:
+        result["summary_tree"] = _retime_tree(paths, cache, embedding, res)
+    lib = open_library(paths.root)
+    backend = backend_for_library(lib, mode, spec=embedding)
+    for split in splits:
+        data = load_beir(dataset, split)
+        reps = {}
+        for tree in trees:
+            retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode=mode, tree=tree))
+            run, spq = run_queries(retriever, data, quiet=True)
+            rep = reps[tree] = evaluate_run(run, data.qrels, ks=(5, 10, 100))
+            result[f"{split}/{tree}"] = {"ndcg@10": round(rep.means["ndcg@10"], 4), "recall@5": round(rep.means["recall@5"], 4),
+                                         "recall@100": round(rep.means["recall@100"], 4), "ms_per_query": round(spq * 1000, 1),
+                                         "queries": len(rep.per_query)}
+            if tree != "off" and "off" in reps:  # paired bootstrap of nDCG@10 against the tree off
+                b = paired_bootstrap(reps["off"].metric("ndcg@10"), rep.metric("ndcg@10"))
+                result[f"{split}/{tree}"]["vs_off_ndcg@10"] = {"diff": round(b.mean_difference, 4), "ci95": [
+                    round(b.ci_low, 4), round(b.ci_high, 4)], "p": round(b.p_value, 4)}
+            print(json.dumps({f"{split}/{tree}": result[f"{split}/{tree}"]}), file=sys.stderr, flush=True)
+    lib.close()
+    return result
+
+
+def _retime_tree(paths, cache: Path, embedding: str, res) -> dict:
+    """The summary tree again with its work dir removed, timed with its memory high-water mark."""
+    from ragspine_assets.indexing.pipeline import STEP_BY_NAME, StepContext
+
     shutil.rmtree(paths.work / "summary_tree", ignore_errors=True)
     ctx = StepContext(paths=paths, cache_path=cache, embedding=embedding)
     base = _rss_kb("VmRSS")
@@ -95,23 +136,40 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
     t0 = time.perf_counter()
     ref = STEP_BY_NAME["summary_tree"].function(ctx, index_text=res.index_text, chunk_embeddings=res.embeddings,
                                                 documents=res.docs).value
-    result["summary_tree"] = {"build_s": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(_rss_kb("VmHWM") / 1024, 1),
-                              "rss_before_mb": round(base / 1024, 1), "nodes_per_level": list(ref.nodes_per_level),
-                              "mean_cluster_size": ref.mean_cluster_size, "compression_ratio": ref.compression_ratio,
-                              "summarizer": ref.summarizer_id, "vector_kind": ref.vector_kind, "llm_calls": ref.llm_calls}
+    return {"build_s": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(_rss_kb("VmHWM") / 1024, 1),
+            "rss_before_mb": round(base / 1024, 1), "nodes_per_level": list(ref.nodes_per_level),
+            "mean_cluster_size": ref.mean_cluster_size, "compression_ratio": ref.compression_ratio,
+            "summarizer": ref.summarizer_id, "vector_kind": ref.vector_kind, "llm_calls": ref.llm_calls}
+
+
+def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
+    """The built library's tree again from scratch (no previous tree to start from), its
+    summary vectors from the embedding cache: the clustering + summarizing cost."""
+    from ragspine_assets.evaluate import prepare_library
+    from ragspine_assets.indexing.summarizers import ExtractiveSummarizer
+    from ragspine_assets.indexing.summary_tree import TreeParams, _cached_embed, _read_leaves, build_summary_tree
+    from ragspine_query.library import open_library
+    from ragspine_query.link import backend_for_library
+
+    paths = prepare_library(dataset, out, quiet=True)
+    leaves, _, _ = _read_leaves(paths.chunk_store)
     lib = open_library(paths.root)
-    backend = backend_for_library(lib, mode, spec=embedding)
-    for split in splits:
-        data = load_beir(dataset, split)
-        for tree in trees:
-            retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode=mode, tree=tree))
-            run, spq = run_queries(retriever, data, quiet=True)
-            rep = evaluate_run(run, data.qrels, ks=(5, 10, 100))
-            result[f"{split}/{tree}"] = {"ndcg@10": round(rep.means["ndcg@10"], 4), "recall@5": round(rep.means["recall@5"], 4),
-                                         "recall@100": round(rep.means["recall@100"], 4), "ms_per_query": round(spq * 1000, 1)}
-            print(json.dumps({f"{split}/{tree}": result[f"{split}/{tree}"]}), file=sys.stderr, flush=True)
+    emb = lib.embeddings()
+    if emb is None or not np.array_equal(np.asarray(emb.rows), leaves.rows):
+        raise SystemExit("build the library first (tree_bench.py beir … with the same --out and --embedding)")
+    backend = backend_for_library(lib, "hybrid", spec=embedding)
+    embed = _cached_embed(backend, cache)
+    _reset_peak()
+    t0, c0 = time.perf_counter(), time.process_time()
+    ref = build_summary_tree(paths, leaves, np.asarray(emb.vectors, np.float32), embed=embed,
+                             vector_kind=f"embedding:{backend.model_id}", summarizer=ExtractiveSummarizer(),
+                             summary_cache_path=None, params=TreeParams(), input_hash=f"scratch-{time.time_ns()}",
+                             previous=None)
+    out_ = {"leaves": len(leaves.rows), "build_s": round(time.perf_counter() - t0, 1),
+            "cpu_s": round(time.process_time() - c0, 1), "peak_rss_mb": round(_rss_kb("VmHWM") / 1024, 1),
+            "nodes_per_level": list(ref.nodes_per_level), "llm_calls": ref.llm_calls}
     lib.close()
-    return result
+    return out_
 
 
 def main() -> int:
@@ -127,11 +185,17 @@ def main() -> int:
     b.add_argument("--trees", default="off,collapsed,traversal")
     b.add_argument("--embedding", default="auto")
     b.add_argument("--mode", default="hybrid", help="retrieval mode the tree channel is fused with (bm25 for --embedding none)")
+    b.add_argument("--no-retime", action="store_true", help="skip re-building the tree for its time and memory")
+    b.add_argument("--scratch", action="store_true",
+                   help="only re-build the built library's tree from scratch (no previous tree) and time it")
     a = p.parse_args()
     if a.cmd == "synthetic":
         out = synthetic(a.n)
+    elif a.scratch:
+        out = scratch(a.dataset, a.out, a.cache, a.embedding)
     else:
-        out = beir(a.dataset, a.out, a.cache, a.splits.split(","), a.trees.split(","), a.embedding, a.mode)
+        out = beir(a.dataset, a.out, a.cache, a.splits.split(","), a.trees.split(","), a.embedding, a.mode,
+                   rebuild_tree=not a.no_retime)
     print(json.dumps(out, indent=1))
     return 0
 

@@ -63,6 +63,10 @@ def _bench(args: argparse.Namespace) -> int:
     if not (root / "bench_lexical.py").is_file():
         raise RagspineError(f"the benchmark scripts are not installed ({root} is missing); run `ragspine bench` from a source checkout")
     sys.path.insert(0, str(root))
+    if any(a == "--scale" or a.startswith("--scale=") for a in args.rest):  # ingest + query at N chunks
+        from bench_scale import main as scale_main  # type: ignore[import-not-found]
+
+        return scale_main([a for a in args.rest if a != "--"])
     from bench_lexical import main as bench_main  # type: ignore[import-not-found]
 
     return bench_main(args.rest)
@@ -95,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_arguments(p)
 
-    p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy")
+    p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 

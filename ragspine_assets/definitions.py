@@ -62,6 +62,7 @@ def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
             glossary_path=settings.glossary_path,
             embedding=settings.embedding,
             keep_snapshots=settings.keep_snapshots,
+            ann_min_vectors=settings.ann_min_vectors,
             embedding_backend=EmbeddingBackendResource.from_settings(settings),
             summarizer_llm=LLMProviderResource.from_settings(settings),
         ),

@@ -237,6 +237,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
                        "analyzer": lib.manifest["tokenizer"]["analyzer"], "embedding_model": lib.embedding_model_id if retriever.active_mode != "bm25" else None,
+                       "bm25": {k: lib.manifest["bm25"][k] for k in ("k1", "b") if k in lib.manifest.get("bm25", {})},  # the library's k1/b
                        "ms_per_query": round(spq * 1000, 2), "tree": tree, "dataset": dataset_dir.name, "split": split, "qrels": qrels_file or split,
                        "max_queries": max_queries}
             fusion = fusion_summary(retriever, dataset)

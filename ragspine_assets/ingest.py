@@ -247,6 +247,7 @@ def ingest_library(
         raw_root=str(where.folder.parent),
         embedding=spec,
         keep_snapshots=keep_snapshots or settings.keep_snapshots,
+        ann_min_vectors=settings.ann_min_vectors,
         embedding_backend=EmbeddingBackendResource.from_settings(settings, spec),
         summarizer_llm=LLMProviderResource.from_settings(settings),
     )

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 import dagster as dg
 
+from ragspine_query.dense.ann import DEFAULT_MIN_VECTORS
 from ragspine_query.settings import Settings
 
 from .indexing.artifacts import LibraryPaths, is_valid_library_id, validate_library_id
@@ -104,9 +105,13 @@ class RagspineConfig(dg.ConfigurableResource):
     glossary_path: str = ""
     embedding: str = "auto"
     keep_snapshots: int = DEFAULT_KEEP_SNAPSHOTS
+    #: Libraries with at least this many vectors get the ANN index (0 = never); a library's
+    #: ``_library.toml`` ``ann_min_vectors`` wins (``RAGSPINE_ANN_MIN_VECTORS``).
+    ann_min_vectors: int = DEFAULT_MIN_VECTORS
     embedding_backend: Optional[EmbeddingBackendResource] = None
     #: The chat endpoint of libraries whose ``_library.toml`` sets ``summarizer = "llm"``
-    #: (the summary tree); None: such a library fails with a ConfigError saying what to set.
+    #: (the summary tree) or ``graph_extractor = "llm"`` (the relation graph's OpenIE triples);
+    #: None: such a library fails with a ConfigError saying what to set.
     summarizer_llm: Optional[LLMProviderResource] = None
 
     def embedding_resource(self) -> EmbeddingBackendResource:

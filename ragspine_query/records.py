@@ -81,11 +81,17 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A scored chunk. ``scores`` maps channel name (``bm25``, ``vector``, ``fused``…) to score."""
+    """A scored chunk. ``scores`` maps channel name (``bm25``, ``vector``, ``fused``…) to score.
+
+    ``via`` is the summary-tree node a chunk was reached through (``""`` otherwise): a
+    node hit of the ``tree`` channel is answered with its best leaf chunks, and the node
+    (a synthesis, never cited) is recorded here.
+    """
 
     chunk: Chunk
     score: float
     scores: dict[str, float] = field(default_factory=dict)
+    via: str = ""
 
     @property
     def chunk_id(self) -> str:
@@ -94,7 +100,7 @@ class Hit:
     def with_score(self, score: float, **channel_scores: float) -> "Hit":
         merged = dict(self.scores)
         merged.update(channel_scores)
-        return Hit(chunk=self.chunk, score=score, scores=merged)
+        return Hit(chunk=self.chunk, score=score, scores=merged, via=self.via)
 
 
 class _ChunkBatch:
@@ -123,7 +129,9 @@ class LazyHit(Hit):
 
     __slots__ = ("_batch", "_pos", "_chunk_id", "row")
 
-    def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float]) -> None:
+    def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float],
+                 via: str = "") -> None:
+        object.__setattr__(self, "via", via)
         object.__setattr__(self, "_batch", batch)
         object.__setattr__(self, "_pos", pos)
         object.__setattr__(self, "_chunk_id", chunk_id)
@@ -147,15 +155,20 @@ class LazyHit(Hit):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hit):
             return NotImplemented
-        return (self.chunk, self.score, self.scores) == (other.chunk, other.score, other.scores)
+        return (self.chunk, self.score, self.scores, self.via) == (other.chunk, other.score, other.scores, other.via)
 
     __hash__ = Hit.__hash__
 
 
-def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], channel_scores: list[dict[str, float]]) -> list[Hit]:
-    """Hits for ``rows`` whose chunks ``load(rows)`` reads together, on first access."""
+def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], channel_scores: list[dict[str, float]],
+              vias: list[str] | None = None) -> list[Hit]:
+    """Hits for ``rows`` whose chunks ``load(rows)`` reads together, on first access
+    (``vias``: each hit's :attr:`Hit.via`, default none)."""
     batch = _ChunkBatch(load, rows)
-    return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
+    if vias is None:
+        return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
+    return [LazyHit(batch, i, cid, r, s, cs, v)
+            for i, (r, cid, s, cs, v) in enumerate(zip(rows, chunk_ids, scores, channel_scores, vias))]
 
 
 class _Ranking:
@@ -198,9 +211,10 @@ class RankedHit(LazyHit):
         scores[rk.channel] = rk.channel_scores[pos]
         scores["fused"] = score
         set_(self, "scores", scores)
+        set_(self, "via", "")
 
     def __getattr__(self, name: str):  # only called for a field not filled yet
-        if name in ("_batch", "_chunk_id", "row", "score", "scores"):
+        if name in ("_batch", "_chunk_id", "row", "score", "scores", "via"):
             self._fill()
             return object.__getattribute__(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -295,4 +309,6 @@ def to_snippet(hit: Hit) -> dict:
     }
     if c.parent_text:
         snippet["prompt_text"] = c.parent_text
+    if hit.via:  # reached through a summary-tree node: the node id (the citation stays this chunk's span)
+        snippet["via"] = hit.via
     return snippet

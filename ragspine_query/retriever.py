@@ -182,6 +182,9 @@ class HybridRetriever:
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
         self._weights = [named.get(c.name, getattr(c, "default_weight", 1.0)) for c in self.channels]
+        # graph mode fuses with the graph channel's tuned RRF k unless the config sets its own
+        own_k = [getattr(c, "fusion_rrf_k", None) for c in self.channels] if config.mode == "graph" else []
+        self._rrf_k = next((k for k in own_k if k is not None), config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
         self._profile: LanguageProfile | None = None
         self._row_language: np.ndarray | None = None
@@ -322,7 +325,7 @@ class HybridRetriever:
             picked = [p for p in picked if p[2] is not None]
             if picked:
                 channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
-        rrf_k = self.config.rrf_k
+        rrf_k = self._rrf_k
         plan = self.fusion_plan(query)
         if plan is not None:  # language-aware weights; a channel weighted 0 is not run at all
             picked = [(c, plan.weight(c.name, w), t) for c, w, t in zip(channels, weights, texts)]
@@ -339,9 +342,17 @@ class HybridRetriever:
         if plan is not None and plan.method == "convex":  # its normalisation range is fixed, whatever top_k
             depth = max(depth, plan.depth)
         lists: list[tuple[np.ndarray, np.ndarray]] = []
+        via_of: dict[int, str] = {}  # row -> the summary-tree node it was reached through (first channel wins)
         for ch, text in zip(channels, texts):
             t0 = now() if tracer else 0.0
-            rows, scores = ch.search(text, depth, allowed)
+            with_via = getattr(ch, "search_with_via", None)  # the tree channel: node hits answered by leaves
+            if with_via is not None:
+                rows, scores, vias = with_via(text, depth, allowed)
+                for r, v in zip(rows.tolist(), vias):
+                    if v:
+                        via_of.setdefault(r, v)
+            else:
+                rows, scores = ch.search(text, depth, allowed)
             if allowed is not None and rows.size:  # a plugin channel must honour the mask too
                 keep = allowed[rows]
                 if not keep.all():
@@ -354,7 +365,7 @@ class HybridRetriever:
         names = [c.name for c in channels]
         if plan is not None and plan.split_languages:
             names, lists, weights = self._split_by_language(plan, names, lists, weights)
-        if tracer is None and len(lists) == 1 and weights[0] > 0 and not decay:
+        if tracer is None and len(lists) == 1 and weights[0] > 0 and not decay and not via_of:
             # one channel: its order is the fused order and RRF is w / (k + rank) (what
             # weighted_rrf returns for one list, computed without the general machinery)
             rows, scores = lists[0]
@@ -394,12 +405,15 @@ class HybridRetriever:
             sd["fused"] = f
             score_dicts.append(sd)
         ids = self.library.chunk_ids()
-        hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts)
+        vias = [via_of.get(r, "") for r in order] if via_of else None
+        hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts, vias)
         if tracer is not None:
+            shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
             tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
                        detail=(f"language-aware {plan.describe()}" if plan is not None
                                else f"k={rrf_k} weights={dict(zip(names, weights))}")
-                              + (f" half_life={self.config.decay_half_life_days}d" if decay else ""))
+                              + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
+                              + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))
             if len(lists) > 1:  # what each channel pulled in that no other channel found
                 shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
                 for name in names:

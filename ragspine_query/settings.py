@@ -64,9 +64,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_MAX_CONCURRENT", "max_concurrent", "0", "steps at once in one run (0 = one per CPU)"),
     EnvVar("RAGSPINE_START_METHOD", "start_method", "forkserver", "forkserver|spawn"),
     EnvVar("RAGSPINE_IO_DIR", "io_dir", "", "where step outputs are stored (shared storage on a cluster)"),
+    EnvVar("RAGSPINE_ANN_MIN_VECTORS", "ann_min_vectors", "200000",
+           "build the ANN index for libraries with at least this many vectors (0 = never; _library.toml ann_min_vectors wins)"),
 )
 
-_INT_FIELDS = ("keep_snapshots", "max_concurrent")
+_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,7 @@ class Settings:
     max_concurrent: int = 0
     start_method: str = "forkserver"
     io_dir: str = ""
+    ann_min_vectors: int = 200_000  # ragspine_query.dense.ann.DEFAULT_MIN_VECTORS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dagster as dg
 
+from ragspine_query.dense.ann import AnnConfig
 from ragspine_query.records import is_restricted  # noqa: F401  (re-exported for the assets)
 
 from ..indexing.pipeline import CODE_VERSIONS, Step
@@ -91,7 +92,8 @@ def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig") 
     return StepContext(
         paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
         embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
-        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=step_log(context))
+        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=step_log(context),
+        ann=AnnConfig(min_vectors=ragspine.ann_min_vectors))
 
 
 def check_specs(step: Step) -> list[dg.AssetCheckSpec]:

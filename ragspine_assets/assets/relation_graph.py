@@ -1,3 +1,5 @@
+import dataclasses
+
 import dagster as dg
 
 from ..indexing.chunks import ChunkUpdate
@@ -5,9 +7,10 @@ from ..indexing.documents import DocumentSet
 from ..indexing.index_text import IndexTextRef
 from ..indexing.pipeline import STEP_BY_NAME
 from ..indexing.relation_graph import RelationGraphRef
+from ..indexing.step_api import BlockingCheckError
 from ..partitions import libraries_partitions
 from ..resources import RagspineConfig
-from ._util import check_results, check_specs, md_table, run_asset_step
+from ._util import check_results, check_specs, md_table, step_context
 
 STEP = STEP_BY_NAME["relation_graph"]
 RELATION_GRAPH_CODE_VERSION = STEP.code_version
@@ -20,11 +23,18 @@ RELATION_GRAPH_CODE_VERSION = STEP.code_version
     kinds={"parquet", "numpy"},
     check_specs=check_specs(STEP),
     description="Typed entity/chunk graph (glossary, metadata, titles, offline extractor; mentions, co_occurs, glossary "
-                "relations, synonyms) with CSR walk arrays for personalized PageRank; RESTRICTED chunks never read.",
+                "relations, synonyms; with graph_extractor = \"llm\" also OpenIE triples from the llm resource, stamped "
+                "model-derived/unverified) with CSR walk arrays for personalized PageRank; RESTRICTED chunks never read; "
+                "none above graph_max_chunks open chunks.",
 )
 def relation_graph(context: dg.AssetExecutionContext, ragspine: RagspineConfig, chunks: ChunkUpdate,
                    index_text: IndexTextRef, documents: DocumentSet):
-    result = run_asset_step(STEP, context, ragspine, chunks=chunks, index_text=index_text, documents=documents)
+    llm = ragspine.summarizer_llm  # the llm resource, used only when _library.toml sets graph_extractor = "llm"
+    ctx = dataclasses.replace(step_context(context, ragspine), make_llm=llm.make if llm is not None else None)
+    try:
+        result = STEP.function(ctx, chunks=chunks, index_text=index_text, documents=documents)
+    except BlockingCheckError as exc:
+        raise dg.Failure(str(exc)) from exc
     ref: RelationGraphRef = result.value
     # labels only from the glossary and non-RESTRICTED text (the blocking check re-verifies it)
     yield dg.Output(
@@ -40,7 +50,10 @@ def relation_graph(context: dg.AssetExecutionContext, ragspine: RagspineConfig, 
             "restricted_chunks_skipped": ref.restricted_chunks_skipped,
             "reused": ref.reused,
             "seconds": round(ref.seconds, 3),
-            "directory": dg.MetadataValue.path(ref.directory),
+            "llm_calls": ref.llm_calls,
+            "llm_cached": ref.llm_cached,
+            **({"note": ref.note} if ref.note else {}),
+            "directory": dg.MetadataValue.path(ref.directory or "(none)"),
         },
     )
     yield from check_results(result)

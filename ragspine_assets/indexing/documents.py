@@ -45,7 +45,14 @@ class DocumentSet:
 
     @property
     def config_id(self) -> str:
-        return json.dumps(dataclasses.asdict(self.config), sort_keys=True)
+        config = dataclasses.asdict(self.config)
+        if config.get("ann_min_vectors") is None:  # unset: ids of libraries from before the key stay as they were
+            config.pop("ann_min_vectors", None)
+        defaults = {f.name: f.default for f in dataclasses.fields(self.config)}
+        for key in ("graph_max_chunks", "graph_extractor"):  # likewise: the graph's keys at their defaults
+            if key in config and config[key] == defaults.get(key):
+                config.pop(key)
+        return json.dumps(config, sort_keys=True)
 
     # -- between processes: a reference, never the text --------------------------------
     def save(self, paths: LibraryPaths) -> "DocumentSet":

@@ -6,7 +6,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -217,10 +217,14 @@ EMBEDDING_CHECKS = (NO_RESTRICTED_VECTORS, FINITE_NORMALISED)
 def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
     spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
     backend = ctx.backend(spec)
+    ann = ctx.ann or AnnConfig()
+    own = getattr(documents.config, "ann_min_vectors", None)
+    if own is not None:  # the library's _library.toml wins over the run-level setting
+        ann = replace(ann, min_vectors=own)
     ref = build_embeddings(
         ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
         progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store,
-        ann=ctx.ann or AnnConfig())
+        ann=ann)
     found = verify_embeddings(ref, index_text)
     return StepResult(ref, (
         outcome(NO_RESTRICTED_VECTORS, not found["restricted_rows"], {"restricted_rows_with_vectors": found["restricted_rows"]},

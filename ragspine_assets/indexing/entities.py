@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
 from ragspine_query.graph.names import STOP_WORDS, entity_key, word_key as _word_key
@@ -55,6 +55,7 @@ def title_aliases(title: str) -> tuple[str, ...]:
     return (t,) if not short or short == t else (t, short)
 
 
+@lru_cache(maxsize=1 << 18)
 def _useful(key: str) -> bool:
     if len(key) < 2 or key in _STOP_CAPS:
         return False
@@ -100,6 +101,8 @@ def english_spans(text: str) -> list[str]:
 def cjk_ngrams(text: str, n_min: int = 2, n_max: int = 8) -> set[str]:
     """Every CJK n-gram (``n_min``..``n_max`` characters) inside runs of CJK characters."""
     out: set[str] = set()
+    if text.isascii():  # no CJK character, no run to scan
+        return out
     for run in _CJK_RUN.findall(text):
         for n in range(n_min, min(n_max, len(run)) + 1):
             for i in range(len(run) - n + 1):
@@ -168,14 +171,19 @@ class Gazetteer:
         if not self.names:
             return found
         raw = _WORDS.findall(text)
-        words = [_word_key(w) for w in raw]
-        n = len(words)
+        n = len(raw)
+        keyed: dict[int, str] = {}  # word keys, computed only for the windows looked up
         for i in range(n):
             # an English name starts capitalised (or with a digit): "Her" the film, not "her"
             if not (raw[i][:1].isupper() or raw[i][:1].isdigit()):
                 continue
+            parts: list[str] = []
             for j in range(i + 1, min(n, i + self.max_words) + 1):
-                node = self.names.get(" ".join(words[i:j]))
+                k = keyed.get(j - 1)
+                if k is None:
+                    k = keyed[j - 1] = _word_key(raw[j - 1])
+                parts.append(k)
+                node = self.names.get(" ".join(parts))
                 if node is not None:
                     found[node] += 1
         if self._cjk:

@@ -68,6 +68,8 @@ def build_library_bm25(
     write_bm25_arrays(directory / schema.BM25_BLEND_DIR, blend, analyzer.id, doc_weight=DEFAULT_DOC_WEIGHT)
     np.save(directory / schema.BM25_BLEND_DIR / schema.BM25_BLEND_OWN, own)
     return {
+        "k1": params.k1,
+        "b": params.b,
         "chunk_rows": chunk_arrays.n_rows,
         "doc_rows": doc_arrays.n_rows,
         "vocab_size": len(chunk_arrays.tokens),
@@ -135,6 +137,9 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
 
 # --------------------------------------------------------------------------------- step
 def bm25_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
-    ref = build_bm25(ctx.paths, index_text, documents)
+    from .library_settings import resolve_library_settings
+
+    # the library's bm25_k1 / bm25_b, else the per-language default (library_settings.bm25_params_for)
+    ref = build_bm25(ctx.paths, index_text, documents, params=resolve_library_settings(documents, embedding=ctx.embedding).bm25)
     ctx.log(f"bm25: {ref.stats.get('vocab_size')} terms, analyzer {ref.analyzer}")
     return StepResult(ref)

@@ -337,15 +337,43 @@ class LibraryConfig:
     boundary_embedder: str | None = None
     #: The summary tree's summarizer: ``extractive`` (offline), ``llm`` (the llm resource) or ``none`` (no tree).
     summarizer: str = "extractive"
-    #: The summary tree is built only up to this many open chunks (0: no limit); its build
-    #: time grows faster than linearly (docs/summary_tree.md), so a larger library opts in.
-    tree_max_leaves: int = 25_000
+    #: The summary tree is built only up to this many open chunks (0: no limit): the
+    #: largest measured build (100k synthetic leaves: ~3 min, ~1 GB peak; docs/summary_tree.md);
+    #: a larger library opts in.
+    tree_max_leaves: int = 100_000
+    #: The relation graph is built only up to this many open chunks (0: no limit); a larger
+    #: library gets no graph (``--mode graph`` says so) until it raises this (docs/evaluation.md: build cost).
+    graph_max_chunks: int = 200_000
+    #: The relation graph's extra extractor: ``offline`` (the deterministic one only) or
+    #: ``llm`` (also OpenIE triples from the ``llm`` resource, stamped model-derived/unverified).
+    graph_extractor: str = "offline"
+    #: Build the ANN index (``ragspine_query.dense.ann``) once the library holds this many
+    #: vectors (``0``: never); unset: the run-level ``RAGSPINE_ANN_MIN_VECTORS`` (200,000).
+    ann_min_vectors: int | None = None
+    #: BM25's ``k1`` and ``b`` for both lexical fields of this library (unset: ``b`` 0.75 and
+    #: ``k1`` by language, :func:`~.library_settings.bm25_params_for`; docs/evaluation.md).
+    bm25_k1: float | None = None
+    bm25_b: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("bm25_k1", "bm25_b"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigError(f"{name} must be a number, got {value!r}")
+        from ragspine_query.lexical.bm25 import BM25Params
+
+        BM25Params(float(self.bm25_k1 or 0.0), float(self.bm25_b or 0.0))  # the ranges (k1 >= 0, 0 <= b <= 1)
+        if self.ann_min_vectors is not None and (isinstance(self.ann_min_vectors, bool) or not isinstance(self.ann_min_vectors, int)
+                                                 or self.ann_min_vectors < 0):
+            raise ConfigError(f"ann_min_vectors must be an integer >= 0 (0: never build the ANN index), got {self.ann_min_vectors!r}")
         if self.summarizer not in ("extractive", "llm", "none"):
             raise ConfigError(f"unknown summarizer {self.summarizer!r}; allowed: extractive, llm, none")
         if isinstance(self.tree_max_leaves, bool) or not isinstance(self.tree_max_leaves, int) or self.tree_max_leaves < 0:
             raise ConfigError(f"tree_max_leaves must be an integer >= 0 (0: no limit), got {self.tree_max_leaves!r}")
+        if isinstance(self.graph_max_chunks, bool) or not isinstance(self.graph_max_chunks, int) or self.graph_max_chunks < 0:
+            raise ConfigError(f"graph_max_chunks must be an integer >= 0 (0: no limit), got {self.graph_max_chunks!r}")
+        if self.graph_extractor not in ("offline", "llm"):
+            raise ConfigError(f"unknown graph_extractor {self.graph_extractor!r}; allowed: offline, llm")
         for name in ("chunker", "analyzer", "embedding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -859,7 +887,13 @@ def _parse_jsonl_line(
 
 
 def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
+    if text.isascii():
+        return False
+    try:  # strict UTF-8 refuses exactly the lone surrogates (U+D800-U+DFFF), in C
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- front matter
@@ -971,6 +1005,8 @@ _FIX_FRONT_MATTER_START = (
 
 def _visible(line: str) -> str:
     """``line`` after NFKC without invisible formatting characters, stripped."""
+    if line.isascii() and line.isprintable():  # NFKC is the identity on ASCII; nothing to drop
+        return line.strip()
     return "".join(ch for ch in unicodedata.normalize("NFKC", line) if not _unprintable(ch) or ch.isspace()).strip()
 
 
@@ -1045,7 +1081,9 @@ def _breaks_lines(ch: str) -> bool:
 
 def _fold(text: str) -> str:
     """NFKC, case folding, look-alike letters mapped to ASCII, invisible characters dropped."""
-    folded = unicodedata.normalize("NFKC", text).casefold().translate(_CONFUSABLES)
+    folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).casefold().translate(_CONFUSABLES)
+    if folded.isascii():  # NFKC is the identity on ASCII, and no ASCII character is a format (Cf) one
+        return folded
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
 

@@ -52,11 +52,11 @@ STEPS: tuple[Step, ...] = (
     Step("chunks", chunks_step, ("documents",), CHUNK_CHECKS, code_version=CHUNKS_CODE_VERSION),
     Step("index_text", index_text_step, ("chunks",)),
     Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend"),
-         code_version="2"),  # 2: bm25_blend
+         code_version="3"),  # 2: bm25_blend; 3: k1 by language (library_settings.bm25_params_for)
     Step("chunk_embeddings", embeddings_step, ("index_text", "documents"), EMBEDDING_CHECKS, artifacts=("embeddings", "ann"),
          code_version="2"),  # 2: the ann artifact for libraries above AnnConfig.min_vectors
     Step("summary_tree", summary_tree_step, ("index_text", "chunk_embeddings", "documents"), SUMMARY_TREE_CHECKS,
-         artifacts=("summary_tree",), code_version="1"),
+         artifacts=("summary_tree",), code_version="2"),
     Step("relation_graph", relation_graph_step, ("chunks", "index_text", "documents"), RELATION_GRAPH_CHECKS,
          artifacts=("relation_graph",), code_version=RELATION_GRAPH_VERSION),
     Step("index_manifest", manifest_step, ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings",

@@ -5,7 +5,8 @@ is one node), the chunks' ``entity`` metadata, document titles, and the offline
 extractor (:mod:`.entities`); an optional LLM OpenIE extractor (:class:`OpenIETripleExtractor`)
 adds ``model_relation`` edges stamped model-derived and unverified. Typed edges:
 
-* ``mentions`` entity–chunk (weight: occurrences, capped at 3; a title or metadata entity 3);
+* ``about`` entity–chunk: the chunk's own document title or ``entity`` metadata (weight 3);
+* ``mentions`` entity–chunk: any other name found in the chunk (weight: occurrences, capped at 3);
 * ``co_occurs`` entity–entity within a chunk, weighted ``sum over chunks 1 / (k - 1)``
   over the chunk's ``k`` most specific entities (at most ``max_cooccur_entities``);
 * the glossary relations ``subsidiary_of`` (``parent``), ``peer_of`` (``peers``) and
@@ -23,14 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sqlite3
 import time
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +50,7 @@ from .index_text import IndexTextRef
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 #: Bump when the graph written for the same input changes.
-RELATION_GRAPH_VERSION = "1"
+RELATION_GRAPH_VERSION = "2"  # 2: the chunk's own title/metadata entity is an ``about`` edge
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +113,14 @@ class RelationGraphRef:
     synonyms_built: bool
     neighbourhood_mermaid: str = ""
     reused: bool = False
+    #: Why there is no graph (``directory`` empty), e.g. the library is above ``graph_max_chunks``.
+    note: str = ""
+    llm_calls: int = 0
+    llm_cached: int = 0
 
     def artifact_paths(self) -> dict[str, Path]:
-        return {"relation_graph": Path(self.directory)}
+        """Artifact name -> directory (none when no graph was built)."""
+        return {"relation_graph": Path(self.directory)} if self.directory else {}
 
 
 # ----------------------------------------------------------------- the LLM extractor
@@ -228,7 +233,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     concepts = list(getattr(glossary, "concepts", ()) or ())
     for c in concepts:
         node = f"g:{c.id}"
-        for name in c.names or (c.id,):
+        for name in (*(c.names or ()), c.id):  # a chunk's `entity` metadata may hold the concept id
             gaz_names.setdefault(entity_key(name), node)
         b.entity(node, (c.names or (c.id,))[0], "glossary")
     for ch in open_chunks:
@@ -251,20 +256,28 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         ckey = f"c:{ch.row}"
         own = {entity_key(a) for a in title_aliases(ch.title)} | {entity_key(e) for e in metadata_entities(ch.entity)}
         kept = [m for m in ms if m.source == "glossary" or m.key in own or df[m.key] <= max_df]
+        # what the chunk is about: its document title and `entity` metadata (as nodes: a glossary name is its concept)
+        about = {gaz_names.get(k, k) for k in ([entity_key(ch.title)] if ch.title.strip() else [])
+                 + [entity_key(e) for e in metadata_entities(ch.entity)]}
         for m in kept:
             label = m.label if m.label != m.key or m.source == "extracted" else None
             if m.source == "title" and m.key == entity_key(ch.title):
                 label = ch.title
             b.entity(m.key, label, m.source)
-            strong = m.source in ("metadata",) or (m.source == "title" and m.key == entity_key(ch.title))
-            b.edges[("mentions", m.key, ckey)] += 3.0 if strong else float(min(m.count, 3))
+            if m.key in about:  # a type of its own (its query-time weight: GraphChannelConfig.type_weights)
+                b.edges[("about", m.key, ckey)] = 3.0
+            else:
+                b.edges[("mentions", m.key, ckey)] += float(min(m.count, 3))
         # co-occurrence among the chunk's most specific entities
-        spec = sorted(kept, key=lambda m: (-math.log(1 + n_open / df[m.key]), m.key))[: config.max_cooccur_entities]
+        # (most specific = smallest df; same order as -log(1 + n/df), without the float per entity)
+        spec = sorted(m.key for m in sorted(kept, key=lambda m: (df[m.key], m.key))[: config.max_cooccur_entities])
         k = len(spec)
-        for i in range(k):
-            for j in range(i + 1, k):
-                a, c2 = sorted((spec[i].key, spec[j].key))
-                b.edges[("co_occurs", a, c2)] += 1.0 / (k - 1)
+        if k > 1:
+            inc, edges = 1.0 / (k - 1), b.edges
+            for i in range(k):
+                a = spec[i]
+                for j in range(i + 1, k):  # spec is sorted: (a, spec[j]) is already the canonical pair
+                    edges[("co_occurs", a, spec[j])] += inc
     if extractor is not None:
         for ch in open_chunks:
             for t in extractor.extract(ch):
@@ -291,7 +304,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
             if d in ids and d != c.id:
                 b.edges[("derived_from", f"g:{c.id}", f"g:{d}")] += 1.0
     entity_keys = sorted(b.labels)
-    labels = {k: _best_label(b.labels[k]) for k in entity_keys}
+    labels = {k: _best_label(b.labels[k], k) for k in entity_keys}
     synonyms_built = False
     if backend is not None and (config.synonyms == "on" or (config.synonyms == "auto" and len(entity_keys) <= config.max_synonym_entities)):
         for a, z in synonym_pairs([labels[k] for k in entity_keys], backend, threshold=config.synonym_threshold, cache_path=cache_path):
@@ -312,7 +325,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     dst = np.asarray([node_of[d] for (_, _, d), _ in edge_list], dtype=np.int64)
     w = np.asarray([v for _, v in edge_list], dtype=np.float64)
     et = np.asarray([ga.EDGE_TYPE_CODE[t] for (t, _, _), _ in edge_list], dtype=np.int64)
-    ent_df = Counter(s for (t, s, _), _ in edge_list if t == "mentions")
+    ent_df = Counter(s for s, _ in {(s, d) for (t, s, d), _ in edge_list if t in ga.CHUNK_EDGE_TYPES})
     directory.mkdir(parents=True, exist_ok=True)
     nodes = pa.table({
         "node_id": pa.array(list(range(n_nodes)), pa.int32()),
@@ -360,10 +373,14 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     return params
 
 
-def _best_label(counts: Counter) -> str:
-    """The most frequent surface form; ties by the form (deterministic)."""
+def _best_label(counts: Counter, key: str) -> str:
+    """The most frequent surface form; ties by the form (deterministic).
+
+    An entity seen only where its surface form equals its match key (a Chinese title's
+    short alias: ``朱椿`` of ``朱椿 (明朝)``) has no recorded form: its key is its label.
+    """
     named = [(lab, c) for lab, c in counts.items() if lab]
-    return sorted(named, key=lambda kv: (-kv[1], kv[0]))[0][0]
+    return sorted(named, key=lambda kv: (-kv[1], kv[0]))[0][0] if named else key
 
 
 def synonym_pairs(names: Sequence[str], backend: Any, *, threshold: float, cache_path: Path | None = None) -> list[tuple[int, int]]:
@@ -421,7 +438,7 @@ def verify_relation_graph(directory: Path, chunks: Sequence[GraphChunk], glossar
     glossary_names = {entity_key(n) for c in getattr(glossary, "concepts", ()) or () for n in (*c.names, c.id)}
     linked: dict[int, list[int]] = defaultdict(list)
     for s, d, t in zip(edges["src"], edges["dst"], edges["type"]):
-        if t == "mentions" and d in chunk_of_node:
+        if t in ga.CHUNK_EDGE_TYPES and d in chunk_of_node:
             linked[s].append(chunk_of_node[d])
     unsupported = 0
     for n, kind, label, source in zip(nodes["node_id"], nodes["kind"], nodes["label"], nodes["source"]):
@@ -454,6 +471,13 @@ NO_RESTRICTED_GRAPH_LABELS = CheckSpec(
 RELATION_GRAPH_CHECKS = (NO_RESTRICTED_GRAPH_LABELS,)
 
 
+def count_open_chunks(store_path: Path) -> int:
+    """Active non-RESTRICTED chunks of the store (what the graph would hold), without reading their text."""
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read("SELECT sensitivity FROM narrative_chunk WHERE active = 1")
+    return sum(1 for r in rows if not is_restricted(r["sensitivity"]))
+
+
 def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, glossary_path: Path | None = None,
                                  backend: Any | None = None, config: GraphConfig = GraphConfig(),
                                  extractor: OpenIETripleExtractor | None = None,
@@ -479,7 +503,9 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
     top, mermaid = summarize_graph(target)
     ref = RelationGraphRef(str(target), key, dict(params["counts"]["nodes"]), dict(params["counts"]["edges"]), top,
                            time.perf_counter() - t0, int(params["counts"]["restricted_chunks_skipped"]),
-                           bool(params["synonyms"]), mermaid, reused)
+                           bool(params["synonyms"]), mermaid, reused,
+                           llm_calls=0 if extractor is None else extractor.calls,
+                           llm_cached=0 if extractor is None else extractor.cache_hits)
     return ref, chunks, glossary
 
 
@@ -519,9 +545,32 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
     from .library_settings import resolve_library_settings
 
     settings = resolve_library_settings(documents, embedding=ctx.embedding, glossary_path=ctx.glossary_path)
+    max_chunks = int(getattr(documents.config, "graph_max_chunks", 0) or 0)
+    if max_chunks:
+        n_open = count_open_chunks(Path(chunks.store_path))
+        if n_open > max_chunks:  # too big for a default build: the library opts in
+            note = (f"no graph: {n_open} open chunks, more than graph_max_chunks={max_chunks}; "
+                    "raise graph_max_chunks in _library.toml (0: no limit) to build it")
+            ref = RelationGraphRef("", sha256_json(["too-big", max_chunks, index_text.content_hash]), {}, {}, (), 0.0, 0,
+                                   False, note=note)
+            return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, True, {"restricted_nodes": 0, "restricted_edges": 0,
+                                                                               "unsupported_labels": 0}, note),))
     backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
-    ref, graph_chunks, glossary = build_library_relation_graph(
-        ctx.paths, Path(chunks.store_path), glossary_path=settings.glossary_path, backend=backend, cache_path=ctx.cache_path)
+    extractor = None
+    if getattr(documents.config, "graph_extractor", "offline") == "llm":
+        llm = ctx.make_llm() if getattr(ctx, "make_llm", None) is not None else None
+        if llm is None:
+            raise ConfigError("this library's _library.toml sets graph_extractor = \"llm\" but no LLM is configured: set "
+                              "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set graph_extractor = \"offline\"")
+        extractor = OpenIETripleExtractor(llm, model_id=str(getattr(llm, "model_id", None) or getattr(llm, "model", "llm")),
+                                          cache_path=Path(ctx.cache_path).parent / "openie.sqlite")
+    try:
+        ref, graph_chunks, glossary = build_library_relation_graph(
+            ctx.paths, Path(chunks.store_path), glossary_path=settings.glossary_path, backend=backend,
+            extractor=extractor, cache_path=ctx.cache_path)
+    finally:
+        if extractor is not None:
+            extractor.close()
     if len(graph_chunks) != index_text.n_rows:
         raise ConfigError(f"the relation graph read {len(graph_chunks)} chunk rows but index_text has {index_text.n_rows}: "
                           "re-materialize chunks and downstream")

@@ -38,8 +38,11 @@ PARAMS_FILE = "params.json"
 ALIASES_FILE = "aliases.parquet"
 
 #: Edge types, in the order of ``etype.npy`` codes.
-EDGE_TYPES = ("mentions", "co_occurs", "subsidiary_of", "peer_of", "derived_from", "synonym", "model_relation")
+#: (New types are appended: a code never changes meaning; ``about`` is in graphs built since relation_graph 2.)
+EDGE_TYPES = ("mentions", "co_occurs", "subsidiary_of", "peer_of", "derived_from", "synonym", "model_relation", "about")
 EDGE_TYPE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
+#: Entity–chunk edge types: ``about`` (the chunk's own document title / metadata entity) and ``mentions`` (any other name).
+CHUNK_EDGE_TYPES = ("about", "mentions")
 NODE_KINDS = ("entity", "chunk")
 #: Edge provenance: deterministic rules, or a model (always stamped unverified).
 PROVENANCE_DETERMINISTIC = "deterministic"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 #: Words that are (almost) never an entity on their own (index-time extractor and query-time seeding).
 STOP_WORDS = frozenset("""
@@ -26,6 +27,7 @@ _QUOTES = re.compile(r"[\"“”«»]")
 _SPACES = re.compile(r"\s+")
 
 
+@lru_cache(maxsize=1 << 18)  # pure; names repeat across chunks (a build calls it ~50x per chunk)
 def entity_key(name: str) -> str:
     """The match key of a name: NFKC, casefolded, ``'s``/leading ``the`` dropped, spaces collapsed."""
     s = unicodedata.normalize("NFKC", name).casefold().replace("’", "'")
@@ -38,6 +40,7 @@ def entity_key(name: str) -> str:
     return s
 
 
+@lru_cache(maxsize=1 << 18)
 def word_key(word: str) -> str:
     """One word's part of :func:`entity_key` (casefolded, possessive and edge punctuation dropped)."""
     w = unicodedata.normalize("NFKC", word).casefold().replace("’", "'")

@@ -5,7 +5,10 @@ float32)``, best first, ties by row ascending, honouring ``allowed`` (a bool mas
 rows, None = every row). The library's built-in channels are ``bm25`` (chunk field +
 ``doc_weight`` × document field) and ``vector`` (exact cosine); a new one is added with
 :func:`register_channel` — the retriever asks every registered factory, in registration
-order, for a channel over its library, and fuses whatever they return.
+order, for a channel over its library, and fuses whatever they return. A channel that
+reaches rows through something else (the ``tree`` channel: a summary node answered by
+its leaves) may also offer ``search_with_via(query, depth, allowed) -> (rows, scores,
+vias)``; the retriever then calls it instead and keeps each row's ``via`` on the hit.
 """
 
 from __future__ import annotations
@@ -98,6 +101,15 @@ class OnDemandChannel:
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         ch = self._get()
         return _empty() if ch is None else ch.search(query, depth, allowed)
+
+    def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``search`` plus each row's ``via`` (the inner channel's, e.g. the tree's node ids; else ``""``)."""
+        ch = self._get()
+        inner = getattr(ch, "search_with_via", None)
+        if inner is not None:
+            return inner(query, depth, allowed)
+        rows, scores = _empty() if ch is None else ch.search(query, depth, allowed)
+        return rows, scores, ("",) * int(rows.shape[0])
 
     def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
         ch = self._get()

@@ -73,5 +73,5 @@ class ExtractiveCompressor:
             if short == source and not c.parent_text:
                 out.append(h)
                 continue
-            out.append(Hit(dataclasses.replace(c, parent_text=short), h.score, dict(h.scores)))
+            out.append(Hit(dataclasses.replace(c, parent_text=short), h.score, dict(h.scores), h.via))
         return out

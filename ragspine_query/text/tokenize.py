@@ -36,9 +36,12 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Acme 营收下滑")
     ['acme', '营', '营收', '收', '收下', '下', '下滑', '滑']
     """
+    lowered = text.lower()
+    if lowered.isascii():  # only ASCII word runs can match: they are the tokens
+        return _TOKEN_RE.findall(lowered)
     out: list[str] = []
     append = out.append
-    for run in _TOKEN_RE.findall(text.lower()):
+    for run in _TOKEN_RE.findall(lowered):
         if run[0] < "\u0080":
             append(run)
             continue

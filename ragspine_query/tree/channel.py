@@ -186,6 +186,12 @@ class TreeChannel:
         found = self.search_via(query, depth, allowed)
         return found.rows, found.scores
 
+    def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """What the fused pipeline calls: ``search`` plus each row's node id (``""`` for a leaf hit),
+        which the fused :class:`~ragspine_query.records.Hit` keeps as ``via``."""
+        found = self.search_via(query, depth, allowed)
+        return found.rows, found.scores, found.via
+
     def describe(self, query: str, depth: int, allowed: np.ndarray | None) -> str:
         """For ``--explain``: the mode and which nodes answered with which leaves (``via``)."""
         found = self.search_via(query, depth, allowed)
@@ -251,7 +257,7 @@ def tree_snippet(item: Any) -> dict:
         node = getattr(item, "node_id", "?")
         raise SynthesisCitationError(f"refusing to cite summary node {node}: its text is a synthesis; cite the leaf chunks "
                                      "it covers (TreeHit / Theme.citations) instead")
-    hit, via = (item.hit, item.via) if isinstance(item, TreeHit) else (item, "")
+    hit, via = (item.hit, item.via) if isinstance(item, TreeHit) else (item, getattr(item, "via", ""))
     if getattr(hit.chunk, "is_synthesis", False):
         raise SynthesisCitationError(f"refusing to cite {hit.chunk.chunk_id}: it is generated text")
     snippet = to_snippet(hit)
@@ -289,7 +295,7 @@ class TreeRetriever:
     def search(self, query: str, *, top_k: int = 10, filters: Any = None, include_restricted: bool = False) -> list[TreeHit]:
         found = self.channel.search_via(query, top_k, self._allowed(filters, include_restricted))
         chunks = self.library.chunks_by_rows(found.rows.tolist())
-        return [TreeHit(Hit(c, float(s), {"tree": float(s), "fused": float(s)}), v)
+        return [TreeHit(Hit(c, float(s), {"tree": float(s), "fused": float(s)}, v), v)
                 for c, s, v in zip(chunks, found.scores.tolist(), found.via)]
 
     def snippets(self, query: str, *, top_k: int = 10, filters: Any = None) -> list[dict]:
@@ -348,7 +354,7 @@ def global_overview(library: Any, query: str | None = None, *, top_n: int = 5, l
         cites = []
         for c, p in zip(chunks, best.tolist()):
             s = float(ls[np.flatnonzero(pos == p)[0]])
-            cites.append(tree_snippet(TreeHit(Hit(c, s, {"tree": s, "fused": s}), tree.node_ids[i])))
+            cites.append(tree_snippet(TreeHit(Hit(c, s, {"tree": s, "fused": s}, tree.node_ids[i]), tree.node_ids[i])))
         n = tree.node(i)
         themes.append(Theme(n.node_id, n.level, n.text, n.n_leaves, n.doc_ids, float(node_scores[j]), tuple(cites)))
         if len(themes) >= top_n:

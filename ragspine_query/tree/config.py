@@ -9,8 +9,10 @@ from ..errors import ConfigError
 
 TreeMode = Literal["off", "collapsed", "traversal"]
 TREE_MODES: tuple[str, ...] = ("off", "collapsed", "traversal")
-#: The default, chosen by measurement (docs/evaluation.md, "Summary tree"): the tree
-#: channel did not improve nDCG@10 on SciFact train or HotpotQA dev, so it is opt-in.
+#: The default, chosen by measurement (docs/evaluation.md, "Summary tree"): a lexical tree
+#: with BM25 lowered nDCG@10 on SciFact and HotpotQA dev; a MiniLM tree with hybrid gave no
+#: significant gain on SciFact train or test and a significant loss on HotpotQA dev (and
+#: ~1.5-1.8x the query time), so it is opt-in.
 DEFAULT_TREE_MODE = "off"
 
 

@@ -80,10 +80,15 @@ def test_graph_has_typed_edges_titles_glossary_relations_and_walk_arrays(tmp_pat
     # the title of chunk 1 is an entity mentioned by chunk 0 (the bridge a multi-hop walk takes)
     lvn = node_id(nodes, "Lvn Pictures")
     chunk_node = np.load(d / ga.CHUNK_NODE_FILE)
-    assert ("mentions", lvn, int(chunk_node[0])) in typed and ("mentions", lvn, int(chunk_node[1])) in typed
+    assert ("mentions", lvn, int(chunk_node[0])) in typed and ("about", lvn, int(chunk_node[1])) in typed
+    assert ("mentions", lvn, int(chunk_node[1])) not in typed  # its own title: one `about` edge, no `mentions`
+    assert ("about", cn, int(chunk_node[2])) in typed  # the `entity` metadata (ACME_CN) is what chunk 2 is about
     # the glossary alias in Chinese text maps to the concept's node
     assert ("mentions", cn, int(chunk_node[3])) in typed
     assert all(p == ga.PROVENANCE_DETERMINISTIC for p in edges["provenance"])
+    n_ent = params["counts"]["nodes"]["entity"]
+    df = dict(zip(nodes["node_id"][:n_ent], nodes["df"][:n_ent]))
+    assert df[lvn] == 2  # chunks linked by `about` or `mentions`
     # CSR: symmetric, each edge both ways, with its type
     indptr, indices = np.load(d / ga.INDPTR_FILE), np.load(d / ga.INDICES_FILE)
     etype = np.load(d / ga.ETYPE_FILE)
@@ -178,3 +183,95 @@ def test_llm_openie_extractor_against_a_local_server(tmp_path):
 def test_mentions_keep_the_strongest_source():
     ms = extract_mentions("Acme China grew.", title="Acme China", entity_field="Acme China")
     assert [(m.key, m.source) for m in ms] == [("acme china", "metadata")]
+
+
+def _write_graph_library(raw: Path) -> str:
+    """Three open documents that name each other, one RESTRICTED one with a marker name."""
+    raw.mkdir(parents=True, exist_ok=True)
+    docs = {
+        "fred.md": ("Fred Cortes", "Fred Cortes was a Filipino actor who starred for Lvn Pictures before World War II."),
+        "lvn.md": ("Lvn Pictures", "Lvn Pictures was a film studio in Manila founded by Narcisa Leon."),
+        "narcisa.md": ("Narcisa Leon", "Narcisa Leon ran Lvn Pictures and produced films with Fred Cortes."),
+    }
+    for name, (title, body) in docs.items():
+        (raw / name).write_text(f"---\ntitle: {title}\n---\n{body}\n", encoding="utf-8")
+    marker = "Zorvath Quillon"
+    (raw / "secret.md").write_text(f"---\ntitle: Secret Memo\nsensitivity: RESTRICTED\n---\n{marker} met Marbek Tesselin "
+                                   "to discuss Lvn Pictures.\n", encoding="utf-8")
+    return marker
+
+
+def test_library_setting_graph_extractor_llm_end_to_end(tmp_path):
+    """``graph_extractor = "llm"`` in _library.toml runs the OpenIE extractor through the llm
+    resource (a local OpenAI-compatible server): RESTRICTED text never sent, cached by chunk
+    hash (a rebuild asks nothing), edges stamped model-derived/unverified in the snapshot."""
+    from ragspine_assets.indexing.artifacts import LibraryPaths
+    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_query.errors import ConfigError
+    from ragspine_query.llm import OpenAICompatibleProvider
+
+    raw = tmp_path / "raw" / "lib"
+    marker = _write_graph_library(raw)
+    (raw / "_library.toml").write_text('graph_extractor = "llm"\nsummarizer = "none"\n', encoding="utf-8")
+    paths = LibraryPaths("lib", raw, tmp_path / "art" / "lib")
+    cache = tmp_path / "c" / "e.sqlite"
+    with pytest.raises(ConfigError, match="graph_extractor"):
+        build_library(paths, embedding="none", cache_path=cache)  # no LLM configured: says what to set
+    with LocalChatServer("ok", reply=openie_reply) as server:
+        make_llm = lambda: OpenAICompatibleProvider(server.base_url, "tiny", timeout_s=10, max_retries=0)  # noqa: E731
+        first = build_library(paths, embedding="none", cache_path=cache, make_llm=make_llm)
+        n_first = len(server.requests)
+        (raw / "_library.toml").write_text('graph_extractor = "llm"\nsummarizer = "none"\nmax_chars = 470\n', encoding="utf-8")
+        second = build_library(paths, embedding="none", cache_path=cache, make_llm=make_llm)  # new graph, same chunk texts
+        bodies = server.all_raw_bodies()
+        n_second = len(server.requests)
+    assert n_first == 3 and n_second == n_first  # one call per open chunk; the rebuild hits the cache
+    assert marker.split()[0].encode() not in bodies and b"Marbek" not in bodies
+    for res in (first, second):
+        edges = pq.read_table(Path(res.snapshot_dir) / "relation_graph" / ga.EDGES_FILE).to_pydict()
+        model = [i for i, t in enumerate(edges["type"]) if t == "model_relation"]
+        assert model and all(edges["provenance"][i] == ga.PROVENANCE_MODEL and not edges["verified"][i] for i in model)
+        labels = pq.read_table(Path(res.snapshot_dir) / "relation_graph" / ga.NODES_FILE).column("label").to_pylist()
+        assert not any("Zorvath" in x or "Marbek" in x for x in labels)
+
+
+def test_library_above_graph_max_chunks_gets_no_graph_until_it_raises_the_limit(tmp_path):
+    from ragspine_assets.indexing.artifacts import LibraryPaths
+    from ragspine_assets.indexing.parsing import LibraryConfig
+    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+    from ragspine_query.errors import ConfigError, IndexNotFoundError
+
+    raw = tmp_path / "raw" / "lib"
+    _write_graph_library(raw)
+    paths = LibraryPaths("lib", raw, tmp_path / "art" / "lib")
+    cache = tmp_path / "c" / "e.sqlite"
+    (raw / "_library.toml").write_text('graph_max_chunks = 2\nsummarizer = "none"\n', encoding="utf-8")
+    small = build_library(paths, embedding="none", cache_path=cache)
+    assert not (Path(small.snapshot_dir) / "relation_graph").exists()
+    with open_library(small.snapshot_dir) as lib:
+        assert lib.relation_graph() is None
+        with pytest.raises(IndexNotFoundError, match="relation_graph"):
+            HybridRetriever(lib, embedding_backend=None, config=RetrievalConfig(mode="graph"))
+    (raw / "_library.toml").write_text('graph_max_chunks = 0\nsummarizer = "none"\n', encoding="utf-8")  # 0: no limit
+    full = build_library(paths, embedding="none", cache_path=cache)
+    assert (Path(full.snapshot_dir) / "relation_graph" / ga.NODES_FILE).is_file()
+    with pytest.raises(ConfigError, match="graph_max_chunks"):
+        LibraryConfig(graph_max_chunks=-1)
+    with pytest.raises(ConfigError, match="graph_extractor"):
+        LibraryConfig(graph_extractor="gpt")
+
+
+def test_chinese_title_short_alias_is_labelled_by_its_key(tmp_path):
+    # "朱椿 (明朝)" has the short alias "朱椿", whose surface form equals its match key:
+    # no form is recorded for it, and the build used to fail with an IndexError (cmrc2018)
+    chunks = [
+        chunk(0, "朱椿（），是明太祖朱元璋第十一子，洪武四年八月初八生。", title="朱椿 (明朝)"),
+        chunk(1, "朱椿向朝廷求救，朱元璋派遣都指挥瞿能出大渡河将番人击破。", title="朱椿 (明朝)", doc="d0"),
+    ]
+    _, _, nodes, edges = build(tmp_path, chunks)
+    entity_labels = [lab for lab, kind in zip(nodes["label"], nodes["kind"]) if kind == "entity"]
+    assert "朱椿" in entity_labels and "朱椿 (明朝)" in entity_labels
+    assert all(entity_labels)  # every entity node has a non-empty label
+    short = node_id(nodes, "朱椿")
+    assert any(s == short for s in edges["src"])  # and it is linked, not a dangling node

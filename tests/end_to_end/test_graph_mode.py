@@ -48,3 +48,23 @@ def test_graph_mode_needs_the_graph_artifact(built_sample, tmp_path):
     with open_library(snap) as lib:
         with pytest.raises(IndexNotFoundError, match="materialize the relation_graph asset"):
             HybridRetriever(lib, embedding_backend=None, config=RetrievalConfig(mode="graph"))
+
+
+def test_graph_mode_fuses_with_the_graph_channels_rrf_k_unless_the_config_sets_one(built_sample):
+    from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+    from ragspine_query.errors import ConfigError
+    from ragspine_query.graph import GraphChannelConfig
+
+    query = "Which subsidiary of Acme Group localised its battery supply chain?"
+
+    def fuse_detail(config):
+        with open_library(built_sample / "current") as lib:
+            res = HybridRetriever(lib, embedding_backend=None, config=config).search(query, top_k=5, explain=True)
+            return [s for s in res.explain.stages if s.stage == "fuse"][0].detail
+
+    assert fuse_detail(RetrievalConfig(mode="graph")).startswith("k=20 ")  # GraphChannelConfig.fusion_rrf_k
+    assert fuse_detail(RetrievalConfig(mode="graph", rrf_k=40)).startswith("k=40 ")  # the config's own k wins
+    assert fuse_detail(RetrievalConfig(mode="graph", graph=GraphChannelConfig(fusion_rrf_k=None))).startswith("k=60 ")
+    for bad in ({"fusion_rrf_k": -1}, {"chunk_degree_power": -0.5}, {"type_weights": (("about", -1.0),)}):
+        with pytest.raises(ConfigError):
+            GraphChannelConfig(**bad)

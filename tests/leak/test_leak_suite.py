@@ -306,6 +306,36 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
         scan.blob("LLM request bodies (CLI)", server.all_raw_bodies())
 
 
+def test_graph_llm_extractor_prompts_and_graph_leak_nothing(leak_library, tmp_path):
+    """``graph_extractor = "llm"``: the OpenIE prompts (raw request bodies) and the graph the
+    model's triples build hold no RESTRICTED fingerprint; the model echoes names it was sent."""
+    from ragspine_query.llm import OpenAICompatibleProvider
+
+    scan = Scanner(leak_library["prints"])
+    raw = tmp_path / "raw" / "sample"
+    shutil.copytree(leak_library["raw"], raw)
+    (raw / "_library.toml").write_text('graph_extractor = "llm"\nsummarizer = "none"\n', encoding="utf-8")
+
+    def echo_triples(req):  # every capitalised word pair of the passage becomes a triple
+        names = re.findall(r"[A-Z][\w-]+ [A-Z][\w-]+", req["messages"][-1]["content"])[:6]
+        return json.dumps({"triples": [[names[0], "with", n] for n in names[1:]]})
+
+    with LocalChatServer("ok", reply=echo_triples) as server:
+        make_llm = lambda: OpenAICompatibleProvider(server.base_url, "local-test", timeout_s=10, max_retries=0)  # noqa: E731
+        res = build_library(LibraryPaths("sample", raw, tmp_path / "art" / "sample"), embedding="none",
+                            cache_path=tmp_path / "cache" / "e.sqlite", make_llm=make_llm)
+        assert server.requests, "the extractor ran"
+        scan.blob("OpenIE request bodies", server.all_raw_bodies())
+    graph_dir = Path(res.snapshot_dir) / "relation_graph"
+    import pyarrow.parquet as pq
+
+    assert "model_relation" in set(pq.read_table(graph_dir / "edges.parquet").column("type").to_pylist())
+    for path in sorted(graph_dir.iterdir()):
+        scan.blob(f"relation graph file {path.name}", path.read_bytes())
+        if path.suffix == ".parquet":
+            scan.text(f"relation graph table {path.name}", json.dumps(pq.read_table(path).to_pydict(), ensure_ascii=False))
+
+
 def test_query_intelligence_prompts_leak_nothing(leak_library):
     """Every new prompt (HyDE, RAG-Fusion, step-back, decomposition, the LLM tier classifier,
     the CRAG grader and rewrite) and the compressed prompt_text, over seeded random queries."""

@@ -169,3 +169,58 @@ def test_cli_tree_flag_adds_the_channel_and_explain_shows_its_node_hits(built, c
     assert tree_rows and "via" in tree_rows[0]["detail"]
     assert main(["query", lib_dir, QUERIES[0], "--mode", mode, "--explain", "--json"]) == 0
     assert not [r for r in json.loads(capsys.readouterr().out)["explain"] if r["name"] == "tree"]
+
+
+def test_fused_hits_keep_the_tree_node_they_were_reached_through(built, capsys, monkeypatch):
+    """A collapsed-tree node hit is answered by its best leaves; the fused Hit, the snippet
+    dict and the CLI's --json/--explain carry the node id as ``via``; the citation stays the
+    leaf's source span."""
+    lib, bodies = built["lib"], built["bodies"]
+    tree = lib.summary_tree()
+    node_ids = set(tree.node_ids)
+    mode = "hybrid" if built["backend"] else "bm25"
+    retriever = HybridRetriever(lib, embedding_backend=built["backend"], config=RetrievalConfig(mode=mode, tree="collapsed"))
+    channel = next(c for c in retriever.channels if c.name == "tree")
+    ids = lib.chunk_ids()
+    seen = 0
+    for q in QUERIES:
+        allowed = retriever.allowed_mask(None, include_restricted=False)
+        rows, _, vias = channel.search_with_via(q, retriever.config.depth, allowed)
+        expected = {}
+        for r, v in zip(rows.tolist(), vias):
+            expected.setdefault(ids[r], v)
+        hits = retriever.search(q, top_k=10, include_restricted=False)
+        for h in hits:
+            assert h.via == expected.get(h.chunk_id, ""), (q, h.chunk_id)
+            if h.via:
+                assert h.via in node_ids
+                seen += 1
+        # the explain path builds the same hits and names the nodes in the fuse stage
+        res = retriever.search(q, top_k=10, include_restricted=False, explain=True)
+        assert [(h.chunk_id, h.via) for h in res] == [(h.chunk_id, h.via) for h in hits]
+        fuse = [s for s in res.explain.stages if s.stage == "fuse"][0]
+        assert ("via tree nodes" in fuse.detail) == any(h.via for h in hits)
+    assert seen, "some fused hit was reached through a summary node"
+    # snippets: `via` is kept, the text is still the leaf's source span
+    snippets = NarrativeIndexRetriever(NarrativeIndex(retriever)).retrieve(QUERIES[0], top_k=10)
+    for s in snippets:
+        _assert_leaf_citation(s, bodies)
+        assert s.get("via", "") == "" or s["via"] in node_ids
+    # without the tree channel no hit has a via
+    off = HybridRetriever(lib, embedding_backend=built["backend"], config=RetrievalConfig(mode=mode))
+    assert not any(h.via for q in QUERIES for h in off.search(q, top_k=10))
+    # the CLI: --json results carry via, the text output prints it
+    from ragspine_query.cli import main
+
+    for var in ("RAGSPINE_TREE", "RAGSPINE_EMBEDDING", "RAGSPINE_RETRIEVAL_MODE", "RAGSPINE_LLM_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    lib_dir = str(lib.snapshot_dir)
+    found = []
+    for q in QUERIES:
+        assert main(["query", lib_dir, q, "--tree", "collapsed", "--mode", mode, "--top-k", "10", "--explain", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        found += [r["via"] for r in out["results"] if r.get("via")]
+    assert found and set(found) <= node_ids
+    assert main(["query", lib_dir, QUERIES[0], "--tree", "collapsed", "--mode", mode, "--top-k", "10"]) == 0
+    text = capsys.readouterr().out
+    assert ("via summary node n" in text) == any(s.get("via") for s in snippets)

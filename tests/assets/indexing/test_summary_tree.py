@@ -68,6 +68,48 @@ def test_soft_membership_lets_a_boundary_point_join_two_clusters():
     assert sum(24 in c for c in hard) == 1
 
 
+def test_a_level_above_block_size_is_partitioned_globally_then_split_locally():
+    """The scale path: 12 well-separated groups of 50 (600 nodes) over block_size=120
+    go through the global stage (sampled PCA + mixture, vectorised assignment) first;
+    the result is deterministic, covers every node, respects the budget, and no
+    cluster mixes two groups."""
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(12, 32)) * 4.0
+    label = np.repeat(np.arange(12), 50)
+    x = centres[label] + rng.normal(0, 0.4, (600, 32))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    tokens = rng.integers(50, 150, size=600)
+    params = TreeParams(token_budget=700, max_members=8, block_size=120, global_sample=300)
+    a = cluster_level(x, tokens, params)
+    assert a == cluster_level(x.copy(), tokens.copy(), params)
+    assert {i for c in a for i in c} == set(range(600))
+    for c in a:
+        assert len(c) <= params.max_members
+        assert tokens[list(c)].sum() <= params.token_budget or len(c) == 1
+    assert all(len({int(label[i]) for i in c}) == 1 for c in a)
+    assert np.bincount([i for c in a for i in c], minlength=600).max() <= params.max_memberships
+    # the global stage changed the path (a different seed partitions differently) but not the grouping quality
+    local_only = cluster_level(x, tokens, TreeParams(token_budget=700, max_members=8, block_size=100_000))
+    assert all(len({int(label[i]) for i in c}) == 1 for c in local_only)
+    with pytest.raises(Exception, match="block_size"):
+        TreeParams(max_members=10, block_size=20)
+
+
+def test_clustering_is_the_same_with_one_blas_thread_and_without_threadpoolctl(monkeypatch):
+    from ragspine_assets.indexing.summary_tree import one_blas_thread
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 24)).astype(np.float32)
+    tokens = rng.integers(50, 150, size=300)
+    params = TreeParams(token_budget=600, max_members=8, block_size=100, global_sample=150)
+    with one_blas_thread():
+        limited = cluster_level(x, tokens, params)
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # the fallback: not installed
+    with one_blas_thread():
+        fallback = cluster_level(x, tokens, params)
+    assert limited == fallback == cluster_level(x, tokens, params)
+
+
 # ------------------------------------------------------------------------ summarizer
 def test_extractive_summary_is_central_sentences_from_the_inputs_within_budget():
     texts = ["Battery supply risk rose in 2024. Lithium prices fell. The battery supply chain is concentrated.",
