@@ -57,9 +57,9 @@ def build_library_bm25(
 
     Returns summary statistics for materialization metadata.
     """
-    chunk_tokens = analyzer.many(chunk_texts)
-    chunk_arrays = build_bm25_arrays(chunk_tokens, params)
-    doc_arrays = build_bm25_arrays(analyzer.many(doc_texts), params)
+    # token lists are consumed as they are made: only the postings are kept (bounded memory)
+    chunk_arrays = build_bm25_arrays((analyzer(t) for t in chunk_texts), params)
+    doc_arrays = build_bm25_arrays((analyzer(t) for t in doc_texts), params)
     write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
     np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
     write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import math
 import threading
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -68,39 +69,44 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
-def build_bm25_arrays(token_lists: Sequence[Sequence[str]], params: BM25Params = BM25Params()) -> BM25Arrays:
-    """Build BM25 postings with precomputed impacts; row ``i`` is ``token_lists[i]``."""
-    n_rows = len(token_lists)
+def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params()) -> BM25Arrays:
+    """Build BM25 postings with precomputed impacts; row ``i`` is the ``i``-th token list.
+
+    ``token_lists`` may be a generator: rows are consumed one at a time and only their
+    (term id, row, tf) triples are kept, in typed buffers (12 bytes a posting), so the
+    build never holds every row's tokens at once (a million chunks' token lists as
+    Python strings were ~6 GB; docs/scaling.md).
+    """
     vocab: dict[str, int] = {}
-    term_chunks: list[np.ndarray] = []
-    row_chunks: list[np.ndarray] = []
-    tf_chunks: list[np.ndarray] = []
-    lengths = np.zeros(n_rows, dtype=np.int32)
+    term_buf = array("i")
+    row_buf = array("i")
+    tf_buf = array("f")
+    length_buf = array("i")
+    setdefault = vocab.setdefault
     for row, toks in enumerate(token_lists):
-        lengths[row] = len(toks)
+        length_buf.append(len(toks))
         if not toks:
             continue
         counts = Counter(toks)
-        ids = [vocab.setdefault(t, len(vocab)) for t in counts]
-        term_chunks.append(np.asarray(ids, dtype=np.int32))
-        tf_chunks.append(np.fromiter(counts.values(), dtype=np.float32, count=len(counts)))
-        row_chunks.append(np.full(len(counts), row, dtype=np.int32))
+        term_buf.extend([setdefault(t, len(vocab)) for t in counts])
+        tf_buf.extend(counts.values())
+        row_buf.extend([row] * len(counts))
+    n_rows = len(length_buf)
+    lengths = np.array(length_buf, dtype=np.int32)
     tokens = sorted(vocab)
     n_terms = len(tokens)
-    if term_chunks:
-        # remap first-seen ids to sorted-vocabulary ids
-        remap = np.empty(n_terms, dtype=np.int32)
-        for new_id, tok in enumerate(tokens):
-            remap[vocab[tok]] = new_id
-        terms = remap[np.concatenate(term_chunks)]
-        rows = np.concatenate(row_chunks)
-        tfs = np.concatenate(tf_chunks)
-        order = np.argsort(terms, kind="stable")  # rows already ascending within a term
-        terms, rows, tfs = terms[order], rows[order], tfs[order]
-    else:
-        terms = np.zeros(0, dtype=np.int32)
-        rows = np.zeros(0, dtype=np.int32)
-        tfs = np.zeros(0, dtype=np.float32)
+    # remap first-seen ids to sorted-vocabulary ids
+    remap = np.empty(n_terms, dtype=np.int32)
+    for new_id, tok in enumerate(tokens):
+        remap[vocab[tok]] = new_id
+    del vocab
+    terms = remap[np.frombuffer(term_buf, dtype=np.int32)] if len(term_buf) else np.zeros(0, dtype=np.int32)
+    del term_buf
+    order = np.argsort(terms, kind="stable")  # rows already ascending within a term
+    terms = terms[order]
+    rows = np.frombuffer(row_buf, dtype=np.int32)[order] if len(row_buf) else np.zeros(0, dtype=np.int32)
+    tfs = np.frombuffer(tf_buf, dtype=np.float32)[order] if len(tf_buf) else np.zeros(0, dtype=np.float32)
+    del order, row_buf, tf_buf
     df = np.bincount(terms, minlength=n_terms).astype(np.int64)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
@@ -143,43 +149,50 @@ def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, d
     n_rows = chunk.n_rows
     vocab = sorted(set(chunk.tokens) | set(doc.tokens))
     where = {t: i for i, t in enumerate(vocab)}
+    # both vocabularies are sorted, so their ids map increasingly into the union's
     chunk_map = np.asarray([where[t] for t in chunk.tokens], dtype=np.int64)
     doc_map = np.asarray([where[t] for t in doc.tokens], dtype=np.int64)
-    # chunk field postings as (term, row, value)
-    c_terms = np.repeat(chunk_map, np.diff(np.asarray(chunk.indptr)))
-    c_rows = np.asarray(chunk.postings, dtype=np.int64)
-    c_vals = np.asarray(chunk.impacts, dtype=np.float64)
-    # document field postings expanded to every chunk row of the document
-    order = np.argsort(row_doc, kind="stable")
+    del where
+    c_indptr = np.asarray(chunk.indptr, dtype=np.int64)
+    d_indptr = np.asarray(doc.indptr, dtype=np.int64)
+    order = np.argsort(row_doc, kind="stable")  # chunk rows grouped by document
     per_doc = np.bincount(row_doc, minlength=doc.n_rows) if n_rows else np.zeros(doc.n_rows, np.int64)
     doc_start = np.concatenate(([0], np.cumsum(per_doc)))
-    d_terms = np.repeat(doc_map, np.diff(np.asarray(doc.indptr)))
-    d_docs = np.asarray(doc.postings, dtype=np.int64)
-    counts = per_doc[d_docs]
-    total = int(counts.sum())
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    e_rows = order[np.repeat(doc_start[d_docs], counts) + offsets]
-    e_terms = np.repeat(d_terms, counts)
-    e_vals = np.repeat(np.asarray(doc.impacts, dtype=np.float64) * float(np.float32(doc_weight)), counts)
-    terms = np.concatenate([c_terms, e_terms])
-    rows = np.concatenate([c_rows, e_rows])
-    vals = np.concatenate([c_vals, e_vals])
-    flags = np.concatenate([np.ones(c_terms.shape[0], np.uint8), np.zeros(e_terms.shape[0], np.uint8)])
-    key = terms * max(n_rows, 1) + rows
-    srt = np.argsort(key, kind="stable")  # the chunk field's value first, then the document's
-    key, vals, flags = key[srt], vals[srt], flags[srt]
-    if key.size:
-        first = np.ones(key.size, dtype=bool)
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        summed = np.add.reduceat(vals, starts)
-        own = np.maximum.reduceat(flags, starts)
-        key = key[starts]
+    # postings each union term will hold before merging: its chunk postings plus, per
+    # document posting, that document's chunk count; the union's terms are then cut into
+    # blocks of about BLEND_BLOCK_POSTINGS so the temporaries stay bounded at any size
+    expanded = np.zeros(len(vocab), dtype=np.int64)
+    expanded[chunk_map] += np.diff(c_indptr)
+    d_counts = per_doc[np.asarray(doc.postings, dtype=np.int64)]
+    d_cum = np.concatenate(([0], np.cumsum(d_counts)))
+    expanded[doc_map] += d_cum[d_indptr[1:]] - d_cum[d_indptr[:-1]]
+    cum = np.cumsum(expanded)
+    cuts = np.searchsorted(cum, np.arange(BLEND_BLOCK_POSTINGS, int(cum[-1]) if cum.size else 0, BLEND_BLOCK_POSTINGS), side="left")
+    bounds = np.unique(np.concatenate(([0], cuts + 1, [len(vocab)]))).astype(np.int64)
+    out_terms: list[np.ndarray] = []
+    out_rows: list[np.ndarray] = []
+    out_vals: list[np.ndarray] = []
+    out_own: list[np.ndarray] = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if lo >= hi:
+            continue
+        t, r, v, f = _blend_block(lo, hi, chunk, doc, chunk_map, doc_map, c_indptr, d_indptr, order, per_doc,
+                                  doc_start, n_rows, doc_weight)
+        out_terms.append(t)
+        out_rows.append(r)
+        out_vals.append(v)
+        out_own.append(f)
+    if out_terms:
+        terms = np.concatenate(out_terms)
+        rows = np.concatenate(out_rows)
+        impacts = np.concatenate(out_vals)
+        own = np.concatenate(out_own)
     else:
-        summed, own = vals, flags
-    terms = key // max(n_rows, 1)
-    rows = key % max(n_rows, 1)
-    impacts = summed.astype(np.float32)
+        terms = np.zeros(0, dtype=np.int64)
+        rows = np.zeros(0, dtype=np.int32)
+        impacts = np.zeros(0, dtype=np.float32)
+        own = np.zeros(0, dtype=np.uint8)
+    del out_terms, out_rows, out_vals, out_own
     indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
     max_impact = np.zeros(len(vocab), dtype=np.float32)
@@ -188,6 +201,53 @@ def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, d
     arrays = BM25Arrays(tokens=vocab, indptr=indptr, postings=rows.astype(np.int32), impacts=impacts,
                         max_impact=max_impact, doc_lengths=chunk.doc_lengths, params=chunk.params, avgdl=chunk.avgdl)
     return arrays, own.astype(np.uint8)
+
+
+#: Postings (before merging) the blend handles at a time: bounds its temporaries to
+#: ~60 bytes a posting of one block (~0.5 GB) whatever the library's size.
+BLEND_BLOCK_POSTINGS = 8_000_000
+
+
+def _blend_block(lo: int, hi: int, chunk: BM25Arrays, doc: BM25Arrays, chunk_map: np.ndarray, doc_map: np.ndarray,
+                 c_indptr: np.ndarray, d_indptr: np.ndarray, order: np.ndarray, per_doc: np.ndarray,
+                 doc_start: np.ndarray, n_rows: int, doc_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The blended postings of union terms ``lo .. hi - 1``: (terms, rows, float32 impacts, own flags)."""
+    ca, cb = np.searchsorted(chunk_map, [lo, hi])
+    da, db = np.searchsorted(doc_map, [lo, hi])
+    # chunk field postings as (term, row, value)
+    c_lo, c_hi = int(c_indptr[ca]), int(c_indptr[cb])
+    c_terms = np.repeat(chunk_map[ca:cb], np.diff(c_indptr[ca:cb + 1]))
+    c_rows = np.asarray(chunk.postings[c_lo:c_hi], dtype=np.int64)
+    c_vals = np.asarray(chunk.impacts[c_lo:c_hi], dtype=np.float64)
+    # document field postings expanded to every chunk row of the document
+    d_lo, d_hi = int(d_indptr[da]), int(d_indptr[db])
+    d_terms = np.repeat(doc_map[da:db], np.diff(d_indptr[da:db + 1]))
+    d_docs = np.asarray(doc.postings[d_lo:d_hi], dtype=np.int64)
+    counts = per_doc[d_docs]
+    total = int(counts.sum())
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    e_rows = order[np.repeat(doc_start[d_docs], counts) + offsets]
+    e_terms = np.repeat(d_terms, counts)
+    e_vals = np.repeat(np.asarray(doc.impacts[d_lo:d_hi], dtype=np.float64) * float(np.float32(doc_weight)), counts)
+    del offsets, d_terms, d_docs, counts
+    terms = np.concatenate([c_terms, e_terms])
+    rows = np.concatenate([c_rows, e_rows])
+    vals = np.concatenate([c_vals, e_vals])
+    flags = np.concatenate([np.ones(c_terms.shape[0], np.uint8), np.zeros(e_terms.shape[0], np.uint8)])
+    del c_terms, e_terms, c_rows, e_rows, c_vals, e_vals
+    key = terms * max(n_rows, 1) + rows
+    del terms, rows
+    srt = np.argsort(key, kind="stable")  # the chunk field's value first, then the document's
+    key, vals, flags = key[srt], vals[srt], flags[srt]
+    del srt
+    if key.size:
+        first = np.ones(key.size, dtype=bool)
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        vals = np.add.reduceat(vals, starts)
+        flags = np.maximum.reduceat(flags, starts)
+        key = key[starts]
+    return key // max(n_rows, 1), (key % max(n_rows, 1)).astype(np.int32), vals.astype(np.float32), flags.astype(np.uint8)
 
 
 def terms_all_own(blend: BM25Index, own: np.ndarray) -> np.ndarray:

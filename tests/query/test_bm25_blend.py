@@ -64,3 +64,31 @@ def test_the_document_field_adds_to_matching_chunks_only():
     assert search_blend_index(blend, own, ["title"], 5)[0].tolist() == []
     rows, scores = search_blend_index(blend, own, ["alpha", "title"], 5)
     assert rows.tolist() == [0]  # row 1 (same document, no own match) is not a candidate
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blend_in_small_term_blocks_writes_the_same_arrays(seed, monkeypatch):
+    # the blend is computed in blocks of union terms so its memory stays bounded at a
+    # million chunks; any block size must give the one-block result, byte for byte
+    import ragspine_query.lexical.bm25 as bm25
+
+    chunk, doc, row_doc, _ = _library(seed)
+    whole, own = blend_bm25_arrays(chunk, doc, row_doc, 2.0)
+    for block in (1, 7, 50):
+        monkeypatch.setattr(bm25, "BLEND_BLOCK_POSTINGS", block)
+        part, part_own = blend_bm25_arrays(chunk, doc, row_doc, 2.0)
+        assert part.tokens == whole.tokens
+        for name in ("indptr", "postings", "impacts", "max_impact"):
+            a, b = getattr(whole, name), getattr(part, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (block, name)
+        assert np.array_equal(own, part_own)
+
+
+def test_build_consumes_a_generator_of_token_lists():
+    rows = [["a", "b", "a"], [], ["c"], ["b", "c", "c"]]
+    from_list = build_bm25_arrays(rows)
+    from_gen = build_bm25_arrays(r for r in rows)
+    assert from_gen.tokens == from_list.tokens == ["a", "b", "c"]
+    assert from_gen.n_rows == 4 and list(from_gen.doc_lengths) == [3, 0, 1, 3]
+    for name in ("indptr", "postings", "impacts", "max_impact"):
+        assert np.array_equal(getattr(from_gen, name), getattr(from_list, name))
