@@ -43,7 +43,21 @@ def serving(port: int) -> bool:
 
 
 def as_background_job() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `cmd &` in a script does to cmd
+    """What `cmd &` in a non-interactive shell gives cmd: SIGINT ignored, everything else
+    as a fresh shell has it (SIGTERM default, no signal blocked) whatever state this test
+    process is in."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def signal_state(pid: int) -> str:
+    """The SigIgn/SigBlk/SigCgt lines of a process (what it ignores, blocks and catches)."""
+    try:
+        return " ".join(line.strip() for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if line.startswith(("SigIgn", "SigBlk", "SigCgt")))
+    except OSError as exc:
+        return f"unreadable: {exc}"
 
 
 def test_dagster_dev_script_stops_on_sigterm_in_the_background(tmp_path: Path) -> None:
@@ -65,8 +79,13 @@ def test_dagster_dev_script_stops_on_sigterm_in_the_background(tmp_path: Path) -
         assert "dagster_webserver" in names and "dagster._daemon" in names, names
 
         started = time.monotonic()
+        before = {p.pid: signal_state(p.pid) for p in tree}
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"dagster_dev.sh did not stop within 30 s of SIGTERM; signal state before it: {before}; log: "
+                        + (tmp_path / "dagster_dev.log").read_text(errors="replace")[-2000:])
         took = time.monotonic() - started
         gone, alive = psutil.wait_procs(tree, timeout=5)
         assert not alive, f"left running after SIGTERM: {[p.pid for p in alive]}"
