@@ -21,6 +21,11 @@ from .artifacts import LibraryPaths, sha256_json, write_once
 from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
+#: ``_library.toml`` keys added after libraries were first built: at their default they are
+#: left out of :attr:`DocumentSet.config_id`, so those libraries keep their ids.
+KEYS_OMITTED_AT_DEFAULT = ("ann_min_vectors", "graph_max_chunks", "graph_extractor")
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentSet:
     """Parsed documents of one library plus everything that went wrong."""
@@ -46,10 +51,8 @@ class DocumentSet:
     @property
     def config_id(self) -> str:
         config = dataclasses.asdict(self.config)
-        if config.get("ann_min_vectors") is None:  # unset: ids of libraries from before the key stay as they were
-            config.pop("ann_min_vectors", None)
         defaults = {f.name: f.default for f in dataclasses.fields(self.config)}
-        for key in ("graph_max_chunks", "graph_extractor"):  # likewise: the graph's keys at their defaults
+        for key in KEYS_OMITTED_AT_DEFAULT:  # ids of libraries from before these keys stay as they were
             if key in config and config[key] == defaults.get(key):
                 config.pop(key)
         return json.dumps(config, sort_keys=True)
