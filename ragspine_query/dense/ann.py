@@ -81,10 +81,35 @@ class AnnConfig:
         return self.min_vectors > 0 and count >= self.min_vectors
 
 
+def load_shared_libstdcxx_users_first() -> None:
+    """Import the installed extensions that use the system ``libstdc++`` before ``usearch``.
+
+    The ``usearch`` wheels link ``libstdc++`` statically and export its GNU-unique locale
+    symbols, which bind process-wide even under ``RTLD_LOCAL``. An extension loaded *after*
+    it that uses the shared ``libstdc++`` then initialises its locale against usearch's
+    copy and the process dies with SIGSEGV inside ``import onnxruntime`` (reproduced with
+    usearch 2.26 and onnxruntime 1.32: ``import usearch.index; import onnxruntime``).
+    Loaded in the other order both work, so every usearch import in this package goes
+    through here. A missing onnxruntime (the ``embed-onnx`` extra) is fine: nothing to
+    protect.
+    """
+    import importlib.util
+
+    for module in _LOAD_BEFORE_USEARCH:
+        if importlib.util.find_spec(module) is not None:
+            __import__(module)
+
+
+#: Extensions with C++ runtimes that must be loaded before usearch (see above).
+_LOAD_BEFORE_USEARCH = ("onnxruntime",)
+
+
 def engine_available(engine: str) -> bool:
     """Whether the engine's package imports (the ``ann`` extra installs ``usearch``)."""
     module = {"usearch": "usearch.index", "faiss": "faiss", "hnswlib": "hnswlib"}[engine]
     try:
+        if engine == "usearch":
+            load_shared_libstdcxx_users_first()
         __import__(module)
     except ImportError:
         return False
@@ -94,6 +119,7 @@ def engine_available(engine: str) -> bool:
 def _import(engine: str) -> Any:
     try:
         if engine == "usearch":
+            load_shared_libstdcxx_users_first()
             from usearch.index import Index
 
             return Index

@@ -210,3 +210,27 @@ def test_without_the_extra_the_channel_scans_exactly(ann_library: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"engine": False, "ann": False, "same": True}
+
+
+@needs_engine
+def test_onnxruntime_imports_after_the_ann_engine_is_loaded() -> None:
+    """usearch links libstdc++ statically; onnxruntime imported after it used to die with SIGSEGV.
+
+    A process that opens a large library (the ANN index loads usearch) and then embeds a
+    query with the packaged MiniLM (onnxruntime) must not crash; run in a child process so
+    that a regression is a failed assertion, not a dead test run.
+    """
+    pytest.importorskip("onnxruntime")
+    script = textwrap.dedent("""
+        import numpy as np
+        from ragspine_query.dense.ann import _import
+        Index = _import("usearch")
+        import onnxruntime
+        v = np.eye(4, dtype=np.float32)
+        index = Index(ndim=4, metric="ip", dtype="f32")
+        index.add(np.arange(4), v)
+        print(index.search(v[2], 1).keys.tolist(), onnxruntime.get_device())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert proc.returncode == 0, f"rc {proc.returncode} (-11 = SIGSEGV): {proc.stderr[-3000:]}"
+    assert proc.stdout.split()[0] == "[2]"
