@@ -25,11 +25,19 @@ class DocumentError(RagspineError):
         self.path = path
         self.field = field
         self.problem = problem
+        self.hint = hint
         where = f"{path}" + (f" (field {field!r})" if field else "")
         msg = f"{where}: {problem}"
         if hint:
             msg += f" — {hint}"
         super().__init__(msg)
+
+    def __reduce__(self):  # picklable with its fields (parsing runs in worker processes)
+        return (_rebuild_document_error, (type(self), self.path, self.problem, self.field, self.hint))
+
+
+def _rebuild_document_error(cls: type, path: str, problem: str, field: str | None, hint: str) -> DocumentError:
+    return cls(path, problem, field=field, hint=hint)
 
 
 class IndexNotFoundError(RagspineError, FileNotFoundError):

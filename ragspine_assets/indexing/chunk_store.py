@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from datetime import datetime, timezone
@@ -14,6 +15,8 @@ from ragspine_query.library import connect_read_only
 from ragspine_query.records import Chunk
 
 _COLS = schema.CHUNK_COLUMN_NAMES
+#: Page cache of a chunk-store connection, KiB (SQLite allocates it only as pages are used).
+CACHE_KIB = 262_144
 _INSERT = f"INSERT INTO {schema.CHUNK_TABLE} ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})"
 
 
@@ -73,7 +76,28 @@ class ChunkStore:
         # WAL + NORMAL: a crash can lose the last commits but never corrupts the store, and
         # one fsync per document (thousands per run) no longer dominates ingest time
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        # a large store's id index does not fit SQLite's default 2 MB page cache; every
+        # insert of a random chunk id then reads pages back (superlinear at 1M chunks)
+        self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        self._in_transaction = False
         self.init_schema()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group many :meth:`replace_doc_chunks` calls into one commit (rolled back on error)."""
+        if self._in_transaction:
+            yield
+            return
+        self._in_transaction = True
+        try:
+            with self._conn:
+                yield
+        finally:
+            self._in_transaction = False
+
+    def _write(self):
+        """The transaction a single write runs in: its own, or the enclosing :meth:`transaction`."""
+        return contextlib.nullcontext() if self._in_transaction else self._conn
 
     def init_schema(self) -> None:
         init_schema(self._conn)
@@ -124,7 +148,7 @@ class ChunkStore:
         same = active_rows == [(c.chunk_id, c.parent_id, c.heading, c.index_text) for c in chunks]
         if chunks and same and (active_hash and active_hash[0] == content_hash):
             if chunker:  # identical output from a new chunker version: record lineage in place
-                with conn:
+                with self._write():
                     conn.execute(
                         f"UPDATE {schema.DOCUMENT_TABLE} SET chunker = ?, chunker_version = ? WHERE doc_id = ? AND active = 1",
                         (chunker, chunker_version, doc_id))
@@ -141,7 +165,7 @@ class ChunkStore:
             (doc_id, doc_id),
         ).fetchone()
         version = int(max_v or 0) + 1
-        with conn:
+        with self._write():
             conn.execute(f"UPDATE {schema.CHUNK_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,))
             conn.execute(f"UPDATE {schema.DOCUMENT_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,))
             conn.executemany(
@@ -157,11 +181,6 @@ class ChunkStore:
 
     def iter_chunks(self, *, doc_id: str | None = None, topic: str | None = None, entity: str | None = None, geography: str | None = None, period: str | None = None, language: str | None = None, include_inactive: bool = False) -> list[Chunk]:
         return iter_chunks_sql(self._conn, include_inactive=include_inactive, doc_id=doc_id, topic=topic, entity=entity, geography=geography, period=period, language=language)
-
-    def active_rows(self) -> list[sqlite3.Row]:
-        """Every active chunk row, ordered by chunk_id (the snapshot row order)."""
-        cols = ", ".join(_COLS)
-        return list(self._conn.execute(f"SELECT {cols} FROM {schema.CHUNK_TABLE} WHERE active = 1 ORDER BY chunk_id"))
 
     def execute_read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Run one read statement on a separate ``mode=ro`` connection.

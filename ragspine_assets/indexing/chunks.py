@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 from ragspine_query import schema
-from ragspine_query.records import is_restricted
+from ragspine_query.records import Chunk, is_restricted
 
 from .artifacts import sha256_json
 from .chunk_store import ChunkStore
@@ -15,7 +15,9 @@ from .chunking import SemanticChunker, build_chunks, chunker_signature, make_chu
 from .chunking.semantic_embedding import SentenceEmbeddings
 from .documents import DocumentSet
 from .library_settings import chunker_kwargs, resolve_library_settings
+from .parsing import SourceDocument
 from .step_api import CheckSpec, StepContext, StepResult, outcome
+from .workers import batches, flatten, ordered_map
 
 @dataclass(frozen=True, slots=True)
 class ChunkUpdate:
@@ -86,6 +88,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
         restricted |= {d.doc_id for d in docs.documents if is_restricted(d.sensitivity)}
         sentences.purge_documents(restricted)  # reclassification is retroactive
         seen = set()
+        todo: list[tuple[SourceDocument, Any, str]] = []
         for doc in docs.documents:
             seen.add(doc.doc_id)
             doc_chunker = sentences.chunker_for(chunker, doc)
@@ -93,18 +96,28 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
             if known.get(doc.doc_id) == doc.content_hash and known_chunkers.get(doc.doc_id) == f"{doc_chunker.name}@{doc_version}":
                 unchanged += 1
                 continue
-            chunks = build_chunks(doc, doc_chunker, contextual=getattr(cfg, "contextual", True))
-            n = store.replace_doc_chunks(
-                doc.doc_id, chunks, doc.valid_as_of, content_hash=doc.content_hash, source_path=doc.source_path,
-                run_id=run_id, chunker=doc_chunker.name, chunker_version=doc_version,
-            )
-            if n == 0 and doc.doc_id in known:
-                # a new chunker version produced byte-identical chunks: nothing changes downstream
-                rechunked_identical += 1
-                unchanged += 1
-                continue
-            written += n
-            (changed if doc.doc_id in known else added).append(doc.doc_id)
+            todo.append((doc, doc_chunker, doc_version))
+        contextual = getattr(cfg, "contextual", True)
+        if isinstance(chunker, SemanticChunker):  # its embedder lives in this process (and its cache)
+            built: Iterator[list[Chunk]] = (build_chunks(d, c, contextual=contextual) for d, c, _ in todo)
+        else:  # a large library is chunked by worker processes, in document order (workers.py)
+            jobs = [([d for d, _, _ in part], chunker, contextual) for part in batches(todo, DOCS_PER_TASK)]
+            built = flatten(ordered_map(_chunk_documents, jobs, min_items=MIN_TASKS_IN_WORKERS))
+        for start in range(0, len(todo), DOCS_PER_TRANSACTION):
+            with store.transaction():  # one commit per block of documents, not per document
+                for doc, doc_chunker, doc_version in todo[start:start + DOCS_PER_TRANSACTION]:
+                    chunks = next(built)
+                    n = store.replace_doc_chunks(
+                        doc.doc_id, chunks, doc.valid_as_of, content_hash=doc.content_hash, source_path=doc.source_path,
+                        run_id=run_id, chunker=doc_chunker.name, chunker_version=doc_version,
+                    )
+                    if n == 0 and doc.doc_id in known:
+                        # a new chunker version produced byte-identical chunks: nothing changes downstream
+                        rechunked_identical += 1
+                        unchanged += 1
+                        continue
+                    written += n
+                    (changed if doc.doc_id in known else added).append(doc.doc_id)
         failing = set(docs.error_paths)
         withdraw = set(docs.withdraw_paths)
         for doc_id in sorted(set(known) - seen):
@@ -137,6 +150,19 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
         sentences_embedded=sentences.embedded,
         sentences_from_cache=sentences.reused,
     )
+
+
+#: Documents per worker task, and tasks needed before chunking runs in workers.
+DOCS_PER_TASK = 500
+MIN_TASKS_IN_WORKERS = 8
+#: Documents written per chunk-store transaction (a crash loses at most this block: the
+#: next run re-chunks those documents, whose stored hashes are still the old ones).
+DOCS_PER_TRANSACTION = 2000
+
+
+def _chunk_documents(job: tuple[list[SourceDocument], Any, bool]) -> list[list[Chunk]]:
+    docs, chunker, contextual = job
+    return [build_chunks(d, chunker, contextual=contextual) for d in docs]
 
 
 def verify_chunks(docs: DocumentSet, store_path: Path) -> dict[str, list[str]]:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from ragspine_query import schema
-from ragspine_query.lexical.bm25 import BM25Arrays, BM25Params, blend_bm25_arrays, build_bm25_arrays
+from ragspine_query.lexical.bm25 import (BM25Arrays, BM25Params, RowCounts, blend_bm25_arrays, build_bm25_from_counts,
+                                         count_rows)
 from ragspine_query.retriever import DEFAULT_DOC_WEIGHT
-from ragspine_query.text.tokenize import Analyzer, make_analyzer, resolve_auto_analyzer
+from ragspine_query.text.tokenize import Analyzer, analyzer_from_id, make_analyzer, resolve_auto_analyzer
 
 from .artifacts import LibraryPaths, sha256_json, write_once
 from .documents import DocumentSet
 from .index_text import IndexTextRef, read_index_text
 from .step_api import StepContext, StepResult
+from .workers import batches, ordered_map
 
 
 def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str, **extra_params: float) -> None:
@@ -57,9 +60,10 @@ def build_library_bm25(
 
     Returns summary statistics for materialization metadata.
     """
-    # token lists are consumed as they are made: only the postings are kept (bounded memory)
-    chunk_arrays = build_bm25_arrays((analyzer(t) for t in chunk_texts), params)
-    doc_arrays = build_bm25_arrays((analyzer(t) for t in doc_texts), params)
+    # texts are tokenized and counted in blocks (by worker processes for a large library,
+    # workers.py); only the postings are kept (bounded memory), merged in row order
+    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params)
+    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params)
     write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
     np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
     write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
@@ -77,6 +81,29 @@ def build_library_bm25(
         "tokens": int(chunk_arrays.doc_lengths.sum()),
         "avgdl": round(chunk_arrays.avgdl, 3),
     }
+
+
+#: Texts per counting task, and tasks needed before counting runs in worker processes.
+TEXTS_PER_TASK = 5000
+MIN_TASKS_IN_WORKERS = 8
+
+
+def _counted(texts: Sequence[str], analyzer: Analyzer) -> Iterator[RowCounts]:
+    jobs = [(analyzer.id, part) for part in batches(texts, TEXTS_PER_TASK)]
+    if not jobs:
+        return iter([count_rows([])])
+    return ordered_map(_count_texts, jobs, min_items=MIN_TASKS_IN_WORKERS)
+
+
+def _count_texts(job: tuple[str, Sequence[str]]) -> RowCounts:
+    analyzer_id, texts = job
+    analyzer = _analyzer(analyzer_id)
+    return count_rows(analyzer(t) for t in texts)
+
+
+@functools.lru_cache(maxsize=4)
+def _analyzer(analyzer_id: str) -> Analyzer:  # one per worker process, not one per task
+    return analyzer_from_id(analyzer_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,10 +106,10 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
                               run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
     with ChunkStore(Path(chunks.store_path)) as store:
-        rows = store.active_rows()
-    if len(rows) != index_text.n_rows or len(rows) != bm25_index.stats.get("chunk_rows"):
+        n_rows = store.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
+    if n_rows != index_text.n_rows or n_rows != bm25_index.stats.get("chunk_rows"):
         raise BlockingCheckError(
-            f"blocking check index_manifest.{ROW_COUNTS_AGREE} failed: row counts disagree (chunk store {len(rows)}, "
+            f"blocking check index_manifest.{ROW_COUNTS_AGREE} failed: row counts disagree (chunk store {n_rows}, "
             f"index_text {index_text.n_rows}, bm25 {bm25_index.stats.get('chunk_rows')}); re-materialize chunks and "
             "downstream; nothing was published, the previous snapshot keeps serving",
             step="index_manifest", check=ROW_COUNTS_AGREE)
@@ -117,7 +117,8 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     for value in (bm25_index, chunk_embeddings, glossary, *more.values()):
         if value is not None and hasattr(value, "artifact_paths"):
             artifacts.update(value.artifact_paths())
-    result = publish_snapshot(paths, manifest=manifest, chunk_rows=rows, artifacts=artifacts, keep=ctx.keep)
+    result = publish_snapshot(paths, manifest=manifest, chunk_store=Path(chunks.store_path), artifacts=artifacts,
+                              keep=ctx.keep)
     return StepResult(PublishedSnapshot(result.snapshot_id, str(result.snapshot_dir), result.changed,
                                         result.previous_snapshot_id, result.pinned_to, _read_manifest(result.snapshot_dir)))
 

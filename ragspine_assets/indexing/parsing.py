@@ -112,7 +112,7 @@ import unicodedata
 from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ragspine_query.errors import ConfigError, DocumentError
 from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
@@ -126,6 +126,7 @@ from .chunking import (
     make_chunker,
     markdown_heading,
 )
+from .workers import batches, flatten, ordered_map
 
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIX = ".jsonl"
@@ -563,12 +564,27 @@ def parse_jsonl(data: bytes, rel_path: str, library_id: str) -> list[SourceDocum
     binary = _binary_error(data, shown, "a .jsonl library file must be UTF-8 text with one JSON object per line")
     if binary is not None:
         return [binary]
-    out: list[SourceDocument | DocumentError] = []
+    lines: list[tuple[bytes, int, int]] = []
     offset = 0
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         line_offset, offset = offset, offset + len(raw) + 1
-        if not raw.strip():
-            continue
+        if raw.strip():
+            lines.append((raw, lineno, line_offset))
+    # a large file's lines are parsed by worker processes, in order (workers.py)
+    jobs = [(part, shown, library_id) for part in batches(lines, JSONL_LINES_PER_TASK)]
+    return list(flatten(ordered_map(_parse_jsonl_lines, jobs, min_items=JSONL_MIN_TASKS_IN_WORKERS)))
+
+
+#: Lines per worker task, and the tasks a file needs before it is parsed in workers
+#: (smaller files parse in-process: starting the pool costs more than it saves).
+JSONL_LINES_PER_TASK = 1000
+JSONL_MIN_TASKS_IN_WORKERS = 8
+
+
+def _parse_jsonl_lines(job: tuple[Sequence[tuple[bytes, int, int]], str, str]) -> list[SourceDocument | DocumentError]:
+    lines, shown, library_id = job
+    out: list[SourceDocument | DocumentError] = []
+    for raw, lineno, line_offset in lines:
         result = _parse_jsonl_line(raw, shown, lineno, line_offset, library_id)
         if isinstance(result, SourceDocument):
             out.append(result)

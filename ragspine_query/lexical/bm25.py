@@ -69,6 +69,42 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
+@dataclass(frozen=True, slots=True)
+class RowCounts:
+    """Term counts of consecutive rows under a local vocabulary: one unit of a BM25 build.
+
+    Made by :func:`count_rows` (in any process: it pickles compactly) and merged, in row
+    order, by :func:`build_bm25_from_counts`.
+    """
+
+    tokens: list[str]  # local vocabulary, first-seen order; local term id = position
+    terms: np.ndarray  # int32[postings]: local term id of each (row, term) posting
+    tfs: np.ndarray  # float32[postings]
+    row_sizes: np.ndarray  # int32[rows]: postings of each row
+    lengths: np.ndarray  # int32[rows]: tokens of each row
+
+
+def count_rows(token_lists: Iterable[Sequence[str]]) -> RowCounts:
+    """Count the terms of each token list (rows in iteration order), one row at a time."""
+    vocab: dict[str, int] = {}
+    term_buf = array("i")
+    tf_buf = array("f")
+    size_buf = array("i")
+    length_buf = array("i")
+    setdefault = vocab.setdefault
+    for toks in token_lists:
+        length_buf.append(len(toks))
+        if not toks:
+            size_buf.append(0)
+            continue
+        counts = Counter(toks)
+        term_buf.extend([setdefault(t, len(vocab)) for t in counts])
+        tf_buf.extend(counts.values())
+        size_buf.append(len(counts))
+    return RowCounts(list(vocab), np.frombuffer(term_buf, dtype=np.int32), np.frombuffer(tf_buf, dtype=np.float32),
+                     np.frombuffer(size_buf, dtype=np.int32), np.frombuffer(length_buf, dtype=np.int32))
+
+
 def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params()) -> BM25Arrays:
     """Build BM25 postings with precomputed impacts; row ``i`` is the ``i``-th token list.
 
@@ -77,20 +113,37 @@ def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params =
     build never holds every row's tokens at once (a million chunks' token lists as
     Python strings were ~6 GB; docs/scaling.md).
     """
+    return build_bm25_from_counts([count_rows(token_lists)], params)
+
+
+def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25Params()) -> BM25Arrays:
+    """Build BM25 arrays from :class:`RowCounts` of consecutive row blocks, in row order.
+
+    The result does not depend on how the rows were cut into parts (term ids are
+    re-numbered by the sorted vocabulary), so counting blocks in worker processes gives
+    the bytes of :func:`build_bm25_arrays` over the same rows.
+    """
     vocab: dict[str, int] = {}
-    term_buf = array("i")
-    row_buf = array("i")
-    tf_buf = array("f")
-    length_buf = array("i")
     setdefault = vocab.setdefault
-    for row, toks in enumerate(token_lists):
-        length_buf.append(len(toks))
-        if not toks:
-            continue
-        counts = Counter(toks)
-        term_buf.extend([setdefault(t, len(vocab)) for t in counts])
-        tf_buf.extend(counts.values())
-        row_buf.extend([row] * len(counts))
+    term_parts: list[np.ndarray] = []
+    row_parts: list[np.ndarray] = []
+    tf_parts: list[np.ndarray] = []
+    length_parts: list[np.ndarray] = []
+    row0 = 0
+    for part in parts:
+        ids = np.fromiter((setdefault(t, len(vocab)) for t in part.tokens), dtype=np.int32, count=len(part.tokens))
+        n = int(part.lengths.shape[0])
+        if part.terms.size:
+            term_parts.append(ids[part.terms])
+            row_parts.append(np.repeat(np.arange(row0, row0 + n, dtype=np.int32), part.row_sizes))
+            tf_parts.append(part.tfs)
+        length_parts.append(part.lengths)
+        row0 += n
+    term_buf = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int32)
+    row_buf = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int32)
+    tf_buf = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.float32)
+    length_buf = np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.int32)
+    del term_parts, row_parts, tf_parts, length_parts
     n_rows = len(length_buf)
     lengths = np.array(length_buf, dtype=np.int32)
     tokens = sorted(vocab)
@@ -100,12 +153,12 @@ def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params =
     for new_id, tok in enumerate(tokens):
         remap[vocab[tok]] = new_id
     del vocab
-    terms = remap[np.frombuffer(term_buf, dtype=np.int32)] if len(term_buf) else np.zeros(0, dtype=np.int32)
+    terms = remap[term_buf] if len(term_buf) else np.zeros(0, dtype=np.int32)
     del term_buf
     order = np.argsort(terms, kind="stable")  # rows already ascending within a term
     terms = terms[order]
-    rows = np.frombuffer(row_buf, dtype=np.int32)[order] if len(row_buf) else np.zeros(0, dtype=np.int32)
-    tfs = np.frombuffer(tf_buf, dtype=np.float32)[order] if len(tf_buf) else np.zeros(0, dtype=np.float32)
+    rows = row_buf[order]
+    tfs = tf_buf[order]
     del order, row_buf, tf_buf
     df = np.bincount(terms, minlength=n_terms).astype(np.int64)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)

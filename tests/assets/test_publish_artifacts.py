@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.chunk_store import ChunkStore
 from ragspine_assets.indexing.pipeline import build_library
 from ragspine_assets.indexing.publish import publish_snapshot
 from ragspine_query import schema
@@ -42,9 +41,7 @@ def built(tmp_path):
 
 def _publish(paths: LibraryPaths, res, artifacts):
     manifest = json.loads((Path(res.snapshot_dir) / schema.MANIFEST_FILE).read_text(encoding="utf-8"))
-    with ChunkStore(paths.chunk_store) as store:
-        rows = store.active_rows()
-    return publish_snapshot(paths, manifest=manifest, chunk_rows=rows, artifacts=artifacts)
+    return publish_snapshot(paths, manifest=manifest, chunk_store=paths.chunk_store, artifacts=artifacts)
 
 
 def _bm25(res) -> dict[str, Path]:
