@@ -66,9 +66,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_IO_DIR", "io_dir", "", "where step outputs are stored (shared storage on a cluster)"),
     EnvVar("RAGSPINE_ANN_MIN_VECTORS", "ann_min_vectors", "200000",
            "build the ANN index for libraries with at least this many vectors (0 = never; _library.toml ann_min_vectors wins)"),
+    EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
+           "worker processes a large library's parsing, chunking and BM25 counting use within a step "
+           "(0 = one per CPU up to 8, 1 = serial)"),
 )
 
-_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors")
+_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "ingest_workers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,7 @@ class Settings:
     start_method: str = "forkserver"
     io_dir: str = ""
     ann_min_vectors: int = 200_000  # ragspine_query.dense.ann.DEFAULT_MIN_VECTORS
+    ingest_workers: int = 0  # ragspine_assets.indexing.workers
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

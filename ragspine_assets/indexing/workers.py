@@ -9,6 +9,8 @@ is byte-identical to a serial run (``tests/assets/test_ingest_workers.py``).
   (at most :data:`MAX_DEFAULT_WORKERS`), ``1`` = serial, in the step's own process.
 * Work smaller than the caller's ``min_items`` runs serially: a pool costs ~0.3 s to
   start, which small libraries (and the test suite) should not pay.
+* Serial, too, where a pool cannot start: in a daemonic process (Dask's worker processes
+  by default) and when ``__main__`` is not importable (a script read from stdin).
 * Workers start from ``forkserver`` (never ``fork``: the step runs inside Dagster,
   whose threads a forked child would inherit mid-lock). A worker that dies raises
   ``BrokenProcessPool`` in the step: the run fails with that error, it never hangs.
@@ -20,14 +22,15 @@ whichever Dagster executor placed the step there (``docs/operations.md``).
 from __future__ import annotations
 
 import multiprocessing
-from collections import deque
 import os
 import sys
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_query.errors import RagspineError
+from ragspine_query.settings import Settings
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,14 +43,15 @@ IN_FLIGHT_PER_WORKER = 3
 
 
 def ingest_workers() -> int:
-    """Worker processes a step may use (``RAGSPINE_INGEST_WORKERS``; see the module docstring)."""
-    raw = os.environ.get(WORKERS_ENV, "0").strip() or "0"
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ConfigError(f"{WORKERS_ENV}={raw!r} is not an integer; use 0 (one per CPU), 1 (serial) or a count") from None
-    if n < 0:
-        raise ConfigError(f"{WORKERS_ENV}={n} must be >= 0 (0 = one per CPU, 1 = serial)")
+    """Worker processes a step may use (``RAGSPINE_INGEST_WORKERS``; see the module docstring).
+
+    Read at each call (through :class:`~ragspine_query.settings.Settings`), so a step sees
+    the value of the process it runs in.
+
+    Raises:
+        ConfigError: the variable is not a whole number >= 0.
+    """
+    n = Settings.from_env().ingest_workers
     if n == 0:
         n = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
                 MAX_DEFAULT_WORKERS)
@@ -66,7 +70,7 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int, wor
     (in this process) when there is one worker or fewer than ``min_items`` items.
     """
     n = ingest_workers() if workers is None else workers
-    if n <= 1 or len(items) < max(min_items, 2) or not _main_is_importable():
+    if n <= 1 or len(items) < max(min_items, 2) or not _main_is_importable() or _daemonic():
         yield from map(fn, items)
         return
     ctx = multiprocessing.get_context("forkserver")
@@ -87,6 +91,11 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int, wor
             f"a worker process of this step died ({exc}). If you start the ingest from a script, put the call "
             "under `if __name__ == \"__main__\":` (workers import the main module, as multiprocessing does); "
             f"or set {WORKERS_ENV}=1 to run the step in one process") from exc
+
+
+def _daemonic() -> bool:
+    """A daemonic process (a Dask worker with ``distributed.worker.daemon``) may not start children."""
+    return bool(multiprocessing.current_process().daemon)
 
 
 def _main_is_importable() -> bool:

@@ -117,3 +117,24 @@ def test_a_dead_worker_fails_the_step_with_what_to_do():
 def test_results_keep_input_order_with_a_bounded_window():
     items = list(range(100))
     assert list(workers.ordered_map(abs, [-i for i in items], min_items=1, workers=2)) == items
+
+
+def _ordered_in_daemon(queue) -> None:
+    queue.put(list(workers.ordered_map(abs, [-1, -2, -3], min_items=1, workers=2)))
+
+
+def test_a_daemonic_process_runs_serially():
+    """Dask's worker processes are daemonic and may not start a pool: the step runs serially there."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_ordered_in_daemon, args=(queue,), daemon=True)
+    proc.start()
+    try:
+        assert queue.get(timeout=60) == [1, 2, 3]
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+    assert proc.exitcode == 0
