@@ -792,6 +792,14 @@ def _forget_restricted(paths: LibraryPaths, summary_cache_path: Path, restricted
     return purged
 
 
+def _count_leaves(store_path: Path) -> tuple[int, int]:
+    """(open, RESTRICTED) active chunks, without reading their text."""
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read(f"SELECT sensitivity FROM {schema.CHUNK_TABLE} WHERE active = 1")
+    restricted = sum(1 for r in rows if is_restricted(r["sensitivity"]))
+    return len(rows) - restricted, restricted
+
+
 def _read_leaves(store_path: Path) -> tuple[Leaves, list[str], set[int]]:
     """Open chunks as leaves (snapshot rows), RESTRICTED texts, RESTRICTED rows."""
     with ChunkStore(store_path) as store:
@@ -837,6 +845,18 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
     params = TreeParams()
     llm = ctx.make_llm() if (name == "llm" and getattr(ctx, "make_llm", None) is not None) else None
     summarizer = make_summarizer(name, llm=llm, max_chars=params.summary_chars)
+    max_leaves = int(getattr(documents.config, "tree_max_leaves", 0) or 0)
+    if summarizer is not None and max_leaves:  # decided on counts, before reading a million texts
+        n_open, n_restricted = _count_leaves(ctx.paths.chunk_store)
+        if n_open > max(max_leaves, params.top_size):  # too big for a default build: the library opts in
+            _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
+                               _restricted_chunk_texts(ctx.paths.chunk_store), None)
+            ref = SummaryTreeRef(None, sha256_json(["too-big", max_leaves, index_text.content_hash]), summarizer.id,
+                                 "none", n_open, (), 0.0, 0.0, 0, 0, 0.0,
+                                 note=f"no tree: {n_open} open chunks, more than tree_max_leaves={max_leaves}; "
+                                      "raise tree_max_leaves in _library.toml (0: no limit) to build it",
+                                 restricted_skipped=n_restricted)
+            return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
     leaves, restricted_texts, restricted_rows = _read_leaves(ctx.paths.chunk_store)
     if summarizer is None:
         _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
@@ -851,16 +871,6 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
         ref = SummaryTreeRef(None, sha256_json(["small", index_text.content_hash]), summarizer.id, "none", len(leaves.rows),
                              (), 0.0, 0.0, 0, 0, 0.0, note=f"no tree: {len(leaves.rows)} open chunk(s), at most "
                              f"top_size={params.top_size}", restricted_skipped=len(restricted_rows))
-        return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
-    max_leaves = int(getattr(documents.config, "tree_max_leaves", 0) or 0)
-    if max_leaves and len(leaves.rows) > max_leaves:  # too big for a default build: the library opts in
-        _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
-                           _restricted_chunk_texts(ctx.paths.chunk_store), None)
-        ref = SummaryTreeRef(None, sha256_json(["too-big", max_leaves, index_text.content_hash]), summarizer.id, "none",
-                             len(leaves.rows), (), 0.0, 0.0, 0, 0, 0.0,
-                             note=f"no tree: {len(leaves.rows)} open chunks, more than tree_max_leaves={max_leaves}; "
-                                  "raise tree_max_leaves in _library.toml (0: no limit) to build it",
-                             restricted_skipped=len(restricted_rows))
         return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
     blocked = restricted_fingerprints(restricted_texts, leaves.texts) if restricted_texts else []
     if chunk_embeddings.directory:

@@ -24,7 +24,7 @@ import threading
 import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -170,6 +170,94 @@ def build_ann_index(vectors: np.ndarray, directory: Path, params: AnnParams = An
         index.add_items(vectors, np.arange(n), num_threads=threads)
         index.save_index(str(target))
     meta = {**asdict(params), "count": int(n), "dim": int(dim), "metric": "ip", "file": ANN_INDEX_FILE}
+    (directory / ANN_PARAMS_FILE).write_text(json.dumps(meta, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    return meta
+
+
+#: Per row of the indexed matrix, a 16-byte key of what its vector was made from (the
+#: embedding cache's text hash): what an update matches old rows to new ones by.
+ROW_KEYS_FILE = "row_keys.npy"
+#: An index is updated in place of a full build while the rows changed since its last full
+#: build (removed + added) stay within this share of the rows: HNSW recall degrades as
+#: deleted nodes pile up, so past it the next build starts afresh.
+MAX_UPDATE_SHARE = 0.10
+#: Keys of moved rows are parked at ``key + _PARK`` during a renumbering (above any row).
+_PARK = 1 << 40
+
+
+def row_keys(text_hashes: Sequence[str]) -> np.ndarray:
+    """The :data:`ROW_KEYS_FILE` array for rows whose vectors come from these hex hashes."""
+    return np.array([bytes.fromhex(h[:32]) for h in text_hashes], dtype="S16")
+
+
+@dataclass(frozen=True, slots=True)
+class AnnDelta:
+    """How the rows of a new matrix relate to the rows of an indexed one."""
+
+    kept_old: np.ndarray  # old positions of rows present in both (same key), ...
+    kept_new: np.ndarray  # ... and their new positions
+    removed: np.ndarray  # old positions with no new row
+    added: np.ndarray  # new positions with no old row
+
+    @property
+    def changed(self) -> int:
+        return int(self.removed.size + self.added.size)
+
+
+def ann_delta(old_keys: np.ndarray, new_keys: np.ndarray) -> AnnDelta:
+    """Match rows by key (equal keys pair up in row order: duplicates are a multiset)."""
+    free: dict[bytes, list[int]] = {}
+    for i, key in enumerate(old_keys.tolist()):
+        free.setdefault(key, []).append(i)
+    for rows in free.values():
+        rows.reverse()  # pop() then yields them in ascending order
+    kept_old: list[int] = []
+    kept_new: list[int] = []
+    added: list[int] = []
+    for j, key in enumerate(new_keys.tolist()):
+        rows = free.get(key)
+        if rows:
+            kept_old.append(rows.pop())
+            kept_new.append(j)
+        else:
+            added.append(j)
+    removed = sorted(i for rows in free.values() for i in rows)
+    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return AnnDelta(as_array(kept_old), as_array(kept_new), as_array(removed), as_array(added))
+
+
+def update_ann_index(previous: Path, delta: AnnDelta, vectors: np.ndarray, directory: Path, *,
+                     threads: int = 1) -> dict:
+    """Write into ``directory`` the usearch index of ``previous`` brought to ``vectors``.
+
+    Rows in ``delta.removed`` are deleted, kept rows are renumbered to their new positions
+    (labels stay row positions, so readers are unchanged) and ``delta.added`` rows are
+    inserted. ``previous`` is only read. The result is deterministic for a given previous
+    index and delta (``threads=1``), but it is not the bytes a full build of ``vectors``
+    gives. Returns the params dict written to ``params.json`` (with ``rows_changed_since_full``).
+    """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, dim = vectors.shape
+    previous, directory = Path(previous), Path(directory)
+    prev = json.loads((previous / ANN_PARAMS_FILE).read_text(encoding="utf-8"))
+    if prev.get("engine") != "usearch" or int(prev.get("dim", -1)) != dim:
+        raise ValueError(f"{previous}: only a usearch index of the same dimension can be updated")
+    index = _import("usearch").restore(str(previous / ANN_INDEX_FILE), view=False)
+    u64 = lambda xs: np.asarray(xs, dtype=np.uint64)  # noqa: E731
+    if delta.removed.size:
+        index.remove(u64(delta.removed))
+    moved = delta.kept_old != delta.kept_new
+    if moved.any():  # via parking keys, so that no new key collides with an old one mid-way
+        index.rename(u64(delta.kept_old[moved]), u64(delta.kept_old[moved] + _PARK))
+        index.rename(u64(delta.kept_old[moved] + _PARK), u64(delta.kept_new[moved]))
+    if delta.added.size:
+        index.add(u64(delta.added), vectors[delta.added], threads=threads)
+    if len(index) != n:
+        raise ValueError(f"updated ANN index holds {len(index)} vectors, expected {n}")
+    index.save(str(directory / ANN_INDEX_FILE))
+    keep = ("engine", "m", "ef_construction", "ef_search", "seed", "metric", "file")
+    meta = {**{k: prev[k] for k in keep if k in prev}, "count": int(n), "dim": int(dim),
+            "rows_changed_since_full": int(prev.get("rows_changed_since_full", 0)) + delta.changed}
     (directory / ANN_PARAMS_FILE).write_text(json.dumps(meta, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     return meta
 

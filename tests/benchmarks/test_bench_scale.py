@@ -116,3 +116,16 @@ def test_ragspine_bench_scale_dispatches_to_the_scale_benchmark(capsys) -> None:
         main(["bench", "--scale", "2000", "--help"])
     assert exc.value.code == 0
     assert "ragspine bench --scale" in capsys.readouterr().out
+
+
+def test_ann_update_phase_on_prebuilt_vectors(bench_scale, tmp_path) -> None:
+    work = tmp_path / "w"
+    args = ["--scale", "3000", "--rows", "3000", "--workdir", str(work), "--ann-threads", "1"]
+    assert bench_scale.main([*args, "--prebuild-ann", "3000"]) == 0
+    assert bench_scale.main([*args, "--phases", "ann_update", "--queries", "20", "--rounds", "1",
+                             "--out", str(tmp_path)]) == 0
+    up = json.loads((tmp_path / "scale_3000_ann_update.json").read_text())["ann_update"]
+    assert up["removed"] == up["added"] == 30 and up["moved"] > 2000
+    assert up["params"]["count"] == 3000 and up["params"]["rows_changed_since_full"] == 60
+    assert up["rows_found_at_their_new_position"] == "200/200" and up["recall_at_10"] >= 0.9
+    assert up["update_s"] >= 0 and math.isfinite(up["latency"]["dense_ann_updated"]["p50_ms"])
