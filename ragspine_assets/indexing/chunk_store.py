@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from ragspine_query import schema
 from ragspine_query.chunk_store import iter_chunks_sql
 from ragspine_query.library import connect_read_only
-from ragspine_query.records import Chunk
+from ragspine_query.records import Chunk, is_restricted
 
 _COLS = schema.CHUNK_COLUMN_NAMES
 #: Page cache of a chunk-store connection, KiB (SQLite allocates it only as pages are used).
@@ -62,6 +62,14 @@ def init_schema(conn: sqlite3.Connection) -> None:
             conn.execute(stmt)
     conn.execute("INSERT OR REPLACE INTO schema_info(key, value) VALUES ('schema_version', ?)", (str(schema.SCHEMA_VERSION),))
     conn.commit()
+
+
+def count_active_chunks(store_path: str | Path) -> tuple[int, int]:
+    """(open, RESTRICTED) active chunks of the store, without reading their text."""
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read(f"SELECT sensitivity FROM {schema.CHUNK_TABLE} WHERE active = 1")
+    restricted = sum(1 for r in rows if is_restricted(r["sensitivity"]))
+    return len(rows) - restricted, restricted
 
 
 class ChunkStore:

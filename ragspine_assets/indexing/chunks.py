@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -17,7 +18,7 @@ from .documents import DocumentSet
 from .library_settings import chunker_kwargs, resolve_library_settings
 from .parsing import SourceDocument
 from .step_api import CheckSpec, StepContext, StepResult, outcome
-from .workers import batches, flatten, ordered_map
+from .workers import batches, ordered_map
 
 @dataclass(frozen=True, slots=True)
 class ChunkUpdate:
@@ -102,7 +103,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
             built: Iterator[list[Chunk]] = (build_chunks(d, c, contextual=contextual) for d, c, _ in todo)
         else:  # a large library is chunked by worker processes, in document order (workers.py)
             jobs = [([d for d, _, _ in part], chunker, contextual) for part in batches(todo, DOCS_PER_TASK)]
-            built = flatten(ordered_map(_chunk_documents, jobs, min_items=MIN_TASKS_IN_WORKERS))
+            built = chain.from_iterable(ordered_map(_chunk_documents, jobs, min_items=MIN_TASKS_IN_WORKERS))
         for start in range(0, len(todo), DOCS_PER_TRANSACTION):
             with store.transaction():  # one commit per block of documents, not per document
                 for doc, doc_chunker, doc_version in todo[start:start + DOCS_PER_TRANSACTION]:

@@ -22,6 +22,7 @@ from .chunk_store import ChunkStore
 from .documents import DocumentSet
 from .index_text import IndexTextRef, read_index_text
 from .library_settings import resolve_embedding_spec, resolve_library_settings
+from .publish import current_snapshot_id
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 __all__ = ["EmbeddingCache", "EmbeddingRef", "build_embeddings", "embeddings_step", "resolve_embedding_spec",
@@ -209,17 +210,17 @@ def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: 
                 or any(k in restricted for k in old_keys[delta.removed].tolist())):
             delta = None
     if delta is None:
-        target = paths.work_dir("ann", sha256_json([vectors_hash, asdict(ann.params), ann.build_threads, ROW_KEYS_FILE]))
-
-        def build(tmp: Path) -> None:
-            build_ann_index(matrix, tmp, ann.params, threads=ann.build_threads)
-            np.save(tmp / ROW_KEYS_FILE, keys)
+        origin = [ROW_KEYS_FILE]
+        make = lambda tmp: build_ann_index(matrix, tmp, ann.params, threads=ann.build_threads)  # noqa: E731
     else:
-        target = paths.work_dir("ann", sha256_json([vectors_hash, asdict(ann.params), ann.build_threads, "update", base_sha]))
+        origin = ["update", base_sha]
+        make = lambda tmp: update_ann_index(base_dir, delta, matrix, tmp, threads=ann.build_threads)  # noqa: E731
+    target = paths.work_dir("ann", sha256_json([vectors_hash, asdict(ann.params), ann.build_threads, *origin]))
 
-        def build(tmp: Path) -> None:
-            update_ann_index(base_dir, delta, matrix, tmp, threads=ann.build_threads)
-            np.save(tmp / ROW_KEYS_FILE, keys)
+    def build(tmp: Path) -> None:
+        make(tmp)
+        np.save(tmp / ROW_KEYS_FILE, keys)
+
     write_once(target, build)
     meta = json.loads((target / ANN_PARAMS_FILE).read_text(encoding="utf-8"))
     return str(target), meta
@@ -229,9 +230,10 @@ def _updatable_ann(paths: LibraryPaths, ann: AnnConfig, model_id: str, dim: int)
     """The published snapshot's ANN folder, its index hash and params, if it can be updated."""
     if ann.params.engine != "usearch":
         return None
-    snapshot = paths.current.resolve() if paths.current.exists() else None
-    if snapshot is None:
+    snapshot_id = current_snapshot_id(paths)
+    if snapshot_id is None:
         return None
+    snapshot = paths.snapshots / snapshot_id
     folder = snapshot / schema.ANN_DIR
     try:
         manifest = json.loads((snapshot / schema.MANIFEST_FILE).read_text(encoding="utf-8"))

@@ -90,8 +90,6 @@ MIN_TASKS_IN_WORKERS = 8
 
 def _counted(texts: Sequence[str], analyzer: Analyzer) -> Iterator[RowCounts]:
     jobs = [(analyzer.id, part) for part in batches(texts, TEXTS_PER_TASK)]
-    if not jobs:
-        return iter([count_rows([])])
     return ordered_map(_count_texts, jobs, min_items=MIN_TASKS_IN_WORKERS)
 
 

@@ -111,6 +111,7 @@ import tomllib
 import unicodedata
 from dataclasses import dataclass, fields
 from datetime import date
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -126,7 +127,7 @@ from .chunking import (
     make_chunker,
     markdown_heading,
 )
-from .workers import batches, flatten, ordered_map
+from .workers import batches, ordered_map
 
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 JSONL_SUFFIX = ".jsonl"
@@ -572,7 +573,7 @@ def parse_jsonl(data: bytes, rel_path: str, library_id: str) -> list[SourceDocum
             lines.append((raw, lineno, line_offset))
     # a large file's lines are parsed by worker processes, in order (workers.py)
     jobs = [(part, shown, library_id) for part in batches(lines, JSONL_LINES_PER_TASK)]
-    return list(flatten(ordered_map(_parse_jsonl_lines, jobs, min_items=JSONL_MIN_TASKS_IN_WORKERS)))
+    return list(chain.from_iterable(ordered_map(_parse_jsonl_lines, jobs, min_items=JSONL_MIN_TASKS_IN_WORKERS)))
 
 
 #: Lines per worker task, and the tasks a file needs before it is parsed in workers

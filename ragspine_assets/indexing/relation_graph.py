@@ -42,7 +42,7 @@ from ragspine_query.graph.store import edges_to_csr
 from ragspine_query.records import is_restricted
 
 from .artifacts import LibraryPaths, sha256_json, write_once
-from .chunk_store import ChunkStore
+from .chunk_store import ChunkStore, count_active_chunks
 from .chunks import ChunkUpdate
 from .documents import DocumentSet
 from .entities import STOP_WORDS, Gazetteer, Mention, entity_key, extract_mentions, frequent_cjk_terms, metadata_entities, title_aliases
@@ -471,13 +471,6 @@ NO_RESTRICTED_GRAPH_LABELS = CheckSpec(
 RELATION_GRAPH_CHECKS = (NO_RESTRICTED_GRAPH_LABELS,)
 
 
-def count_open_chunks(store_path: Path) -> int:
-    """Active non-RESTRICTED chunks of the store (what the graph would hold), without reading their text."""
-    with ChunkStore(store_path) as store:
-        rows = store.execute_read("SELECT sensitivity FROM narrative_chunk WHERE active = 1")
-    return sum(1 for r in rows if not is_restricted(r["sensitivity"]))
-
-
 def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, glossary_path: Path | None = None,
                                  backend: Any | None = None, config: GraphConfig = GraphConfig(),
                                  extractor: OpenIETripleExtractor | None = None,
@@ -547,7 +540,7 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
     settings = resolve_library_settings(documents, embedding=ctx.embedding, glossary_path=ctx.glossary_path)
     max_chunks = int(getattr(documents.config, "graph_max_chunks", 0) or 0)
     if max_chunks:
-        n_open = count_open_chunks(Path(chunks.store_path))
+        n_open, _ = count_active_chunks(chunks.store_path)
         if n_open > max_chunks:  # too big for a default build: the library opts in
             note = (f"no graph: {n_open} open chunks, more than graph_max_chunks={max_chunks}; "
                     "raise graph_max_chunks in _library.toml (0: no limit) to build it")

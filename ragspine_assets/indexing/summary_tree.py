@@ -50,7 +50,7 @@ from ragspine_query.errors import ConfigError
 from ragspine_query.records import is_restricted
 
 from .artifacts import LibraryPaths, sha256_json, write_once
-from .chunk_store import ChunkStore
+from .chunk_store import ChunkStore, count_active_chunks
 from .documents import DocumentSet
 from .embeddings import EmbeddingCache, EmbeddingRef, text_hash
 from .index_text import IndexTextRef
@@ -792,14 +792,6 @@ def _forget_restricted(paths: LibraryPaths, summary_cache_path: Path, restricted
     return purged
 
 
-def _count_leaves(store_path: Path) -> tuple[int, int]:
-    """(open, RESTRICTED) active chunks, without reading their text."""
-    with ChunkStore(store_path) as store:
-        rows = store.execute_read(f"SELECT sensitivity FROM {schema.CHUNK_TABLE} WHERE active = 1")
-    restricted = sum(1 for r in rows if is_restricted(r["sensitivity"]))
-    return len(rows) - restricted, restricted
-
-
 def _read_leaves(store_path: Path) -> tuple[Leaves, list[str], set[int]]:
     """Open chunks as leaves (snapshot rows), RESTRICTED texts, RESTRICTED rows."""
     with ChunkStore(store_path) as store:
@@ -847,7 +839,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
     summarizer = make_summarizer(name, llm=llm, max_chars=params.summary_chars)
     max_leaves = int(getattr(documents.config, "tree_max_leaves", 0) or 0)
     if summarizer is not None and max_leaves:  # decided on counts, before reading a million texts
-        n_open, n_restricted = _count_leaves(ctx.paths.chunk_store)
+        n_open, n_restricted = count_active_chunks(ctx.paths.chunk_store)
         if n_open > max(max_leaves, params.top_size):  # too big for a default build: the library opts in
             _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
                                _restricted_chunk_texts(ctx.paths.chunk_store), None)

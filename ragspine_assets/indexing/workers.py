@@ -27,7 +27,7 @@ import sys
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from ragspine_query.errors import RagspineError
 from ragspine_query.settings import Settings
@@ -105,8 +105,3 @@ def _main_is_importable() -> bool:
         return True
     path = getattr(main, "__file__", None)
     return path is None or os.path.isfile(path)
-
-
-def flatten(parts: Iterable[Iterable[R]]) -> Iterator[R]:
-    for part in parts:
-        yield from part

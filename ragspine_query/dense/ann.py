@@ -106,11 +106,8 @@ _LOAD_BEFORE_USEARCH = ("onnxruntime",)
 
 def engine_available(engine: str) -> bool:
     """Whether the engine's package imports (the ``ann`` extra installs ``usearch``)."""
-    module = {"usearch": "usearch.index", "faiss": "faiss", "hnswlib": "hnswlib"}[engine]
     try:
-        if engine == "usearch":
-            load_shared_libstdcxx_users_first()
-        __import__(module)
+        _import(engine)
     except ImportError:
         return False
     return True
