@@ -43,25 +43,31 @@ def code_versions() -> dict[str, str]:
         "schema": str(schema.SCHEMA_VERSION),
         "chunkers": ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())),
         "tokenizer": f"spec@{SPEC_TOKENIZER_VERSION},english@{ENGLISH_ANALYZER_VERSION}",
-        "eval_library": "2",  # 2: honours the corpus's sensitivity field
+        # 2: honours the corpus's sensitivity field; 3: `auto` embeds English corpora with MiniLM + e5
+        "eval_library": "3",
     }
 
 
 def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, chunker: str = "paragraph",
-                    chunker_options: dict[str, Any] | None = None):
+                    chunker_options: dict[str, Any] | None = None, embedding: str = "auto"):
     """Write the corpus as a raw library folder keyed by corpus hash + code versions.
 
     A ``chunker`` other than the default (or any ``chunker_options``: other ``_library.toml``
     keys such as ``breakpoint_percentile``) is written to the library's ``_library.toml``
-    and is part of the key.
+    and is part of the key; so is an ``embedding`` that names a model (not ``auto`` or
+    ``none``), so that each model's index is cached apart and never served for another.
     """
     from .indexing.artifacts import LibraryPaths, sha256_file, sha256_json
 
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
         raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+    from ragspine_query.dense.embedding import canonical_embedding_spec
+
     library_toml = _library_toml(chunker, chunker_options or {})
-    key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else []))[:16]
+    model = canonical_embedding_spec(embedding)
+    key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
+                      + ([{"embedding": model}] if model not in ("auto", "none") else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
     raw = lib_root / "raw" / name
@@ -99,11 +105,14 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
 
     from .indexing.pipeline import build_library
 
-    want_dense = embedding != "none"
+    from ragspine_query.dense.embedding import canonical_embedding_spec
+
+    want = canonical_embedding_spec(embedding)
     try:
         manifest = read_manifest(resolve_snapshot_dir(paths.root))
-        has_dense = manifest.get("embedding") is not None
-        if has_dense or not want_dense:  # an index with vectors serves BM25 runs too
+        built = (manifest.get("embedding") or {}).get("backend")
+        # an index with vectors serves BM25 runs too; a named model must be the one it was built with
+        if want == "none" or (built is not None and want in ("auto", built)):
             _say(f"reusing cached index {manifest['snapshot_id']} ({manifest['counts']['chunks']} chunks)", quiet)
             return manifest
     except Exception:
@@ -206,6 +215,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all)."""
     from ragspine_query.eval.beir import load_beir
     from ragspine_query.eval.metrics import evaluate_run, write_trec_run
+    from ragspine_query.dense.embedding import canonical_embedding_spec
     from ragspine_query.eval.report import CURVE_KS
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
@@ -213,8 +223,11 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
 
     dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
     out_root = Path(out) if out else DEFAULT_EVAL_ROOT
-    paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options)
-    needs_dense = any(m in ("auto", "hybrid", "vector", "graph") for m in modes) and embedding != "none"
+    paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options,
+                            embedding=embedding)
+    # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
+    named = canonical_embedding_spec(embedding) not in ("auto", "none")
+    needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"
     ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet)
     lib = open_library(paths.root)
     rr = None

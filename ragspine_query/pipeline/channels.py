@@ -39,12 +39,13 @@ class ChannelContext:
     embedding_backend: Any | None
 
 
-ChannelFactory = Callable[[ChannelContext], "Channel | None"]
+ChannelFactory = Callable[[ChannelContext], "Channel | list[Channel] | None"]
 _CHANNELS: dict[str, ChannelFactory] = {}
 
 
 def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False) -> ChannelFactory:
-    """Add a channel: ``factory(ctx) -> Channel | None`` (None: not for this library/mode).
+    """Add a channel: ``factory(ctx) -> Channel | None`` (None: not for this library/mode;
+    a list adds several channels, as the models of an embedding ensemble do).
 
     Retrievers built afterwards include it; its weight in the fusion is
     ``RetrievalConfig.channel_weights.get(name, 1.0)``.
@@ -56,7 +57,7 @@ def register_channel(name: str, factory: ChannelFactory, *, replace: bool = Fals
 
 
 def unregister_channel(name: str) -> None:
-    if name in ("bm25", "vector"):
+    if name in ("bm25", "vector", "vector-parts"):
         raise ValueError(f"the built-in channel {name!r} cannot be removed")
     _CHANNELS.pop(name, None)
 
@@ -69,7 +70,9 @@ def build_channels(ctx: ChannelContext) -> list[Channel]:
     out = []
     for factory in list(_CHANNELS.values()):
         ch = factory(ctx)
-        if ch is not None:
+        if isinstance(ch, list):
+            out.extend(ch)
+        elif ch is not None:
             out.append(ch)
     return out
 
@@ -163,13 +166,22 @@ class DenseChannel:
     Exact scan, or the snapshot's ANN index (``ann`` artifact, built above a size threshold)
     when present and its engine is installed; ``allowed`` is honoured exactly either way
     (:func:`ragspine_query.dense.ann.search_dense`: over-fetch and filter, exact fallback).
+
+    With ``part`` (one model of an :class:`~ragspine_query.dense.ensemble.EnsembleEmbeddingBackend`)
+    the query is embedded by that model alone and placed in its columns, zeros elsewhere:
+    the dot product with a row is then that model's cosine over ``sqrt(n)``, so the same
+    matrix and ANN index rank by one model. Scores are scaled back to the model's cosine.
+    The first part keeps the name ``vector``; the others are ``vector:<part name>``.
     """
 
     name = "vector"
 
-    def __init__(self, library: Any, backend: Any) -> None:
+    def __init__(self, library: Any, backend: Any, part: Any = None) -> None:
         self.library = library
         self.backend = backend
+        self.part = part
+        if part is not None and part.start > 0:
+            self.name = f"vector:{part.name}"
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         from ..dense.ann import ann_for_library, search_dense
@@ -177,10 +189,24 @@ class DenseChannel:
         emb = self.library.embeddings()
         if emb is None or self.backend is None:
             return _empty()
-        qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
+        if self.part is None:
+            qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
+            scale = 1.0
+        else:
+            qv = np.zeros(emb.dim, dtype=np.float32)
+            qv[self.part.start : self.part.stop] = np.asarray(self.part.backend.embed([query], kind="query"), dtype=np.float32)[0]
+            scale = float(np.sqrt(len(self.backend.parts)))
         mask = None if allowed is None else allowed[np.asarray(emb.rows)]
         idx, scores = search_dense(emb.vectors, qv, depth, ann_for_library(self.library), mask)
-        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32)
+        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32) * np.float32(scale)
+
+
+def dense_channels(library: Any, backend: Any) -> list[DenseChannel]:
+    """One :class:`DenseChannel` per model of ``backend`` (one for a single model)."""
+    parts = getattr(backend, "parts", None)
+    if not parts:
+        return [DenseChannel(library, backend)]
+    return [DenseChannel(library, backend, part) for part in parts]
 
 
 def _bm25_factory(ctx: ChannelContext) -> Channel | None:
@@ -190,8 +216,16 @@ def _bm25_factory(ctx: ChannelContext) -> Channel | None:
 def _vector_factory(ctx: ChannelContext) -> Channel | None:
     if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
         return None
-    return DenseChannel(ctx.library, ctx.embedding_backend)
+    return dense_channels(ctx.library, ctx.embedding_backend)[0]
+
+
+def _vector_parts_factory(ctx: ChannelContext) -> list[Channel] | None:
+    """The second and later models of an embedding ensemble, one channel each."""
+    if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
+        return None
+    return dense_channels(ctx.library, ctx.embedding_backend)[1:] or None
 
 
 register_channel("bm25", _bm25_factory)
 register_channel("vector", _vector_factory)
+register_channel("vector-parts", _vector_parts_factory)

