@@ -217,7 +217,8 @@ def make_embedding_backend(
     if name == "e5":
         return MultilingualE5Backend()
     if name == "minilm+e5":
-        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory)), ("e5", MultilingualE5Backend())])
+        # onnxruntime threads must not spin: e5's OpenMP threads run right after them
+        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, spin=False)), ("e5", MultilingualE5Backend())])
     if name == "openai":
         base_url = settings.openai_base_url.strip()
         model = settings.embedding_model.strip()
@@ -237,10 +238,10 @@ def make_embedding_backend(
     return SentenceTransformersBackend(directory or _packaged_st_dir())
 
 
-def _onnx_backend(directory: str | None) -> OnnxEmbeddingBackend:
+def _onnx_backend(directory: str | None, *, spin: bool = True) -> OnnxEmbeddingBackend:
     if directory:
-        return OnnxEmbeddingBackend(directory)
-    return OnnxEmbeddingBackend.packaged_minilm()
+        return OnnxEmbeddingBackend(directory, spin=spin)
+    return OnnxEmbeddingBackend.packaged_minilm(spin=spin)
 
 
 def _packaged_st_dir() -> Path:

