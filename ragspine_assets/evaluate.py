@@ -62,12 +62,10 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
         raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
-    from ragspine_query.dense.embedding import canonical_embedding_spec
-
     library_toml = _library_toml(chunker, chunker_options or {})
-    model = canonical_embedding_spec(embedding)
+    model = _named_model(embedding)
     key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
-                      + ([{"embedding": model}] if model not in ("auto", "none") else []))[:16]
+                      + ([{"embedding": model}] if model else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
     raw = lib_root / "raw" / name
@@ -89,6 +87,14 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
             (raw / "_library.toml").write_text(library_toml, encoding="utf-8")
         marker.write_text(key)
     return paths
+
+
+def _named_model(embedding: str) -> str | None:
+    """The canonical embedding spec when ``embedding`` names a model, else None (``auto``, ``none``)."""
+    from ragspine_query.dense.embedding import canonical_embedding_spec
+
+    spec = canonical_embedding_spec(embedding)
+    return None if spec in ("auto", "none") else spec
 
 
 def _library_toml(chunker: str, options: dict[str, Any]) -> str:
@@ -215,7 +221,6 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all)."""
     from ragspine_query.eval.beir import load_beir
     from ragspine_query.eval.metrics import evaluate_run, write_trec_run
-    from ragspine_query.dense.embedding import canonical_embedding_spec
     from ragspine_query.eval.report import CURVE_KS
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
@@ -226,7 +231,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options,
                             embedding=embedding)
     # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
-    named = canonical_embedding_spec(embedding) not in ("auto", "none")
+    named = _named_model(embedding) is not None
     needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"
     ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet)
     lib = open_library(paths.root)

@@ -77,8 +77,9 @@ def resolve_library_settings(docs: DocumentSet, *, embedding: str = "auto", glos
 def bm25_params_for(config: Any, embedding_spec: str) -> BM25Params:
     """BM25 ``k1``/``b``: the library's ``bm25_k1``/``bm25_b`` when set; otherwise ``b`` 0.75
     and ``k1`` :data:`FUSION_BM25_K1` for a library embedded with the ONNX (MiniLM, English)
-    backend or the MiniLM + e5 ensemble (:data:`FUSION_K1_EMBEDDINGS`), 1.5 for every other (Chinese and mixed libraries get the multilingual model and
-    keep 1.5; a library without vectors is searched by BM25 alone and keeps 1.5 too)."""
+    backend or the MiniLM + e5 ensemble (:data:`FUSION_K1_EMBEDDINGS`), 1.5 for every other
+    (Chinese and mixed libraries get the multilingual model and keep 1.5; a library without
+    vectors is searched by BM25 alone and keeps 1.5 too)."""
     k1 = getattr(config, "bm25_k1", None)
     b = getattr(config, "bm25_b", None)
     if k1 is None:

@@ -57,7 +57,7 @@ def register_channel(name: str, factory: ChannelFactory, *, replace: bool = Fals
 
 
 def unregister_channel(name: str) -> None:
-    if name in ("bm25", "vector", "vector-parts"):
+    if name in ("bm25", "vector"):
         raise ValueError(f"the built-in channel {name!r} cannot be removed")
     _CHANNELS.pop(name, None)
 
@@ -213,19 +213,12 @@ def _bm25_factory(ctx: ChannelContext) -> Channel | None:
     return None if ctx.active_mode == "vector" else LexicalChannel(ctx.library, ctx.config.doc_weight)
 
 
-def _vector_factory(ctx: ChannelContext) -> Channel | None:
+def _vector_factory(ctx: ChannelContext) -> list[Channel] | None:
+    """The dense channel, or one per model of an embedding ensemble."""
     if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
         return None
-    return dense_channels(ctx.library, ctx.embedding_backend)[0]
-
-
-def _vector_parts_factory(ctx: ChannelContext) -> list[Channel] | None:
-    """The second and later models of an embedding ensemble, one channel each."""
-    if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
-        return None
-    return dense_channels(ctx.library, ctx.embedding_backend)[1:] or None
+    return dense_channels(ctx.library, ctx.embedding_backend)
 
 
 register_channel("bm25", _bm25_factory)
 register_channel("vector", _vector_factory)
-register_channel("vector-parts", _vector_parts_factory)
