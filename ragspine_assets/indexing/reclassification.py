@@ -144,6 +144,33 @@ def unservable_count(snapshot_dir: Path, store_path: Path) -> int:
     return documents + passages
 
 
+def removed_rows_touch_restricted(store_path: Path, removed_keys: set[bytes], key_of) -> bool:
+    """True when a vector about to be deleted from an ANN index (its row key in
+    ``removed_keys``; ``key_of(index_text)`` gives a row's key) came from text of a
+    RESTRICTED document, **whatever its doc_id**: a document with a RESTRICTED version, or
+    a text sharing a whole normalised sentence with RESTRICTED text that is open nowhere
+    now. A deleted node's vector stays in the index file, so then only a full build will do.
+    """
+    if not removed_keys or not Path(store_path).is_file():
+        return False
+    since = restricted_since(store_path, "")
+    if not since.doc_ids:
+        return False
+    with ChunkStore(store_path) as store:
+        rows = store.execute_read(f"SELECT DISTINCT doc_id, index_text, text FROM {_T}")
+    removed = [r for r in rows if key_of(r["index_text"]) in removed_keys]
+    if any(r["doc_id"] in since.doc_ids for r in removed):
+        return True
+    candidates: set[str] = set()
+    for r in removed:
+        candidates |= sentence_keys(r["text"], min_chars=1)
+        candidates.add(text_key(r["text"]))
+    keys = restricted_keys(since.texts, (), only=candidates)
+    if keys:
+        keys = restricted_keys(since.texts, _open_now_texts(store_path), only=keys)
+    return bool(keys)
+
+
 def reclassified_documents(snapshot_dir: Path, store_path: Path) -> list[str]:
     """Doc ids that ``snapshot_dir`` serves as open although they are RESTRICTED now."""
     return sorted(open_documents(snapshot_dir) & restricted_now(store_path))
@@ -194,4 +221,4 @@ def was_quarantined(history: Path, snapshot_id: str) -> bool:
 
 
 __all__ = ["QUARANTINE_REASON", "RestrictedSince", "open_documents", "quarantine_unservable", "reclassified_documents",
-           "restricted_now", "restricted_since", "unservable_count", "was_quarantined"]
+           "removed_rows_touch_restricted", "restricted_now", "restricted_since", "unservable_count", "was_quarantined"]
