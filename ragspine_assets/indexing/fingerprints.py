@@ -23,6 +23,40 @@ MIN_SENTENCE_CHARS = 16
 _CLOSING = ".!?;。！？；"
 
 
+def norm_text(text: str) -> str:
+    """``text`` NFKC-normalised, case folded, white space collapsed (what fingerprints are sought in)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def tree_fingerprints(restricted_texts: Iterable[str], open_texts: Iterable[str]) -> list[str]:
+    """The RESTRICTED sentences a summary-tree node must never contain: each RESTRICTED
+    text's normalised sentences of at least :data:`MIN_SENTENCE_CHARS` characters that
+    occur **nowhere** in open text — neither as an open sentence nor inside one.
+
+    Excluding every sentence that open text already contains is what keeps the tree check
+    from being an oracle: an open note that quotes a guessed RESTRICTED sentence (inside
+    a longer sentence or not) removes that sentence from the set, so publication does not
+    depend on whether the guess was right; boilerplate that a RESTRICTED document shares
+    with open ones never blocks a library.
+    """
+    candidates: set[str] = set()
+    for t in restricted_texts:
+        candidates |= sentence_keys(t)
+    if not candidates:
+        return []
+    opened = [norm_text(t) for t in open_texts]
+    for t in opened:
+        candidates -= {norm_sentence(s) for s in split_sentences(t)}
+    corpus = "\n".join(opened)
+    return sorted(c for c in candidates if c not in corpus)
+
+
+def contains_fingerprint(text: str, fingerprints: Iterable[str]) -> bool:
+    """True when normalised ``text`` contains one of ``fingerprints`` (from :func:`tree_fingerprints`)."""
+    flat = norm_text(text)
+    return any(fp in flat for fp in fingerprints)
+
+
 def norm_sentence(sentence: str) -> str:
     """``sentence`` NFKC-normalised, case folded, white space collapsed, closing punctuation dropped."""
     folded = unicodedata.normalize("NFKC", sentence).casefold()
@@ -74,4 +108,5 @@ def text_hits(text: str, keys: set[str]) -> bool:
     return any(norm_sentence(s) in keys for s in split_sentences(text))
 
 
-__all__ = ["MIN_SENTENCE_CHARS", "norm_sentence", "restricted_keys", "sentence_keys", "text_hits", "text_key"]
+__all__ = ["MIN_SENTENCE_CHARS", "contains_fingerprint", "norm_sentence", "norm_text", "restricted_keys",
+           "sentence_keys", "text_hits", "text_key", "tree_fingerprints"]
