@@ -60,6 +60,8 @@ def embeddings_problem(ref: Any, index_text: IndexTextRef) -> str | None:
 
     if ref is None or not getattr(ref, "directory", None):
         return None  # no vectors: nothing can leak through them
+    if not Path(ref.directory).is_dir():
+        return "chunk_embeddings points at a work folder that was removed"
     rows, sens, texts = _open_rows(index_text)
     expected = sha256_json([ref.model_id, index_text.content_hash, sha256_json([text_hash(texts[r]) for r in rows])])
     if ref.content_hash != expected:
@@ -77,6 +79,8 @@ def summary_tree_problem(ref: Any, index_text: IndexTextRef, store_path: Path) -
     if ref is None or not getattr(ref, "directory", None):
         return None
     d = Path(ref.directory)
+    if not d.is_dir():
+        return "summary_tree points at a work folder that was removed"
     rows, sens, _ = _open_rows(index_text)
     if not np.array_equal(np.load(d / schema.TREE_LEAF_ROWS).astype(np.int64), rows):
         return "summary_tree was built over other chunks than the open ones being published"
@@ -104,6 +108,8 @@ def relation_graph_problem(ref: Any, index_text: IndexTextRef, store_path: Path,
 
     if ref is None or not getattr(ref, "directory", None):
         return None
+    if not Path(ref.directory).is_dir():
+        return "relation_graph points at a work folder that was removed"
     chunks = read_graph_chunks(store_path)
     if len(chunks) != index_text.n_rows:
         return "relation_graph was built over other chunks than the ones being published"

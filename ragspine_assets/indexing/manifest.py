@@ -22,6 +22,7 @@ from .index_text import IndexTextRef
 from .lexical import Bm25Ref
 from .library_settings import resolve_library_settings
 from .publish import publish_snapshot
+from .purge import purge_derived
 from .step_api import BlockingCheckError, StepContext, StepResult
 
 GLOSSARY_FILE = "glossary.json"
@@ -124,6 +125,8 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
             artifacts.update(value.artifact_paths())
     result = publish_snapshot(paths, manifest=manifest, chunk_store=Path(chunks.store_path), artifacts=artifacts,
                               keep=ctx.keep)
+    # reclassification purges what was derived from now-RESTRICTED text (purge.py)
+    purge_derived(paths, Path(ctx.cache_path).parent, keep=artifacts.values())
     return StepResult(PublishedSnapshot(result.snapshot_id, str(result.snapshot_dir), result.changed,
                                         result.previous_snapshot_id, result.pinned_to, _read_manifest(result.snapshot_dir)))
 

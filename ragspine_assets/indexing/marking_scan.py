@@ -31,8 +31,9 @@ _BOMS = (
     (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _JSON_ESCAPES = re.compile(r'(?:\\(?:u[0-9a-fA-F]{4}|[nrtbf"/\\]))+')
-#: Share of printable characters above which a decoding counts as readable text.
-_READABLE = 0.95
+#: Largest share of undecodable / control / unassigned characters of a readable decoding.
+_UTF8_BAD_SHARE = 0.2
+_WIDE_BAD_SHARE = 0.05
 
 
 def _unescape_json(text: str) -> str:
@@ -74,7 +75,9 @@ def _readable(data: bytes, codec: str) -> bool:
     if not text:
         return False
     bad = sum(1 for ch in text if ch == "\ufffd" or (unicodedata.category(ch) in _UNREADABLE and ch not in "\n\r\t"))
-    return bad / len(text) <= 1 - _READABLE
+    # a few stray bytes in UTF-8 are a broken text file (kept: bad input loses nothing); random
+    # bytes read as UTF-16 are ~15% unassigned or private-use characters, real UTF-16 text ~0%
+    return bad / len(text) <= (_UTF8_BAD_SHARE if codec == "utf-8" else _WIDE_BAD_SHARE)
 
 
 def mentions_restricted(data: bytes) -> bool:
