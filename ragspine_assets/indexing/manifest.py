@@ -31,8 +31,11 @@ def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, b
     with ChunkStore(Path(chunks.store_path)) as store:
         doc_rows = store.execute_read(
             f"SELECT doc_id, content_hash FROM {schema.DOCUMENT_TABLE} WHERE active = 1 ORDER BY doc_id")
+        # open documents' keys only: a key only RESTRICTED documents use is never named (in the
+        # manifest, or in a filter error listing the filterable fields)
         extra_rows = store.execute_read(
-            f"SELECT DISTINCT extra_json FROM {schema.CHUNK_TABLE} WHERE active = 1")
+            f"SELECT DISTINCT extra_json FROM {schema.CHUNK_TABLE} WHERE active = 1 "
+            "AND upper(trim(sensitivity)) != 'RESTRICTED'")
     extra_fields = sorted({k for r in extra_rows for k in json.loads(r[0] or "{}")} - set(METADATA_FIELDS))
     name, _, version = chunks.chunker.partition("@")
     return {
