@@ -55,7 +55,11 @@ def resolve_embedding_spec(spec: str, docs: DocumentSet) -> str:
     if s != "auto":
         return s
 
-    sample = "\n".join(d.body[:2000] for d in docs.documents[:2000])
+    # open documents only: a RESTRICTED document must not change how open text is scored
+    from ragspine_query.records import is_restricted
+
+    shown = [d for d in docs.documents if not is_restricted(d.sensitivity)] or list(docs.documents)
+    sample = "\n".join(d.body[:2000] for d in shown[:2000])
     return auto_backend_for_languages(cjk_share(sample))
 
 
