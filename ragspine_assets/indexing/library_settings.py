@@ -53,10 +53,14 @@ CHARS_PER_CHUNK = 1200
 def chunk_language_shares(docs: DocumentSet) -> dict[str, float]:
     """Each language's share of the library's chunks, estimated before chunking: every
     document counts ``max(1, len(body) // CHARS_PER_CHUNK)`` chunks of its ``language``
-    label. Every document counts (not a sample of the first ones), so a library whose
-    second language comes last in the walk is seen as mixed."""
+    label. Every open document counts (not a sample of the first ones), so a library whose
+    second language comes last in the walk is seen as mixed; RESTRICTED documents do not."""
+    from ragspine_query.records import is_restricted
+
+    # open documents only: a RESTRICTED document must not change how open text is scored
+    shown = [d for d in docs.documents if not is_restricted(d.sensitivity)] or list(docs.documents)
     counts: dict[str, int] = {}
-    for d in docs.documents:
+    for d in shown:
         lang = getattr(d, "language", "") or "en"
         counts[lang] = counts.get(lang, 0) + max(1, len(d.body) // CHARS_PER_CHUNK)
     total = sum(counts.values())

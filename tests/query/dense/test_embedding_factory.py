@@ -211,7 +211,7 @@ def test_chunk_language_shares_count_every_document_by_length():
 
     # 2,000 long English documents first, then 600 short Chinese ones: a sample of the first
     # documents' characters (the old rule) saw no Chinese at all
-    docs = [SimpleNamespace(language="en", body="x" * (3 * CHARS_PER_CHUNK)) for _ in range(2000)]
-    docs += [SimpleNamespace(language="zh", body="标题") for _ in range(600)]
+    docs = [SimpleNamespace(language="en", sensitivity="PUBLIC", body="x" * (3 * CHARS_PER_CHUNK)) for _ in range(2000)]
+    docs += [SimpleNamespace(language="zh", sensitivity="PUBLIC", body="标题") for _ in range(600)]
     shares = chunk_language_shares(SimpleNamespace(documents=docs))
     assert shares == pytest.approx({"en": 6000 / 6600, "zh": 600 / 6600})
