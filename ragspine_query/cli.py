@@ -157,6 +157,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RagspineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback: one located line
+        from .failure import describe_unexpected
+
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

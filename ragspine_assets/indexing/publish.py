@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ragspine_query import schema
-from ragspine_query.errors import IndexNotFoundError, RagspineError
+from ragspine_query.errors import IndexCorruptError, IndexNotFoundError, RagspineError
+from ragspine_query.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
 
 from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
 from .chunk_store import CACHE_KIB, init_schema
@@ -239,6 +240,8 @@ def _publish_locked(
             rel = f.relative_to(staging).as_posix()
             # the SQLite file is not byte-stable across builds; hash its logical content
             files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+            if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
+                files[rel][FILE_SHA256] = sha256_file(f)
         files[chunks_spec.path]["sha256"] = chunks_hash
         manifest = dict(manifest)
         manifest[schema.MANIFEST_ARTIFACT_SETS] = dict(sorted(sets.items()))
@@ -251,8 +254,14 @@ def _publish_locked(
                 os.fsync(fh.fileno())
         target = paths.snapshots / snapshot_id
         changed = snapshot_id != previous
-        if target.exists():
+        if target.exists() and not _snapshot_damaged(target):
             shutil.rmtree(staging)
+        elif target.exists():  # same content, but its files were damaged: replace them (new inodes)
+            aside = paths.snapshots / f"{STAGING_PREFIX}damaged-{os.getpid()}-{snapshot_id}"
+            os.replace(target, aside)
+            os.replace(staging, target)
+            fsync_dir(paths.snapshots)
+            shutil.rmtree(aside, ignore_errors=True)
         else:
             os.replace(staging, target)
             fsync_dir(paths.snapshots)
@@ -277,17 +286,13 @@ def _publish_locked(
     return PublishResult(snapshot_id, target, previous, changed, pin)
 
 
-def content_snapshot_id(manifest: dict[str, Any]) -> str:
-    """The snapshot id: a hash of the manifest's content, without run metadata.
-
-    The SQLite file's size is left out too (its rows carry the run id and ingestion time,
-    so its bytes differ between runs of identical content; its ``sha256`` is of its
-    logical content), so ``build_library`` and a Dagster run of the same input agree.
-    """
-    stable = {k: v for k, v in manifest.items() if k not in ("created_at", "run_id", "snapshot_id", "timings")}
-    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite") else a)
-                           for rel, a in manifest.get("artifacts", {}).items()}
-    return sha256_json(stable)[:16]
+def _snapshot_damaged(snapshot_dir: Path) -> bool:
+    """Whether a published snapshot folder fails its full check (:func:`verify_snapshot`)."""
+    try:
+        verify_snapshot(snapshot_dir, full=True)
+    except IndexCorruptError:
+        return True
+    return False
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:
@@ -372,6 +377,7 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
             f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
     target = paths.snapshots / snapshot_id
     if (target / schema.MANIFEST_FILE).is_file():
+        verify_snapshot(target, full=True)  # never point current at damaged files
         risky = reclassified_documents(target, paths.chunk_store)
         if risky:
             raise RagspineError(
