@@ -74,8 +74,10 @@ def load_plugins(modules: Sequence[str]) -> None:
 
 
 def run_query(args: argparse.Namespace) -> int:
+    from .limits import check_query
     from .link import build_narrative_retriever
 
+    check_query(args.text)  # before any index is opened
     load_plugins(getattr(args, "plugin", []) or [])
     explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
