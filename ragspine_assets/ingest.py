@@ -21,6 +21,7 @@ from ragspine_query.settings import Settings
 from .assets import ALL_ASSETS
 from .assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from .indexing.artifacts import pid_alive, validate_library_id
+from .instance_config import write_default_instance_config
 from .partitions import LIBRARIES_PARTITION
 from .progress import wants_terminal_progress
 from .resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
@@ -115,10 +116,10 @@ def default_instance() -> dg.DagsterInstance:
         home = str(Path(".dagster_home").resolve())
         os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
-    cfg = Path(home) / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
+    write_default_instance_config(Path(home))
     return dg.DagsterInstance.get()
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,14 +276,26 @@ def ingest_library(
     )
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
+    from .indexing.locks import ConcurrentIngestError, library_run_lock
+    from .runs import fail_dead_runs, in_flight_runs
+
     dead = fail_dead_ingest_runs(instance)
+    dead += [r for r in fail_dead_runs(instance, [library_id]) if r not in dead]
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
-        result = dg.materialize(
-            ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
-            tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
-            run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
-        )
+        # one writer per library for the whole run (indexing/locks.py)
+        with library_run_lock(resource.library_paths(library_id)):
+            busy = in_flight_runs(instance, library_id)
+            if busy:
+                raise ConcurrentIngestError(
+                    f"run {busy[0]} of library {library_id!r} is in flight on the Dagster instance "
+                    f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')}); wait for it to finish (or cancel it in the "
+                    "Dagster UI), then run again")
+            result = dg.materialize(
+                ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
+                tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
+                run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
+            )
     except RagspineError:
         raise
     except Exception as exc:  # a step's own error, or Dagster's: one located line, never a traceback

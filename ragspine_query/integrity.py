@@ -38,7 +38,8 @@ HASH_AT_OPEN_BUDGET_BYTES = 64 << 20
 #: The manifest key of a SQLite file's byte hash (its ``sha256`` is of the logical content).
 FILE_SHA256 = "file_sha256"
 #: Manifest keys left out of the snapshot id (they change between runs of the same content).
-RUN_KEYS = ("created_at", "run_id", "snapshot_id", "timings")
+#: ``chunk_store_state`` (written since issue #29) is left out too, so snapshot ids stay as they were.
+RUN_KEYS = ("created_at", "run_id", "snapshot_id", "timings", "chunk_store_state")
 
 
 def sha256_json(obj: Any) -> str:

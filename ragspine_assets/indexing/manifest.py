@@ -20,6 +20,7 @@ from .embeddings import EmbeddingRef
 from .index_text import IndexTextRef
 from .lexical import Bm25Ref
 from .library_settings import resolve_library_settings
+from .locks import CHUNK_STATE_KEY
 from .publish import publish_snapshot
 from .step_api import BlockingCheckError, StepContext, StepResult
 
@@ -105,6 +106,7 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     glossary = write_glossary(paths, settings.glossary_path)
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
                               run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
+    manifest[CHUNK_STATE_KEY] = chunks.active_hash  # checked against the published rows (locks.py)
     with ChunkStore(Path(chunks.store_path)) as store:
         n_rows = store.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
     if n_rows != index_text.n_rows or n_rows != bm25_index.stats.get("chunk_rows"):

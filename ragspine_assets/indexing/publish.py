@@ -30,6 +30,7 @@ from ragspine_query.integrity import FILE_SHA256, content_snapshot_id, verify_sn
 
 from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
 from .chunk_store import CACHE_KIB, init_schema
+from .locks import CHUNK_STATE_KEY, check_chunk_state
 from .reclassification import reclassified_documents
 
 HISTORY_FILE = "history.jsonl"
@@ -226,6 +227,7 @@ def _publish_locked(
     try:
         chunks_spec = schema.ARTIFACT_REGISTRY[CHUNKS_ARTIFACT]
         chunks_hash = write_snapshot_chunks(staging / chunks_spec.path, chunk_store)
+        check_chunk_state(paths, manifest.get(CHUNK_STATE_KEY), chunks_hash)  # never a mixed snapshot (locks.py)
         sets = {CHUNKS_ARTIFACT: {"path": chunks_spec.path, "asset": chunks_spec.asset}}
         for name, src in artifacts.items():
             spec = schema.ARTIFACT_REGISTRY[name]
