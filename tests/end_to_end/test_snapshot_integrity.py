@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -203,3 +204,47 @@ def test_a_current_link_to_a_deleted_snapshot_is_named(tiny, tmp_path):
 def test_snapshots_on_a_missing_folder_exits_2(tmp_path):
     rc, out, err = run_cli("snapshots", str(tmp_path / "nope"))
     assert rc == 2 and err.startswith("error: ") and "is not a folder" in err
+
+
+KERNEL_CHILD = r'''
+import sys
+import numpy as np
+from ragspine_query import open_library
+snap, target = sys.argv[1], sys.argv[2]
+lib = open_library(snap)
+index = lib.bm25
+assert index.compile_jit(), "numba is installed but the kernel did not compile"
+queries = [index.tokens[i:i + 3] for i in range(0, min(len(index.tokens), 300), 3)]
+before = [index.search(q, 5)[0].tolist() for q in queries]
+mapped = np.load(target, mmap_mode="r")
+start, size = mapped.offset, mapped.nbytes
+with open(target, "r+b") as fh:  # damage the mapped file in place, after its check at open
+    fh.seek(start)
+    fh.write(b"\x7f" * size)
+errors = 0
+for _ in range(3):
+    for q in queries:
+        try:
+            index.search(q, 5)
+        except Exception:
+            errors += 1
+print("ok", len(before), errors)
+'''
+
+
+@pytest.mark.parametrize("name", [schema.BM25_POSTINGS, schema.BM25_INDPTR])
+def test_the_compiled_kernel_survives_a_file_damaged_in_place_after_open(tiny, tmp_path, name):
+    """A long-running reader maps the files; damage written into them afterwards (same
+    inode) bypasses the check at open. The compiled kernel must still never read or
+    write outside its arrays (it segfaulted or corrupted the heap before)."""
+    pytest.importorskip("numba", reason="the compiled kernel needs the 'accel' extra")
+    import subprocess
+
+    from tests.conftest import PYTHON, python_env
+
+    snap = tmp_path / "snap"
+    shutil.copytree(tiny["snapshot"], snap)
+    done = subprocess.run([PYTHON, "-c", KERNEL_CHILD, str(snap), str(snap / schema.BM25_DIR / name)],
+                          capture_output=True, text=True, timeout=600, env=python_env(PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.startswith("ok ")
