@@ -280,7 +280,7 @@ def ingest_library(
     from .runs import fail_dead_runs, in_flight_runs
 
     dead = fail_dead_ingest_runs(instance)
-    dead += [r for r in fail_dead_runs(instance, [library_id]) if r not in dead]
+    dead += [r for r in fail_dead_runs(instance, [library_id], strict_host=True) if r not in dead]
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
         # one writer per library for the whole run (indexing/locks.py)

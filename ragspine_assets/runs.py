@@ -85,13 +85,26 @@ def _local_launcher(instance: dg.DagsterInstance) -> bool:
         return False
 
 
-def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local: bool | None = None) -> bool | None:
-    """Whether the process executing ``run`` still exists; None when this machine cannot tell."""
+def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local: bool | None = None,
+                      strict_host: bool = False) -> bool | None:
+    """Whether the process executing ``run`` still exists; None when this machine cannot tell.
+
+    A run whose steps recorded another machine (``ragspine/run_host``) is never judged;
+    with ``strict_host`` neither is one that recorded none (``ragspine ingest`` may run on
+    another machine than the code server that launches the instance's runs; the sensor
+    runs in that code server, beside the run workers of the default launcher).
+    """
+    import socket
+
+    from .assets._util import TAG_RUN_HOST
     from .ingest import TAG_PID, _ingest_process_alive
 
     if run.tags.get(TAG_PID):
         return _ingest_process_alive(dict(run.tags))
     if not (_local_launcher(instance) if local is None else local):
+        return None
+    host = run.tags.get(TAG_RUN_HOST)
+    if (host and host != socket.gethostname()) or (strict_host and not host):
         return None
     worker = _worker_pid(instance, run)
     if worker is None:
@@ -105,9 +118,10 @@ def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local
 
 
 def fail_dead_runs(instance: dg.DagsterInstance, libraries: list[str] | None = None, *,
-                   local: bool | None = None) -> list[str]:
+                   local: bool | None = None, strict_host: bool = False) -> list[str]:
     """Mark failed every STARTED/STARTING run (of ``libraries``, default all) whose process
-    is gone (see the module docstring). Returns the run ids marked failed."""
+    is gone (see the module docstring and :func:`run_process_alive`). Returns the run ids
+    marked failed."""
     statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses))
     wanted = None if libraries is None else set(libraries)
@@ -115,7 +129,7 @@ def fail_dead_runs(instance: dg.DagsterInstance, libraries: list[str] | None = N
     for run in runs:
         if wanted is not None and run.tags.get(TAG_PARTITION) not in wanted:
             continue
-        if run_process_alive(instance, run, local=local) is not False:
+        if run_process_alive(instance, run, local=local, strict_host=strict_host) is not False:
             continue
         instance.report_run_failed(
             run, f"The process that executed this run is gone (killed before the run finished, e.g. dagster dev "

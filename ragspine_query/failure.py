@@ -18,7 +18,7 @@ _OWN_PACKAGES = ("ragspine_query", "ragspine_assets")
 
 #: What to free when a disk is full (the places RAGSpine writes to).
 DISK_FULL_HINT = ("free space there and run again (safe to delete: the caches under <data>/cache, old Dagster runs "
-                  "under DAGSTER_HOME, and older snapshots: ingest with a lower --keep); the serving snapshot is unchanged")
+                  "under DAGSTER_HOME, and older snapshots: ingest with a lower --keep)")
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -57,7 +57,9 @@ def describe_unexpected(exc: BaseException) -> str:
         text = text[:300] + "…"
     if is_disk_full(exc):
         name = getattr(exc, "filename", None)
-        return f"the disk is full{f' (writing {name})' if name else ''}: {text or 'no space left on device'}; {DISK_FULL_HINT}"
+        located = where(exc)
+        return (f"the disk is full{f' (writing {name})' if name else ''}{f' at {located}' if located else ''}: "
+                f"{text or 'no space left on device'}; {DISK_FULL_HINT}")
     if isinstance(exc, MemoryError):
         return ("out of memory: the input or the index is larger than this machine's memory allows; "
                 "use a machine with more memory, or split the library")

@@ -24,6 +24,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from ragspine_assets.assets._util import TAG_RUN_HOST
 from ragspine_assets.cli import main as cli_main
 from ragspine_assets.indexing.artifacts import LibraryPaths
 from ragspine_assets.indexing.locks import ConcurrentIngestError
@@ -147,8 +148,16 @@ def test_a_killed_run_is_failed_and_its_library_requested_again(data_root: Path,
     assert requested(tick(ragspine, instance, after.cursor)) == {}
 
 
-def test_a_live_worker_is_never_failed(local_instance) -> None:
+def test_a_live_worker_or_another_machines_run_is_never_failed(local_instance) -> None:
     run = _add_run(local_instance, "alpha", dg.DagsterRunStatus.STARTED)
     local_instance.report_engine_event(f"Started process for run (pid: {os.getpid()}).", run)
-    assert fail_dead_runs(local_instance) == []
-    assert local_instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED
+    gone = subprocess.Popen([PYTHON, "-c", "pass"])
+    gone.wait(timeout=WAIT_S)
+    elsewhere = _add_run(local_instance, "beta", dg.DagsterRunStatus.STARTED, **{TAG_RUN_HOST: "another-machine"})
+    local_instance.report_engine_event(f"Started process for run (pid: {gone.pid}).", elsewhere)
+    unknown = _add_run(local_instance, "gamma", dg.DagsterRunStatus.STARTED)  # no host recorded
+    local_instance.report_engine_event(f"Started process for run (pid: {gone.pid}).", unknown)
+    assert fail_dead_runs(local_instance, strict_host=True) == []  # what `ragspine ingest` does
+    assert fail_dead_runs(local_instance) == [unknown.run_id]  # the sensor, beside the run workers
+    for r in (run, elsewhere):
+        assert local_instance.get_run_by_id(r.run_id).status == dg.DagsterRunStatus.STARTED
