@@ -152,6 +152,15 @@ def _write_record(target: Path, record: dict[str, list]) -> None:
     os.replace(tmp, path)
 
 
+def work_record(target: Path) -> dict[str, list] | None:
+    """``{relative path: [size, sha256]}`` recorded when ``target`` was built, or None."""
+    try:
+        recorded = json.loads(work_record_path(target).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
 def work_output_intact(target: Path) -> bool:
     """Whether a work output folder's files match the record written when it was built.
 

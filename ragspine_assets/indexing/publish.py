@@ -28,7 +28,8 @@ from ragspine_query import schema
 from ragspine_query.errors import IndexCorruptError, IndexNotFoundError, RagspineError
 from ragspine_query.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
 
-from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
+from .artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
+                        sha256_json, work_record)
 from .chunk_store import CACHE_KIB, init_schema
 from .locks import CHUNK_STATE_KEY, check_chunk_state
 from .reclassification import reclassified_documents
@@ -245,6 +246,7 @@ def _publish_locked(
             if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
                 files[rel][FILE_SHA256] = sha256_file(f)
         files[chunks_spec.path]["sha256"] = chunks_hash
+        _check_sources_unchanged(artifacts, files)
         manifest = dict(manifest)
         manifest[schema.MANIFEST_ARTIFACT_SETS] = dict(sorted(sets.items()))
         manifest["artifacts"] = files
@@ -286,6 +288,36 @@ def _publish_locked(
         fh.write(json.dumps(record) + "\n")
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every file linked from a ``work/`` output still has the bytes recorded when it was
+    built (``artifacts.write_once``); a changed one is discarded (the next run rebuilds it).
+
+    Raises:
+        IndexCorruptError: a source file changed since it was built; nothing is published.
+    """
+    for name, src in artifacts.items():
+        spec = schema.ARTIFACT_REGISTRY[name]
+        root, recorded = next(((a, r) for a in [src, *list(src.parents)[:3]] if (r := work_record(a))), (None, None))
+        if root is None or recorded is None:
+            continue
+        inside = src.relative_to(root).as_posix()
+        for rel, (size, digest) in recorded.items():
+            if inside == ".":
+                target = f"{spec.path}/{rel}"
+            elif rel == inside:
+                target = spec.path
+            elif rel.startswith(inside + "/"):
+                target = f"{spec.path}/{rel[len(inside) + 1:]}"
+            else:
+                continue
+            published = files.get(target)
+            if published is not None and (published.get("bytes") != size or published.get("sha256") != digest):
+                discard_work_output(root)
+                raise IndexCorruptError(
+                    f"{root / rel} changed after it was built (a damaged file, or a process writing into work/); "
+                    f"nothing was published and it was removed: run the ingest again to rebuild it")
 
 
 def _snapshot_damaged(snapshot_dir: Path) -> bool:

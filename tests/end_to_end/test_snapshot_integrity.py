@@ -248,3 +248,31 @@ def test_the_compiled_kernel_survives_a_file_damaged_in_place_after_open(tiny, t
                           capture_output=True, text=True, timeout=600, env=python_env(PYTHONPATH=os.pathsep.join(sys.path)))
     assert done.returncode == 0, f"rc {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("ok ")
+
+
+def test_a_work_output_damaged_between_its_step_and_publication_is_never_published(tiny, tmp_path):
+    from ragspine_assets.indexing.pipeline import STEPS, run_step
+    from ragspine_assets.indexing.step_api import StepContext
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny["data"], data, symlinks=True)
+    paths = LibraryPaths("tiny", data / "raw" / "tiny", data / "artifacts" / "tiny")
+    serving = paths.current.resolve().name
+    (paths.raw / "extra.md").write_text("# Extra\n\nA new note about the Quokka plant.\n", encoding="utf-8")
+    ctx = StepContext(paths=paths, cache_path=data / "cache" / "embeddings.sqlite", run_id="r", embedding="deterministic")
+    values: dict = {}
+    for step in STEPS:
+        if step.name == "index_manifest":
+            victim = Path(values["bm25_index"].artifact_paths()["bm25"]) / schema.BM25_IMPACTS
+            raw = bytearray(victim.read_bytes())
+            raw[-3] ^= 0x40
+            with open(victim, "r+b") as fh:
+                fh.write(bytes(raw))
+            with pytest.raises(IndexCorruptError, match="changed after it was built"):
+                run_step(step, ctx, values)
+            assert paths.current.resolve().name == serving
+            break
+        values[step.name] = run_step(step, ctx, values).value
+    result = build_library(paths, embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite")
+    assert result.snapshot_id != serving
+    assert integrity.verify_snapshot(paths.current.resolve(), full=True)["files"] > 0
