@@ -10,6 +10,13 @@ the content changes the cursor has seen for that library. Re-evaluating a tick f
 same cursor (a retried tick, a second daemon) yields the same keys, so Dagster never
 launches two runs for one change; a revert to older content is a new change and gets a
 new generation, so it is re-ingested rather than deduplicated against the old run.
+
+One run of a library at a time: a change of a library with a run in flight is not
+requested yet (the cursor keeps the library's previous state, so the next tick after the
+run sees it again). Each tick first marks failed the runs whose worker process is gone
+(:func:`ragspine_assets.runs.fail_dead_runs`: ``dagster dev`` stopped mid-run), and a
+library whose latest run failed is requested again, run key ``…:retry-N``, at most
+:data:`ragspine_assets.runs.MAX_AUTOMATIC_RETRIES` times per content.
 """
 
 from __future__ import annotations
