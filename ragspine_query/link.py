@@ -16,6 +16,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from .fusion import DEFAULT_RRF_K
 from .glossary import Glossary, GlossaryQueryRewriter
 from .library import open_library
+from .limits import check_query
 from .pipeline.explain import Tracer, hit_candidates, now
 from .pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
 from .records import Hit, to_snippet
@@ -78,7 +79,9 @@ class NarrativeIndexRetriever:
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
+            QueryError: the query is empty or longer than ``limits.MAX_QUERY_CHARS``.
         """
+        check_query(query)
         top_k = check_top_k(top_k)
         tracer = Tracer() if explain else None
         snippets, refusal = self._open_snippets(query, filters or None, top_k, tracer)

@@ -268,6 +268,14 @@ def _updatable_ann(paths: LibraryPaths, ann: AnnConfig, model_id: str, dim: int)
     if (not same_model or not (folder / ROW_KEYS_FILE).is_file() or int(meta.get("dim", -1)) != dim
             or any(meta.get(k) != v for k, v in wanted.items())):
         return None
+    from ragspine_query.errors import IndexCorruptError, IndexNotFoundError
+    from ragspine_query.integrity import verify_snapshot_files
+
+    ann_files = {rel: e for rel, e in manifest["artifacts"].items() if rel.startswith(f"{schema.ANN_DIR}/")}
+    try:  # never update from damaged files: build afresh instead
+        verify_snapshot_files(snapshot, {"artifacts": ann_files}, full=True)
+    except (IndexCorruptError, IndexNotFoundError):
+        return None
     return folder, str(index_sha), meta
 
 

@@ -135,6 +135,12 @@ SUPPORTED_SUFFIXES = (*DOCUMENT_SUFFIXES, JSONL_SUFFIX)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 LIBRARY_CONFIG_FILE = "_library.toml"
 FRONT_MATTER_FENCE = "---"
+#: Size limits per field: a metadata value (front matter or JSONL key), a document's
+#: text, and the digits of a JSON number (a larger one is a located error for its line,
+#: not an abort of the library: Python refuses integers of more than 4,300 digits).
+MAX_METADATA_VALUE_CHARS = 16_384
+MAX_BODY_CHARS = 32_000_000
+MAX_JSON_NUMBER_CHARS = 100
 #: How many leading bytes are searched for a NUL byte (the binary-file test).
 BINARY_SNIFF_BYTES = 8192
 #: Share of CJK ideographs among word characters from which a body is ``zh``.
@@ -808,6 +814,14 @@ def _json_type(value: Any) -> str:
     return {list: "array", str: "string", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def _json_number(text: str) -> float:
+    """A JSON number (never a valid metadata value: those are strings) read without
+    Python's integer conversion, which refuses more than 4,300 digits."""
+    if len(text) > MAX_JSON_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text):,} characters (the limit is {MAX_JSON_NUMBER_CHARS})")
+    return float(text)
+
+
 def _parse_jsonl_line(
     raw: bytes, rel: str, lineno: int, line_offset: int, library_id: str
 ) -> SourceDocument | list[DocumentError]:
@@ -822,10 +836,13 @@ def _parse_jsonl_line(
     if lineno == 1:
         line = line.removeprefix(_BOM)
     try:
-        obj = json.loads(line, object_pairs_hook=_JsonObject)
+        obj = json.loads(line, object_pairs_hook=_JsonObject, parse_int=_json_number, parse_float=_json_number)
     except json.JSONDecodeError as exc:
         problem = f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}"
         return [DocumentError(where, problem, field="json", hint="write one complete JSON object per line")]
+    except ValueError as exc:  # a number beyond MAX_JSON_NUMBER_CHARS, or any other value json refuses
+        problem = f"line {lineno} holds a value that cannot be read ({' '.join(str(exc).split())[:200]})"
+        return [DocumentError(where, problem, field="json", hint="metadata values must be strings; quote the value")]
     except RecursionError:
         problem = f"line {lineno} is nested too deeply to parse"
         return [DocumentError(where, problem, field="json", hint="write one flat JSON object per line")]
@@ -1304,6 +1321,17 @@ def _make_document(
 ) -> SourceDocument | list[DocumentError]:
     """Validate metadata strings, apply defaults, build the document (or list every problem)."""
     problems: list[DocumentError] = []
+    for key, value in meta.items():  # size limits per field (module docstring)
+        if len(value) > MAX_METADATA_VALUE_CHARS:
+            problems.append(DocumentError(
+                error_path, f"the {key!r} value has {len(value):,} characters, more than the limit of "
+                f"{MAX_METADATA_VALUE_CHARS:,}", field=key, hint="shorten it; long text belongs in the body"))
+    if len(body) > MAX_BODY_CHARS:
+        problems.append(DocumentError(
+            error_path, f"the text has {len(body):,} characters, more than the limit of {MAX_BODY_CHARS:,}",
+            field="text" if "#L" in error_path else "body", hint="split the document into several files"))
+    if problems:
+        return problems
     fields_: dict[str, str] = {name: meta.get(name, "").strip() for name in METADATA_FIELDS}
     extra = {k: v for k, v in meta.items() if k not in METADATA_FIELDS}
 

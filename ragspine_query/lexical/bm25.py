@@ -574,9 +574,9 @@ class BM25Index:
         params_path = d / schema.BM25_PARAMS
         if not params_path.exists():
             raise IndexNotFoundError(f"no BM25 index at {d}: materialize the bm25_index asset")
-        meta = json.loads(params_path.read_text(encoding="utf-8"))
         mode = "r" if mmap else None
         try:
+            meta = json.loads(params_path.read_text(encoding="utf-8"))
             tokens = json.loads((d / schema.BM25_VOCAB).read_text(encoding="utf-8"))["tokens"]
             arrays = BM25Arrays(
                 tokens=tokens,
@@ -588,10 +588,11 @@ class BM25Index:
                 params=BM25Params(float(meta["k1"]), float(meta["b"])),
                 avgdl=float(meta["avgdl"]),
             )
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexCorruptError(f"BM25 index at {d} is unreadable ({exc}); re-materialize the bm25_index asset") from exc
         if arrays.indptr.shape[0] != len(tokens) + 1 or arrays.postings.shape != arrays.impacts.shape:
             raise IndexCorruptError(f"BM25 index at {d} has inconsistent array shapes; re-materialize the bm25_index asset")
+        check_bm25_arrays(d, arrays)
         return cls(arrays)
 
     def term_ids(self, tokens: Sequence[str]) -> list[int]:
@@ -884,6 +885,22 @@ class BM25Index:
             scores += col[rows]
         keep = np.flatnonzero(scores > 0.0)  # only if PRUNE_SLACK >= 1 could a 0 get here
         return top_k_rows(rows[keep], scores[keep].astype(np.float32), k)
+
+
+def check_bm25_arrays(directory: Path, arrays: BM25Arrays) -> None:
+    """Bound-check a loaded index once (``ragspine_query.integrity``): offsets monotone and
+    spanning the postings, every posting a row below ``n_rows``, the expected dtypes, so
+    neither the numpy paths nor the compiled kernel can index outside an array.
+
+    Raises:
+        IndexCorruptError: one line naming the damaged file.
+    """
+    from ..integrity import check_array, check_csr
+
+    check_csr(directory, schema.BM25_INDPTR, arrays.indptr, schema.BM25_POSTINGS, arrays.postings,
+              n_ptr=len(arrays.tokens) + 1, upper=arrays.n_rows)
+    check_array(directory, schema.BM25_IMPACTS, arrays.impacts, kind="f", length=arrays.postings.shape[0])
+    check_array(directory, schema.BM25_MAX_IMPACT, arrays.max_impact, kind="f", length=len(arrays.tokens))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
