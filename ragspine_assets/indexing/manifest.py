@@ -109,16 +109,10 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     paths = ctx.paths
     settings = resolve_library_settings(documents, embedding=ctx.embedding, glossary_path=ctx.glossary_path)
     glossary = write_glossary(paths, settings.glossary_path)
-<<<<<<< HEAD
     # whether or not they ran in this run, every artifact must be current (artifact_freshness.py)
     fresh = refresh_stale_artifacts(ctx, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
                                     chunk_embeddings=chunk_embeddings, more=more, glossary_path=settings.glossary_path)
     index_text, bm25_index, chunk_embeddings, more = fresh.index_text, fresh.bm25_index, fresh.chunk_embeddings, fresh.more
-=======
-    manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
-                              run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
-    manifest[CHUNK_STATE_KEY] = chunks.active_hash  # checked against the published rows (locks.py)
->>>>>>> i29
     with ChunkStore(Path(chunks.store_path)) as store:
         n_rows = store.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
     if n_rows != index_text.n_rows or n_rows != bm25_index.stats.get("chunk_rows"):
@@ -129,6 +123,7 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
             step="index_manifest", check=ROW_COUNTS_AGREE)
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
                               run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
+    manifest[CHUNK_STATE_KEY] = chunks.active_hash  # checked against the published rows (locks.py)
     artifacts: dict[str, Path] = {}
     for value in (bm25_index, chunk_embeddings, glossary, *more.values()):
         if value is not None and hasattr(value, "artifact_paths"):
