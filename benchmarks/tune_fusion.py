@@ -150,8 +150,8 @@ def main(argv=None) -> int:
             ("previous-mixed", score(data, previous_mixed(rl)))]
     default = {"en": FUSION_POLICIES["mixed:en"].mixed, "zh": FUSION_POLICIES["mixed:zh"].mixed}
     rows.append(("default", score(data, mixed(default, rl))))
-    for dense, cross, earn, margin, other in itertools.product((0.0, 0.25, 0.5, 1.0), (0.0, 0.25, 0.5), (0.5, 1.0, 2.0),
-                                                               (0.0, 0.02, 0.05, 0.1), (0.0, 0.25, 0.5, 1.0)):
+    for dense, cross, earn, margin, other in itertools.product((0.0, 0.5, 1.0), (0.0, 0.25, 0.5), (0.25, 0.5, 0.75, 1.0, 1.25),
+                                                               (0.02, 0.05, 0.1), (0.0, 0.5, 1.0)):
         pol = MixedLanguagePolicy(bm25=1.0, dense=dense, cross_same=cross, other_dense=other, earn=earn, margin=margin)
         rows.append((f"dense={dense} cross={cross} other={other} earn={earn} margin={margin}",
                      score(data, mixed({"en": pol, "zh": pol}, rl))))

@@ -46,8 +46,9 @@ def code_versions() -> dict[str, str]:
         "schema": str(schema.SCHEMA_VERSION),
         "chunkers": ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())),
         "tokenizer": f"spec@{SPEC_TOKENIZER_VERSION},english@{ENGLISH_ANALYZER_VERSION}",
-        # 2: honours the corpus's sensitivity field; 3: `auto` embeds English corpora with MiniLM + e5
-        "eval_library": "3",
+        # 2: honours the corpus's sensitivity field; 3: `auto` embeds English corpora with MiniLM + e5;
+        # 4: `auto` picks the model by chunk share (both languages: MiniLM + e5 + USE)
+        "eval_library": "4",
     }
 
 
@@ -440,7 +441,10 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         for kind, km in (m.get("by_type") or {}).items():
             print(f"         {kind}: nDCG@10 {km['ndcg@10']:.4f} ({km['n_queries']} queries)")
         for case, f in (m.get("fusion") or {}).items():
-            ws = " ".join(f"{n}={w:g}" for n, w in f["weights"].items())
-            print(f"         fusion {case}: {f['queries']} queries, {ws} k={f['rrf_k']:g} ({f['reason']})")
+            if f.get("mixed"):
+                how = " ".join(f"{n}={w:g}" for n, w in f["mixed"].items())
+            else:
+                how = " ".join(f"{n}={w:g}" for n, w in f["weights"].items()) + f" k={f['rrf_k']:g}"
+            print(f"         fusion {case}: {f['queries']} queries, {f['method']} {how} ({f['reason']})")
         print(f"         run file: {r.run_path}")
     return 0
