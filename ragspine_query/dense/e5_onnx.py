@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib.util
 import mmap
-import os
 import re
 import struct
 from dataclasses import dataclass
@@ -181,7 +180,6 @@ def build_graph(model: Q4Model) -> bytes:
     """The serialized ONNX encoder: ``inputs_embeds`` float32 (B, L, H) (word embeddings)
     and ``attention_mask`` int32 (B, L) -> ``last_hidden_state`` float32 (B, L, H)."""
     try:
-        import onnx
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as exc:
         raise MissingExtraError("The multilingual-e5 ONNX engine", "e5", "onnx") from exc
