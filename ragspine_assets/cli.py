@@ -104,6 +104,10 @@ def _bench(args: argparse.Namespace) -> int:
         from bench_scale import main as scale_main  # type: ignore[import-not-found]
 
         return scale_main([a for a in args.rest if a != "--"])
+    if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
+        from bench_embedding import main as embedding_main  # type: ignore[import-not-found]
+
+        return embedding_main([a for a in args.rest if a not in ("--", "--embedding")])
     from bench_lexical import main as bench_main  # type: ignore[import-not-found]
 
     return bench_main(args.rest)
@@ -140,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
-                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks)")
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 

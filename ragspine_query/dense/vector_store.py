@@ -95,6 +95,8 @@ def top_k_cosine(
 
     best_rows = _EMPTY_ROWS
     best_scores = _EMPTY_SCORES
+    if isinstance(matrix, np.memmap):  # a plain view: memmap slicing runs Python code per slice
+        matrix = matrix.view(np.ndarray)
     for start in range(0, total, chunk_size):
         stop = min(start + chunk_size, total)
         if rows is None:
@@ -106,7 +108,8 @@ def top_k_cosine(
         if block.dtype != work_dtype:
             block = block.astype(work_dtype)
         scores = block @ q
-        np.nan_to_num(scores, copy=False, nan=-np.inf)
+        if not np.isfinite(scores).all():  # only a corrupt row: nan_to_num's fixed cost skipped otherwise
+            np.nan_to_num(scores, copy=False, nan=-np.inf)
         keep = _tie_inclusive_top(scores, k)
         cand_rows = keep + start if block_rows is None else block_rows[keep]
         cand_scores = scores[keep].astype(np.float32, copy=False)

@@ -354,9 +354,14 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     """Top-``k`` chunk rows by ``chunk + w × document`` BM25 from the blended index.
 
     Candidates are the rows that match a query term in their own text (``own``), as
-    with :func:`blend_reference`; scores are summed in query order in float64. Returns
-    None when a query term is frequent (the caller then takes the two-field path, which
-    has the dense and pruned strategies for such terms).
+    with :func:`blend_reference`; scores are summed in query order in float64, whichever
+    strategy runs. A query with a frequent term takes the blended index's dense
+    strategies (dense columns, MaxScore pruning, :meth:`BM25Index._search_dense`); the
+    own-text filter is then an OR of per-term row masks, cached like the columns
+    (none is needed when every posting of every query term is the chunk's own, e.g.
+    single-chunk documents). The result is always a ranking (the ``None`` of older
+    versions, "take the two-field path", is no longer returned; callers may keep
+    handling it).
     """
     if k <= 0:
         return _empty()
@@ -365,7 +370,10 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
         return _empty()
     total = sum([e - s for s, e in spans])
     if total * 4 >= blend.n_rows and blend._use_dense(spans, total):
-        return None
+        if all_own is None or not all([all_own[t] for t in term_ids]):
+            mine = blend._own_mask(term_ids, spans, own, all_own)
+            allowed = mine if allowed is None else np.logical_and(mine, allowed)
+        return blend._search_dense(term_ids, spans, k, allowed)
     jit = blend._jit_kernel()
     if jit is not None and _kernel_mask(allowed) and own.dtype == np.uint8 and own.flags.c_contiguous:
         mixed = all_own is None or not all([all_own[t] for t in term_ids])
@@ -537,7 +545,7 @@ class BM25Index:
     __slots__ = (
         "tokens", "vocab", "indptr", "postings", "impacts", "max_impact", "n_rows", "params", "avgdl",
         "_ip", "_post", "_imp", "_maxi", "_zeros", "_dense", "_busy", "_columns", "_column_bytes", "_dense_df",
-        "_known", "_jit", "_jit_calls",
+        "_known", "_jit", "_jit_calls", "_masks",
     )
 
     def __init__(self, arrays: BM25Arrays) -> None:
@@ -560,6 +568,7 @@ class BM25Index:
         self._dense: np.ndarray | None = None  # float64[n_rows], no invariant
         self._busy = threading.Lock()  # held while a call uses _zeros or _dense
         self._columns: dict[int, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}  # term -> bool[n_rows] own-text rows, see _own_mask
         self._column_bytes = 0
         self._known: dict[str, tuple[int, tuple[int, int]]] = {}  # token -> (id, span), see _lookup
         self._jit: tuple | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
@@ -815,11 +824,37 @@ class BM25Index:
             else:
                 np.add.at(acc, post[s:e], imp[s:e].astype(np.float64))
 
+    def _own_mask(self, term_ids: Sequence[int], spans: list[tuple[int, int]], own: np.ndarray,
+                  all_own: np.ndarray | None) -> np.ndarray:
+        """bool[n_rows]: the rows with a posting of a query term in their own text.
+
+        For a blended index (:func:`blend_bm25_arrays`) and its ``own`` flags — always
+        the same array for one index, so a frequent term's mask is cached with the dense
+        columns (same byte budget). A fresh array: the caller may modify it.
+        """
+        out: np.ndarray | None = None
+        for t, (s, e) in zip(term_ids, spans):
+            m = self._masks.get(t)
+            if m is None:
+                m = np.zeros(self.n_rows, dtype=bool)
+                rows = self._post[s:e]
+                if all_own is None or not all_own[t]:
+                    rows = rows[np.asarray(own[s:e], dtype=np.uint8).view(bool)]
+                m[rows] = True
+                if e - s >= self._dense_df and self._column_bytes + m.nbytes <= self.DENSE_CACHE_BYTES:
+                    self._masks[t] = m
+                    self._column_bytes += m.nbytes
+            if out is None:
+                out = m.copy()
+            else:
+                np.logical_or(out, m, out=out)
+        return out if out is not None else np.zeros(self.n_rows, dtype=bool)
+
     def _search_dense(self, term_ids, spans, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        if allowed is None and len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
+        if len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
             cols = [self._column(t, s, e) for t, (s, e) in zip(term_ids, spans)]
             if all(c is not None for c in cols):
-                hit = self._search_pruned(term_ids, cols, k)
+                hit = self._search_pruned(term_ids, cols, k, allowed)
                 if hit is not None:
                     return hit
         acc, shared = self._borrow(dense=True)
@@ -837,7 +872,8 @@ class BM25Index:
             self._release(shared)
         return top_k_rows(rows, scores, k)
 
-    def _search_pruned(self, term_ids, cols: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def _search_pruned(self, term_ids, cols: list[np.ndarray], k: int,
+                       allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """MaxScore over dense columns (Turtle & Flood 1995): leave out the terms whose
         maximum impacts together cannot lift a row over the k-th best score.
 
@@ -849,11 +885,17 @@ class BM25Index:
            for the rounding of the partial sum) can be in the top k; their exact scores
            are recomputed from all columns in query order.
 
+        With ``allowed`` (a bool mask over rows) only allowed rows are candidates: the
+        sample's other rows count as 0 (the floor stays a floor of the allowed rows) and
+        step 3 keeps allowed rows only.
+
         Returns None when the sample gives no usable floor or nothing can be skipped.
         """
         sample = _sample(cols[0]).astype(np.float64)
         for col in cols[1:]:
             sample += _sample(col)
+        if allowed is not None:
+            sample *= _sample(allowed)
         floor = _kth_largest(sample, k)
         if floor is None or floor <= 0.0:
             return None
@@ -880,6 +922,8 @@ class BM25Index:
             rows = np.flatnonzero(partial >= bound)
         finally:
             self._release(shared)
+        if allowed is not None:
+            rows = rows[allowed[rows].astype(bool, copy=False)]
         scores = cols[0][rows].astype(np.float64)
         for col in cols[1:]:
             scores += col[rows]

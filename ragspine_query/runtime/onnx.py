@@ -119,8 +119,9 @@ def check_int(name: str, value: object, *, minimum: int) -> int:
     return value
 
 
-def open_session(ort: Any, model_path: Path, *, threads: int | None = None, spin: bool = True) -> Any:
-    """An onnxruntime CPU session on ``model_path`` (``threads`` default: ``os.cpu_count()``).
+def open_session(ort: Any, model_path: Path | bytes, *, threads: int | None = None, spin: bool = True) -> Any:
+    """An onnxruntime CPU session on ``model_path`` (``threads`` default: ``os.cpu_count()``);
+    ``bytes`` are a serialized model built in memory (the multilingual-e5 graph).
 
     ``spin=False`` stops idle intra-op threads from busy-waiting after a run: slower by
     about a millisecond per call, but they no longer take the cores from another engine
@@ -142,9 +143,11 @@ def open_session(ort: Any, model_path: Path, *, threads: int | None = None, spin
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        source = model_path if isinstance(model_path, bytes) else str(model_path)
+        return ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise ConfigError(f"onnxruntime cannot load {model_path}: {exc}; re-export or reinstall the model") from exc
+        where = "the in-memory graph" if isinstance(model_path, bytes) else str(model_path)
+        raise ConfigError(f"onnxruntime cannot load {where}: {exc}; re-export or reinstall the model") from exc
 
 
 def load_tokenizer(tokenizers: Any, path: Path, *, max_length: int, strategy: str = "longest_first") -> tuple[Any, int]:

@@ -93,8 +93,8 @@ class AlwaysDense(BM25Index):
     PRUNE_MIN_ROWS = 0
     pruned = 0
 
-    def _search_pruned(self, term_ids, cols, k):
-        hit = super()._search_pruned(term_ids, cols, k)
+    def _search_pruned(self, term_ids, cols, k, allowed=None):
+        hit = super()._search_pruned(term_ids, cols, k, allowed)
         self.pruned += hit is not None
         return hit
 
