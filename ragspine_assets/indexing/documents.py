@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from ragspine_query.errors import DocumentError, RagspineError
 
 from .artifacts import LibraryPaths, sha256_json, write_once
+from .converters import converted_file
 from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
@@ -43,6 +44,8 @@ class DocumentSet:
     withdraw_paths: tuple[str, ...] = ()
     #: Set by :meth:`save`: the file the documents are read back from after pickling.
     saved_path: str = ""
+    #: What the user should know about the walk (a format skipped for a missing extra).
+    notes: tuple[str, ...] = ()
 
     @property
     def content_hash(self) -> str:
@@ -103,7 +106,8 @@ def _saved_documents(path: str) -> tuple[SourceDocument, ...]:
     file is content-addressed (its name is the hash of its bytes), so it never changes.
     """
     records = json.loads(Path(path).read_bytes())
-    return tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"])}) for r in records)
+    return tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"]),
+                                   "regions": tuple(tuple(g) for g in r.get("regions", ()))}) for r in records)
 
 
 def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
@@ -121,13 +125,15 @@ def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
         error_paths=tuple(error_paths),
         skipped=tuple(result.skipped),
         withdraw_paths=tuple(p for p in error_paths if _may_be_restricted(raw_dir, p, result.errors)),
+        notes=tuple(result.notes),
     )
 
 
 def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError]) -> bool:
     """Whether a file that failed to parse could be trying to become RESTRICTED.
 
-    Fail closed: a sensitivity error in the file, an unreadable file, or the word
+    Fail closed: a converted file (PDF, DOCX, PPTX, XLSX, HTML, CSV, or a sidecar), a
+    sensitivity error in the file, an unreadable file, or the word
     "restricted" anywhere in its text (after Unicode NFKC and case folding, with
     whitespace removed, so ``R E S T R I C T E D`` and full-width letters count) means
     yes. Any other broken file keeps its previous chunks (bad input loses nothing). Such a file's previously indexed chunks are withdrawn
@@ -136,6 +142,8 @@ def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError])
     for err in errors:
         if _error_path(err, raw_dir) == rel and (err.field or "").casefold() in _SENSITIVITY_ERROR_FIELDS:
             return True
+    if converted_file(rel):
+        return True  # a PDF/DOCX/…: its text cannot be sniffed without converting it
     path = raw_dir / rel
     try:
         if path.is_symlink() or not path.is_file():
@@ -172,5 +180,7 @@ def documents_step(ctx: StepContext) -> StepResult:
             f"library folder {paths.raw} does not exist; create it or remove the partition {paths.library_id!r}")
     docs = load_documents(paths.raw, paths.library_id).save(paths)
     ctx.log(f"parsed {len(docs.documents)} documents ({len(docs.errors)} errors)")
+    for note in docs.notes:
+        ctx.log(note)
     return StepResult(docs, (outcome(PARSE_CLEANLY, not docs.errors, {"errors": list(docs.errors), "count": len(docs.errors)},
                                      f"{len(docs.errors)} file(s) failed to parse"),))
