@@ -1,0 +1,123 @@
+"""A small library of real PDF, DOCX, PPTX, XLSX, HTML and CSV files (and broken ones),
+written by :mod:`ragspine_assets.indexing.converters.writers`."""
+
+from __future__ import annotations
+
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+from ragspine_assets.indexing.converters import writers
+
+#: A sentence that only the PDF's second page holds (the query test looks for it).
+PAGE_TWO_FACT = "The Rotterdam warehouse automation contract was signed with Vandermolen Logistics in August."
+
+REPORT = """# Northwind Quarterly Review
+
+Northwind revenue for the quarter was EUR 212 million, up 3% year on year.
+
+## Drivers
+
+- Strong demand for harbour cranes in the Netherlands.
+- Lower freight costs in the Baltic.
+
+## Figures
+
+| Region | Revenue | Growth |
+|---|---|---|
+| Benelux | 120 | 4% |
+| Nordics | 92 | 2% |
+
+## Outlook
+
+The company expects a stable fourth quarter.
+"""
+
+FILLER = " ".join(["Northwind keeps investing in electric straddle carriers for its terminals."] * 40)
+
+
+def pdf_markdown() -> str:
+    """Two pages at least: the report, filler, then the page-two fact."""
+    return REPORT + "\n\n" + "\n\n".join([FILLER] * 4) + "\n\n## Contracts\n\n" + PAGE_TWO_FACT + "\n"
+
+
+def write_library(root: Path) -> dict[str, str]:
+    """Write one file of each format under ``root``; returns doc_id → relative path."""
+    (root / "reports").mkdir(parents=True, exist_ok=True)
+    files = {
+        "reports/northwind-q3.pdf": writers.write_pdf(pdf_markdown(), title="Northwind Q3 Review"),
+        "reports/northwind-memo.docx": writers.write_docx(REPORT.replace("Quarterly Review", "Board Memo"),
+                                                          title="Northwind Board Memo"),
+        "northwind-deck.pptx": writers.write_pptx(
+            [("Northwind strategy", ["Electric straddle carriers", "Baltic freight lanes"]),
+             ("Harbour cranes", ["Demand up in the Netherlands"])], title="Northwind Deck"),
+        "northwind-figures.xlsx": writers.write_xlsx(
+            {"Revenue": [["Region", "Revenue"], ["Benelux", 120], ["Nordics", 92]],
+             "Headcount": [["Site", "Staff"], ["Rotterdam", 410]]}, title="Northwind Figures"),
+        "northwind-site.html": writers.write_html(REPORT.replace("Quarterly Review", "Web Page"),
+                                                  title="Northwind Web Page"),
+        "ports.csv": "port,teu\nRotterdam,14000\nGdansk,2100\n".encode(),
+    }
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    (root / "reports" / "northwind-q3.pdf.meta.toml").write_text(
+        'doc_id = "northwind-q3"\nentity = "NORTHWIND"\nperiod = "2024Q3"\nsensitivity = "PUBLIC"\n')
+    return {"northwind-q3": "reports/northwind-q3.pdf", "reports-northwind-memo": "reports/northwind-memo.docx",
+            "northwind-deck": "northwind-deck.pptx", "northwind-figures": "northwind-figures.xlsx",
+            "northwind-site": "northwind-site.html", "ports": "ports.csv"}
+
+
+def zip_bomb(member: str = "word/document.xml") -> bytes:
+    """A small Office-looking package whose one part inflates to 60 MB of zeros."""
+    out = BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open(member, "w", force_zip64=True) as handle:
+            chunk = b"\0" * (1 << 20)
+            for _ in range(60):
+                handle.write(chunk)
+    return out.getvalue()
+
+
+def encrypted_pdf() -> bytes:
+    import pypdf
+
+    reader = pypdf.PdfReader(BytesIO(writers.write_pdf(REPORT)))
+    writer = pypdf.PdfWriter(clone_from=reader)
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def image_only_pdf() -> bytes:
+    """A PDF whose page holds only a drawn rectangle (no text layer)."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    out = BytesIO()
+    page = canvas.Canvas(out, pagesize=A4, invariant=1)
+    page.rect(100, 100, 300, 300, fill=1)
+    page.showPage()
+    page.save()
+    return out.getvalue()
+
+
+def write_broken(root: Path) -> dict[str, str]:
+    """One malformed file per format; returns relative path → a word its error names."""
+    good_pdf = writers.write_pdf(REPORT)
+    docx = writers.write_docx(REPORT)
+    broken = {
+        "broken/truncated.pdf": (good_pdf[: len(good_pdf) // 3], "PDF"),
+        "broken/encrypted.pdf": (encrypted_pdf(), "encrypted"),
+        "broken/scanned.pdf": (image_only_pdf(), "OCR is not available"),
+        "broken/bomb.docx": (zip_bomb(), "zip bomb"),
+        "broken/truncated.docx": (docx[: len(docx) // 2], "DOCX"),
+        "broken/not-a-deck.pptx": (b"this is not a zip package", "PPTX"),
+        "broken/bomb.xlsx": (zip_bomb("xl/workbook.xml"), "zip bomb"),
+        "broken/latin1.html": ("<html><body><p>caf\xe9</p></body></html>".encode("latin-1"), "UTF-8"),
+        "broken/binary.csv": (b"a,b\n\x00\x01\x02", "binary"),
+    }
+    (root / "broken").mkdir(parents=True, exist_ok=True)
+    for rel, (data, _) in broken.items():
+        (root / rel).write_bytes(data)
+    return {rel: word for rel, (_, word) in broken.items()}
