@@ -119,6 +119,7 @@ from ragspine_query.errors import ConfigError, DocumentError
 from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
 from .converters import ConvertedFiles
+from .converters.files import DEFAULTS_TABLE
 from .chunking import (
     CHUNKER_NAMES,
     DEFAULT_CHUNK_CHARS,
@@ -437,10 +438,12 @@ def load_library_config(raw_dir: Path | str) -> LibraryConfig:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the library config: {exc}; fix the TOML syntax") from exc
+    data.pop(DEFAULTS_TABLE, None)  # metadata defaults of converted files (converters/files.py)
     unknown = sorted(set(data) - set(LIBRARY_CONFIG_KEYS))
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)}"
+            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)} "
+            f"(and a [{DEFAULTS_TABLE}] table of metadata for converted files)"
         )
     try:
         return LibraryConfig(**data)

@@ -121,3 +121,33 @@ def write_broken(root: Path) -> dict[str, str]:
     for rel, (data, _) in broken.items():
         (root / rel).write_bytes(data)
     return {rel: word for rel, (_, word) in broken.items()}
+
+
+#: RESTRICTED converted files for the leak suite: doc_id → (relative path, its marker).
+RESTRICTED_FORMATS = {
+    "restricted-pdf-sidecar": ("restricted/merger-terms.pdf", "RESTRICTED-MARKER-FOXTROT"),
+    "restricted-docx-property": ("restricted/layoff-plan.docx", "RESTRICTED-MARKER-GOLF"),
+    "restricted-html-banner": ("restricted/price-list.html", "RESTRICTED-MARKER-HOTEL"),
+}
+
+
+def write_restricted_formats(root: Path) -> dict[str, str]:
+    """A RESTRICTED PDF (marked by its sidecar), DOCX (by a document property) and HTML
+    (by a first-page banner), each carrying its marker in the title and the body."""
+    (root / "restricted").mkdir(parents=True, exist_ok=True)
+    texts = {}
+    for doc_id, (rel, marker) in RESTRICTED_FORMATS.items():
+        texts[doc_id] = (f"# {marker} confidential terms\n\nThe {marker} deal values Zephyr Holdings at EUR 4.1 billion; "
+                         f"the board approved the {marker} plan on 3 March.\n\n- {marker} first tranche\n- second tranche\n")
+    pdf_rel, _ = RESTRICTED_FORMATS["restricted-pdf-sidecar"]
+    (root / pdf_rel).write_bytes(writers.write_pdf(texts["restricted-pdf-sidecar"]))
+    (root / (pdf_rel + ".meta.toml")).write_text('doc_id = "restricted-pdf-sidecar"\nsensitivity = "RESTRICTED"\n')
+    docx_rel, _ = RESTRICTED_FORMATS["restricted-docx-property"]
+    (root / docx_rel).write_bytes(writers.write_docx(texts["restricted-docx-property"].replace(" confidential", ""),
+                                                     custom={"MSIP_Label_7f1d_Name": "Highly Confidential"}))
+    (root / (docx_rel + ".meta.toml")).write_text('doc_id = "restricted-docx-property"\n')
+    html_rel, _ = RESTRICTED_FORMATS["restricted-html-banner"]
+    (root / html_rel).write_bytes(writers.write_html(texts["restricted-html-banner"].replace(" confidential", ""),
+                                                     banner="RESTRICTED", title="RESTRICTED-MARKER-HOTEL list"))
+    (root / (html_rel + ".meta.toml")).write_text('doc_id = "restricted-html-banner"\n')
+    return {doc_id: marker for doc_id, (_, marker) in RESTRICTED_FORMATS.items()}

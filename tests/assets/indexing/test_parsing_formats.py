@@ -212,6 +212,7 @@ def test_folder_defaults_apply_nearest_first_and_fail_closed(tmp_path):
     (tmp_path / "hr" / "staff.html").write_bytes(writers.write_html(REPORT))
     docs, errors = one(tmp_path)
     assert not errors
+    assert load_documents(tmp_path).config.chunker == "paragraph"  # [defaults] is not a build setting
     got = {d.doc_id: (d.sensitivity, d.entity) for d in docs}
     assert got == {"web": ("PUBLIC", "NORTHWIND"), "hr-staff": ("RESTRICTED", "NORTHWIND")}
     (tmp_path / "hr" / "_library.toml").write_text('[defaults]\nsensitivity = "top secret"\n')
