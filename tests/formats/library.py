@@ -151,3 +151,27 @@ def write_restricted_formats(root: Path) -> dict[str, str]:
                                                      banner="RESTRICTED", title="RESTRICTED-MARKER-HOTEL list"))
     (root / (html_rel + ".meta.toml")).write_text('doc_id = "restricted-html-banner"\n')
     return {doc_id: marker for doc_id, (_, marker) in RESTRICTED_FORMATS.items()}
+
+
+def slow_pdf(operators: int = 200_000) -> bytes:
+    """A valid one-page PDF whose page holds ``operators`` text-show operations: slow to
+    extract in one piece (the per-page time check cannot interrupt it)."""
+    content = b"BT /F1 12 Tf 72 720 Td " + b"(x) Tj 1 0 Td " * operators + b"ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

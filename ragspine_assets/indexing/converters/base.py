@@ -37,8 +37,9 @@ class ConversionError(Exception):
 class ConversionLimits:
     """Per-file bounds: a file past one is one located error, never a stuck build.
 
-    ``seconds`` is checked between pages, paragraphs, slides and rows; ``max_unzipped_bytes``
-    and ``max_ratio`` refuse zip bombs before an Office file is opened.
+    ``seconds`` is checked between pages, paragraphs, slides and rows; ``hard_seconds`` and
+    ``memory_bytes`` bound the child process a file is converted in (:mod:`.isolation`);
+    ``max_unzipped_bytes`` and ``max_ratio`` refuse zip bombs before an Office file is opened.
     """
 
     max_file_bytes: int = 200 * 1024 * 1024
@@ -49,6 +50,10 @@ class ConversionLimits:
     max_zip_members: int = 20_000
     max_ratio: int = 200
     seconds: float = 120.0
+    #: The child process converting a file is killed after this long (``isolation.py``).
+    hard_seconds: float = 180.0
+    #: Address-space limit of that child process (``RLIMIT_AS``).
+    memory_bytes: int = 4 * 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

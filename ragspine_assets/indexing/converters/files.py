@@ -70,6 +70,22 @@ class ConvertedFiles:
     #: What the build should tell the user (a missing extra), once each.
     notes: list[str] = field(default_factory=list)
     _defaults: dict[str, Any] = field(default_factory=dict)
+    _process: Any = None
+
+    def _convert(self, data: bytes, suffix: str):
+        """In a child process with hard limits (:mod:`.isolation`) when one can start."""
+        from .isolation import ConverterProcess
+
+        if self._process is None:
+            self._process = ConverterProcess(self.limits) if ConverterProcess.available() else False
+        if self._process is False:
+            return convert_bytes(data, suffix, self.limits)
+        return self._process.convert(data, suffix)
+
+    def close(self) -> None:
+        """Stop the converter process (also done when this object is collected)."""
+        if self._process:
+            self._process.close()
 
     def handles(self, rel: str) -> bool:
         return rel.lower().endswith(SIDECAR_SUFFIX) or PurePosixPath(rel).suffix.lower() in CONVERTED_SUFFIXES
@@ -98,8 +114,7 @@ class ConvertedFiles:
         if isinstance(data, DocumentError):
             return [data]
         try:
-            converted = convert_bytes(data, fmt.suffixes[0] if PurePosixPath(rel).suffix.lower() not in fmt.suffixes
-                                      else PurePosixPath(rel).suffix.lower(), self.limits)
+            converted = self._convert(data, PurePosixPath(rel).suffix.lower())
         except MissingExtraError:  # pragma: no cover - checked above
             return None
         except ConversionError as exc:

@@ -18,7 +18,9 @@ from ragspine_assets.indexing.documents import load_documents  # noqa: E402
 from ragspine_assets.indexing.parsing import parse_library  # noqa: E402
 from ragspine_assets.indexing.pipeline import CODE_VERSIONS  # noqa: E402
 from ragspine_query.records import Hit, to_snippet  # noqa: E402
-from tests.formats.library import PAGE_TWO_FACT, REPORT, write_broken, write_library  # noqa: E402
+from ragspine_assets.indexing.converters import ConversionError, ConversionLimits  # noqa: E402
+from ragspine_assets.indexing.converters.isolation import ConverterProcess  # noqa: E402
+from tests.formats.library import PAGE_TWO_FACT, REPORT, slow_pdf, write_broken, write_library  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +269,32 @@ def test_a_failing_converted_file_withdraws_its_previous_chunks(tmp_path):
     assert "northwind-deck.pptx" in docs.withdraw_paths
     update = update_chunk_store(docs, store)
     assert update.withdrawn_on_error == ("northwind-deck",)
+
+
+def test_a_conversion_past_the_hard_limit_is_stopped_and_the_next_file_converts():
+    # one page of 400,000 text operations: seconds of work inside one pypdf call, which
+    # the per-page time check cannot interrupt; the child process is killed instead
+    slow = ConverterProcess(ConversionLimits(hard_seconds=0.5))
+    with pytest.raises(ConversionError, match="did not finish within 0.5 s") as info:
+        slow.convert(slow_pdf(400_000), ".pdf")
+    assert info.value.field == "limits" and slow._proc is None  # the child is gone
+    fresh = ConverterProcess(ConversionLimits())
+    try:
+        assert "Northwind revenue" in " ".join(fresh.convert(writers.write_pdf(REPORT), ".pdf").text.split())
+        with pytest.raises(ConversionError, match="encrypted"):  # errors come back as errors
+            from tests.formats.library import encrypted_pdf
+
+            fresh.convert(encrypted_pdf(), ".pdf")
+    finally:
+        fresh.close()
+
+
+def test_a_converter_child_that_runs_out_of_memory_is_one_error():
+    # 64 MiB of address space cannot even hold the interpreter's imports: the child fails
+    process = ConverterProcess(ConversionLimits(memory_bytes=64 * 1024 * 1024, hard_seconds=60))
+    try:
+        with pytest.raises(ConversionError) as info:
+            process.convert(writers.write_pdf(REPORT), ".pdf")
+        assert info.value.field == "limits"
+    finally:
+        process.close()
