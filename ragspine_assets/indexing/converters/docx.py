@@ -40,6 +40,8 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
             out.add("\n\n".join(section), region_fragment("anchor", anchor) if anchor else "")
             section.clear()
 
+    # style id -> name once: python-docx's paragraph.style scans every style per call
+    style_names = {style.style_id: style.name or "" for style in document.styles}
     title = ""
     for n, block in enumerate(document.iter_inner_content()):
         if n % 200 == 0:
@@ -53,14 +55,15 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
         text = clean_line(block.text)
         if not text:
             continue
-        level = _heading_level(block)
+        style = _style_name(block, style_names)
+        level = _heading_level(style)
         if level:
             flush()
             anchor = _unique(slug(text), seen)
             title = title or text
             section.append(f"{'#' * level} {text}")
             in_list = False
-        elif _is_list_item(block):
+        elif _is_list_item(block, style):
             if in_list:
                 section[-1] += f"\n- {text}"
             else:
@@ -83,8 +86,13 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
                      title=next((v for k, v in props if k == "title"), "") or title)
 
 
-def _heading_level(paragraph) -> int:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+def _style_name(paragraph, names: dict[str, str]) -> str:
+    ppr = paragraph._p.pPr
+    style_id = ppr.pStyle.val if ppr is not None and ppr.pStyle is not None else None
+    return names.get(style_id, "") if style_id else ""
+
+
+def _heading_level(name: str) -> int:
     if name == "Title":
         return 1
     if name.startswith("Heading"):
@@ -93,9 +101,8 @@ def _heading_level(paragraph) -> int:
     return 0
 
 
-def _is_list_item(paragraph) -> bool:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
-    if "List" in name:
+def _is_list_item(paragraph, style: str) -> bool:
+    if "List" in style:
         return True
     ppr = paragraph._p.pPr
     return ppr is not None and ppr.numPr is not None
