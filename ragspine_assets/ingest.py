@@ -57,6 +57,8 @@ class IngestSummary:
     failed_dead_runs: tuple[str, ...] = ()
     #: What to install when ``auto`` found no embedding model (the exact command).
     model_hint: str = ""
+    #: What the parse says the user should know (a file format skipped for a missing extra).
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         m = self.metadata
@@ -75,6 +77,7 @@ class IngestSummary:
                 lines.append(f"    … {len(self.errors) - MAX_LISTED_ERRORS} more (the documents asset's 'errors' in the Dagster UI)")
         if self.model_hint:
             lines.append(f"  {self.model_hint}")
+        lines += [f"  {note}" for note in self.notes]
         if self.failed_dead_runs:
             lines.append(f"  marked failed {len(self.failed_dead_runs)} earlier ingest run(s) whose process had been killed: "
                          + ", ".join(self.failed_dead_runs))
@@ -277,4 +280,5 @@ def ingest_library(
         library_id, result.run_id, out["snapshot_id"], out["snapshot_dir"], out["changed"], meta,
         errors=tuple(docs.errors), error_paths=tuple(docs.error_paths), parsed_documents=len(docs.documents),
         failed_dead_runs=tuple(dead), model_hint=missing_model_hint(spec, meta.get("embedding_model")),
+        notes=tuple(getattr(docs, "notes", ())),
     )
