@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
+from . import csv, docx, html, pdf, pptx, xlsx  # each imports its library only when it converts
 from .base import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -59,20 +60,13 @@ class Format:
 _DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx"}
 
 
-def _lazy(module: str, func: str) -> Callable[[bytes, ConversionLimits], Converted]:
-    def run(data: bytes, limits: ConversionLimits) -> Converted:
-        return getattr(import_module(f"{__name__}.{module}"), func)(data, limits)
-
-    return run
-
-
 FORMATS: tuple[Format, ...] = (
-    Format("pdf", (".pdf",), "1", "pypdf", _lazy("pdf", "convert_pdf")),
-    Format("docx", (".docx",), "1", "docx", _lazy("docx", "convert_docx")),
-    Format("pptx", (".pptx",), "1", "pptx", _lazy("pptx", "convert_pptx")),
-    Format("xlsx", (".xlsx",), "1", "openpyxl", _lazy("xlsx", "convert_xlsx")),
-    Format("html", (".html", ".htm"), "1", "", _lazy("html", "convert_html")),
-    Format("csv", (".csv",), "1", "", _lazy("csv", "convert_csv")),
+    Format("pdf", (".pdf",), pdf.VERSION, pdf.EXTRA_MODULE, pdf.convert_pdf),
+    Format("docx", (".docx",), docx.VERSION, docx.EXTRA_MODULE, docx.convert_docx),
+    Format("pptx", (".pptx",), pptx.VERSION, pptx.EXTRA_MODULE, pptx.convert_pptx),
+    Format("xlsx", (".xlsx",), xlsx.VERSION, xlsx.EXTRA_MODULE, xlsx.convert_xlsx),
+    Format("html", (".html", ".htm"), html.VERSION, html.EXTRA_MODULE, html.convert_html),
+    Format("csv", (".csv",), csv.VERSION, csv.EXTRA_MODULE, csv.convert_csv),
 )
 FORMAT_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 CONVERTED_SUFFIXES = tuple(FORMAT_BY_SUFFIX)

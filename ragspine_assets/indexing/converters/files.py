@@ -93,8 +93,6 @@ class ConvertedFiles:
     def parse(self, rel: str, shown: str) -> list | None:
         """The documents/errors of one walked file; ``None`` when it is skipped (its format's
         extra is missing), ``[]`` for a sidecar (read with its file)."""
-        from ..parsing import SourceDocument  # noqa: F401 - the records this returns
-
         if rel.lower().endswith(SIDECAR_SUFFIX):
             target = rel[: -len(SIDECAR_SUFFIX)]
             if target in self.files and PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES:

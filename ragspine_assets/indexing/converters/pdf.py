@@ -21,6 +21,8 @@ VERSION = "1"
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
+#: Values PDF writers fill in when the author gave none: not metadata.
+_PLACEHOLDERS = frozenset({"untitled", "(untitled)", "anonymous", "(anonymous)", "unspecified", "(unspecified)"})
 
 
 def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
@@ -60,8 +62,10 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
             "OCR is not available", "index a copy with a text layer (run OCR on it first)", field="ocr")
-    return Converted(text=text, regions=tuple(out.regions), properties=_properties(reader),
-                     title=next((v for k, v in _properties(reader) if k == "Title"), ""))
+    properties = _properties(reader)
+    title = next((v for k, v in properties if k == "Title"), "")
+    return Converted(text=text, regions=tuple(out.regions), properties=properties,
+                     title=title)
 
 
 def _page_text(raw: str) -> str:
@@ -85,7 +89,7 @@ def _properties(reader) -> tuple[tuple[str, str], ...]:
         return ()
     out = []
     for key, value in items:
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value.strip() or value.strip().casefold() in _PLACEHOLDERS:
             continue
         if key in _INFO_KEYS or key not in ("/Producer", "/CreationDate", "/ModDate", "/Trapped"):
             out.append((key.lstrip("/"), clean_line(value)))

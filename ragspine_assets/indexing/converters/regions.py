@@ -14,6 +14,8 @@ from bisect import bisect_right
 from typing import Sequence
 from urllib.parse import quote
 
+from .base import column_letter
+
 _CELL = re.compile(r"([A-Z]+)(\d+)")
 
 
@@ -54,8 +56,6 @@ def fragment_for(regions: Sequence[Sequence], start: int, end: int) -> str:
                 if match:
                     cols.append(_col_index(match.group(1)))
                     rows.append(int(match.group(2)))
-        from .base import column_letter
-
         cells = f"{column_letter(min(cols))}{min(rows)}:{column_letter(max(cols))}{max(rows)}"
         return (f"sheet={sheet}&" if sheet is not None else "") + f"cells={cells}"
     return hits[0]
