@@ -298,3 +298,12 @@ def test_a_converter_child_that_runs_out_of_memory_is_one_error():
         assert info.value.field == "limits"
     finally:
         process.close()
+
+
+def test_the_ingest_summary_prints_the_install_command_for_skipped_formats():
+    pytest.importorskip("dagster")
+    from ragspine_assets.ingest import IngestSummary
+
+    note = "PDF files are skipped: reading them needs the 'formats' extra (pip install 'ragspine[formats]')"
+    summary = IngestSummary("lib", "run", "snap", "/tmp/snap", True, {}, notes=(note,))
+    assert note in summary.describe()
