@@ -36,7 +36,7 @@ LOCATION_KEYS = ("page", "end_page", "slide", "end_slide", "sheet", "cells", "an
 def _has_fragment_fields(locator: str) -> bool:
     """Whether ``locator`` has a ``#key=value`` fragment naming a place in a converted file."""
     _, sep, fragment = locator.partition("#")
-    return bool(sep) and fragment.partition("=")[0] in LOCATION_KEYS
+    return bool(sep) and any(part.partition("=")[0] in LOCATION_KEYS for part in fragment.split("&"))
 
 
 @dataclass(frozen=True, slots=True)

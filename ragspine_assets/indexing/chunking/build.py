@@ -23,10 +23,11 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
         contextual: prepend the context header to ``index_text`` (else it equals ``text``).
 
     Returns:
-        Chunks in body order, ``ordinal`` counting from 0. A converted document's chunks
-        carry where they are in the original file in ``source_locator``
-        (``reports/q3.pdf#page=4``), so their locator is ``…#page=4&chars=120-560``. ``parent_id``/``parent_text``
+        Chunks in body order, ``ordinal`` counting from 0. ``parent_id``/``parent_text``
         are set only for chunkers with parent windows (parent_child, qa, sentence_window).
+        A converted document's chunks carry where they are in the original file in
+        ``source_locator`` (``reports/q3.pdf#page=4``), so their locator is
+        ``…#page=4&chars=120-560``.
 
     Raises:
         ValueError: the chunker broke the substring invariant (a chunker bug; the message

@@ -316,3 +316,19 @@ def test_the_ingest_summary_prints_the_install_command_for_skipped_formats():
     note = "PDF files are skipped: reading them needs the 'formats' extra (pip install 'ragspine[formats]')"
     summary = IngestSummary("lib", "run", "snap", "/tmp/snap", True, {}, notes=(note,))
     assert note in summary.describe()
+
+
+def test_fragment_for_spans_that_run_over_regions(tmp_path):
+    from ragspine_assets.indexing.converters.regions import fragment_for, region_fragment
+
+    pages = ((0, 10, "page=1"), (12, 20, "page=2"), (22, 30, "page=3"))
+    assert fragment_for(pages, 2, 8) == "page=1"
+    assert fragment_for(pages, 5, 15) == "page=1&end_page=2"
+    assert fragment_for(pages, 11, 12) == ""  # the blank line between two pages
+    sheet = region_fragment("sheet", "Q3 & Q4")
+    rows = ((0, 5, f"{sheet}&cells=A1:C1"), (6, 11, f"{sheet}&cells=A2:C2"), (12, 17, "sheet=Other&cells=A1:B1"))
+    assert fragment_for(rows, 1, 16) == "sheet=Q3%20%26%20Q4&cells=A1:C2"  # the first sheet's rows only
+    assert fragment_for(((0, 9, "anchor=intro"), (10, 20, "anchor=outlook")), 3, 15) == "anchor=intro"
+    (tmp_path / "q.csv").write_text("a,b\n1,2\n")
+    chunk = build_chunks(parse_library(tmp_path).documents[0], make_chunker("paragraph"))[0]
+    assert chunk.location == {"cells": "A1:B2"} and chunk.locator == "q.csv#cells=A1:B2&chars=0-29"
