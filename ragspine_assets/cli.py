@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Materialize each library through the Dagster assets in this process. Dagster's "
                                    "logs go to the run's event log (DAGSTER_HOME, the Dagster UI); this prints a summary.")
     p.add_argument("raw_dirs", nargs="+", help="library folders <data>/raw/<library>, e.g. data/raw/sample")
-    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|e5|minilm+e5|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
+    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
     p.add_argument("--keep", type=int, default=None, help="snapshots to retain (default 5)")
     p.add_argument("--data-root", default=None, metavar="DATA",
                    help="write artifacts/ and cache/ under DATA (and read glossary.toml there); "

@@ -118,6 +118,8 @@ def build_narrative_retriever(
     settings: Settings | None = None,
     intelligence: Any | None = None,
     cache: Any | None = None,
+    rerank_top_n: int = 10,
+    multi_query: bool = True,
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
@@ -135,7 +137,9 @@ def build_narrative_retriever(
     ``RAGSPINE_POSTPROCESSOR``, ``RAGSPINE_CORRECTIVE``, ``RAGSPINE_QUERY_CACHE``) selects
     the query-intelligence stages; ``cache`` shares a
     :class:`~ragspine_query.cache.ScopedCache` between retrievers. Time-decayed RRF
-    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``.
+    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``. ``rerank_top_n``: how many of the top hits
+    the reranker reorders (10). ``multi_query=False`` keeps the glossary for the gate but
+    asks no glossary variants. ``ragspine eval`` evaluates exactly this chain.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
@@ -176,9 +180,9 @@ def build_narrative_retriever(
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
-    rewriter = GlossaryQueryRewriter(glossary_obj) if glossary_obj and glossary_obj.concepts else None
+    rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
-                                                  glossary=glossary_obj, provider=provider, cache=cache))
+                                                  glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n))
 
 
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:

@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,6 +19,7 @@ from ragspine_query.errors import DocumentError, RagspineError
 
 from .artifacts import LibraryPaths, sha256_json, write_once
 from .converters import converted_file
+from .marking_scan import mentions_restricted
 from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
@@ -135,8 +135,9 @@ def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError])
     Fail closed: a converted file (PDF, DOCX, PPTX, XLSX, HTML, CSV, or a sidecar), a
     sensitivity error in the file, an unreadable file, or the word
     "restricted" anywhere in its text (after Unicode NFKC and case folding, with
-    whitespace removed, so ``R E S T R I C T E D`` and full-width letters count) means
-    yes. Any other broken file keeps its previous chunks (bad input loses nothing). Such a file's previously indexed chunks are withdrawn
+    whitespace removed, so ``R E S T R I C T E D`` and full-width letters count; in
+    UTF-8, UTF-16 or UTF-32, through JSON escapes and HTML references:
+    :func:`~.marking_scan.mentions_restricted`) means yes. Any other broken file keeps its previous chunks (bad input loses nothing). Such a file's previously indexed chunks are withdrawn
     instead of kept serving under their old, lower sensitivity.
     """
     for err in errors:
@@ -151,8 +152,7 @@ def _may_be_restricted(raw_dir: Path, rel: str, errors: Sequence[DocumentError])
         data = path.read_bytes()
     except OSError:
         return True
-    text = unicodedata.normalize("NFKC", data.decode("utf-8", errors="replace")).casefold()
-    return "restricted" in "".join(text.split())
+    return mentions_restricted(data)  # any encoding, JSON escapes, invisible characters (marking_scan.py)
 
 
 _SENSITIVITY_ERROR_FIELDS = frozenset({"sensitivity"})

@@ -119,7 +119,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ragspine_query.errors import ConfigError, DocumentError
-from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
+from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES, is_restricted
 
 from .converters import ConvertedFiles
 from .converters.files import DEFAULTS_TABLE
@@ -434,24 +434,27 @@ def load_library_config(raw_dir: Path | str) -> LibraryConfig:
         ConfigError: unreadable or invalid TOML, an unknown key (the allowed keys are
             listed), or an invalid value; the message names the file.
     """
+    from .library_config_guard import describe_keys, read_config_bytes, scrub_values
+
     path = Path(raw_dir) / LIBRARY_CONFIG_FILE
-    if not path.is_file():
+    raw = read_config_bytes(path)  # never through a link; None when absent
+    if raw is None:
         return LibraryConfig()
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the library config: {exc}; fix the TOML syntax") from exc
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the library config: {scrub_values(str(exc), raw)}; fix the TOML syntax") from exc
     data.pop(DEFAULTS_TABLE, None)  # metadata defaults of converted files (converters/files.py)
     unknown = sorted(set(data) - set(LIBRARY_CONFIG_KEYS))
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)} "
+            f"{path}: unknown key(s) {describe_keys(unknown)}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)} "
             f"(and a [{DEFAULTS_TABLE}] table of metadata for converted files)"
         )
     try:
         return LibraryConfig(**data)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{path}: {scrub_values(str(exc), raw, data)}") from exc
 
 
 def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseResult:
@@ -514,10 +517,12 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 continue
             first = documents.get(item.doc_id)
             if first is not None:
+                # never name a RESTRICTED document or its path (an existence oracle for guessed ids)
+                other = "another document" if is_restricted(first.sensitivity) else first.source_path
                 errors.append(
                     DocumentError(
                         item.source_path,
-                        f"{_doc_id_words(item.doc_id)} is already used by {first.source_path}; "
+                        f"{_doc_id_words(item.doc_id)} is already used by {other}; "
                         "this copy is not indexed",
                         field="doc_id",
                         hint="give one of the two a distinct doc_id",

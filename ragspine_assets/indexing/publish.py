@@ -29,7 +29,7 @@ from ragspine_query.errors import IndexNotFoundError, RagspineError
 
 from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
 from .chunk_store import CACHE_KIB, init_schema
-from .reclassification import reclassified_documents
+from .reclassification import quarantine_unservable, unservable_count, was_quarantined
 
 HISTORY_FILE = "history.jsonl"
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
@@ -261,8 +261,8 @@ def _publish_locked(
         raise
     pin = pinned_snapshot(paths)
     released = None
-    if pin is not None and (paths.snapshots / pin).is_dir() and reclassified_documents(paths.snapshots / pin, paths.chunk_store):
-        # a pin never keeps serving as open a document that is RESTRICTED now
+    if pin is not None and (not (paths.snapshots / pin).is_dir() or unservable_count(paths.snapshots / pin, paths.chunk_store)):
+        # a pin never keeps serving as open what became RESTRICTED since (reclassification.py)
         (paths.root / PIN_FILE).unlink(missing_ok=True)
         released, pin = pin, None
     if pin is None:
@@ -273,6 +273,9 @@ def _publish_locked(
         if released:
             record["pin_released"] = {"snapshot_id": released, "reason": "it serves documents that are RESTRICTED now"}
         fh.write(json.dumps(record) + "\n")
+    # no retained snapshot may serve as open what became RESTRICTED since it was built
+    quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE,
+                          skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, previous=previous)
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
 
@@ -371,13 +374,18 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
         raise IndexNotFoundError(
             f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
     target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "
+            "as open text that is RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the "
+            "problem with a new ingest; current is unchanged")
     if (target / schema.MANIFEST_FILE).is_file():
-        risky = reclassified_documents(target, paths.chunk_store)
+        risky = unservable_count(target, paths.chunk_store)
         if risky:
             raise RagspineError(
-                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {len(risky)} "
-                f"document{'' if len(risky) == 1 else 's'} as open that {'is' if len(risky) == 1 else 'are'} "
-                "RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
+                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {risky} "
+                f"document{'' if risky == 1 else 's'} or passage{'' if risky == 1 else 's'} as open that "
+                f"{'is' if risky == 1 else 'are'} RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
                 "new ingest; current is unchanged")
     swap_pointer(paths, snapshot_id)
     if pin:

@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from ragspine_query.errors import DocumentError, MissingExtraError
+from ragspine_query.errors import ConfigError, DocumentError, MissingExtraError
 from ragspine_query.records import METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
+from ..library_config_guard import read_config_bytes
 from . import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, ConversionError, ConversionLimits, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
@@ -150,14 +151,17 @@ class ConvertedFiles:
         config_rel = f"{folder}/_library.toml" if folder else "_library.toml"
         path = self.root / config_rel
         result: tuple[dict[str, str], list[DocumentError], list[tuple[str, str, str]]] = ({}, [], [])
-        if path.is_symlink():
-            result = ({}, [DocumentError(config_rel, "is a symbolic link; folder defaults are read only from a "
-                                         "regular file", field="defaults", hint="copy the file here")], [])
-        elif path.is_file():
+        try:
+            raw = read_config_bytes(path)  # never through a link, size-capped
+        except ConfigError:
+            raw = None
+            result = ({}, [DocumentError(config_rel, "cannot be read (a symbolic link, not a regular file, too large "
+                                         "or unreadable)", field="defaults",
+                                         hint="make it a plain TOML file in the folder")], [])
+        if raw is not None:
             try:
-                text = path.read_bytes().decode("utf-8")
-                data = tomllib.loads(text)
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                data = tomllib.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 result = ({}, [DocumentError(config_rel, f"cannot be read as TOML ({type(exc).__name__})",
                                              field="defaults", hint="fix the TOML syntax")], [])
             else:
