@@ -65,6 +65,8 @@ class IngestSummary:
     #: and may now be RESTRICTED (RESTRICTED ones are only counted, never named).
     withdrawn: tuple[str, ...] = ()
     withdrawn_restricted: int = 0
+    #: What the parse says the user should know (a file format skipped for a missing extra).
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         m = self.metadata
@@ -83,8 +85,8 @@ class IngestSummary:
                 lines.append(f"    … {len(self.errors) - MAX_LISTED_ERRORS} more (the documents asset's 'errors' in the Dagster UI)")
         if self.skipped:
             n = len(self.skipped)
-            lines.append(f"  {n} file{'' if n == 1 else 's'} skipped (not .md .markdown .txt .jsonl, or a folder link; "
-                         "convert them to text to index them): " + _listed(self.skipped))
+            lines.append(f"  {n} file{'' if n == 1 else 's'} skipped (a type RAGSpine does not read, a format whose extra is "
+                         "not installed, or a folder link; docs/formats.md): " + _listed(self.skipped))
         n_out = len(self.withdrawn) + self.withdrawn_restricted
         if n_out:
             named = _listed(self.withdrawn) if self.withdrawn else ""
@@ -93,6 +95,7 @@ class IngestSummary:
                          "failed to parse and may now be RESTRICTED): " + ", ".join(x for x in (named, hidden) if x))
         if self.model_hint:
             lines.append(f"  {self.model_hint}")
+        lines += [f"  {note}" for note in self.notes]
         if self.failed_dead_runs:
             lines.append(f"  marked failed {len(self.failed_dead_runs)} earlier ingest run(s) whose process had been killed: "
                          + ", ".join(self.failed_dead_runs))
@@ -326,4 +329,5 @@ def ingest_library(
         failed_dead_runs=tuple(dead), model_hint=missing_model_hint(spec, meta.get("embedding_model")),
         skipped=tuple(docs.skipped), withdrawn=tuple(sorted(d for d in out_ids if d not in restricted)),
         withdrawn_restricted=sum(1 for d in set(out_ids) if d in restricted),
+        notes=tuple(getattr(docs, "notes", ())),
     )

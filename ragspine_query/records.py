@@ -29,6 +29,16 @@ METADATA_FIELDS = (
 )
 
 
+#: The fragment keys a converted file's chunk locator may carry (``…#page=4&chars=…``).
+LOCATION_KEYS = ("page", "end_page", "slide", "end_slide", "sheet", "cells", "anchor")
+
+
+def _has_fragment_fields(locator: str) -> bool:
+    """Whether ``locator`` has a ``#key=value`` fragment naming a place in a converted file."""
+    _, sep, fragment = locator.partition("#")
+    return bool(sep) and any(part.partition("=")[0] in LOCATION_KEYS for part in fragment.split("&"))
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """One retrievable span of a document.
@@ -69,9 +79,29 @@ class Chunk:
 
     @property
     def locator(self) -> str:
-        """Citation locator: ``source_locator#chars=start-end``."""
+        """Citation locator: ``source_locator#chars=start-end``; a converted file's chunk
+        already names its place in ``source_locator`` (``q3.pdf#page=4``), which then
+        gives ``q3.pdf#page=4&chars=start-end``."""
         base = self.source_locator or self.doc_id
-        return f"{base}#chars={self.start}-{self.end}"
+        return f"{base}{'&' if _has_fragment_fields(base) else '#'}chars={self.start}-{self.end}"
+
+    @property
+    def location(self) -> dict[str, str]:
+        """Where in the original file the chunk is, from its locator's fragment:
+        ``{"page": "4"}`` (PDF; ``end_page`` when it runs on), ``{"slide": "2"}`` (PPTX),
+        ``{"sheet": "Q3", "cells": "A5:F9"}`` (XLSX), ``{"anchor": "revenue"}`` (HTML/DOCX
+        heading); ``{}`` for Markdown, text and JSONL documents."""
+        base = self.source_locator
+        if not _has_fragment_fields(base):
+            return {}
+        from urllib.parse import unquote
+
+        out = {}
+        for part in base.split("#", 1)[1].split("&"):
+            key, eq, value = part.partition("=")
+            if eq and key in LOCATION_KEYS:
+                out[key] = unquote(value)
+        return out
 
     def metadata(self) -> dict[str, str]:
         out = {name: getattr(self, name) for name in METADATA_FIELDS}
@@ -307,6 +337,11 @@ def to_snippet(hit: Hit) -> dict:
             **{k: float(v) for k, v in hit.scores.items() if k not in ("bm25", "vector", "fused")},
         },
     }
+    location = c.location
+    if location:  # a converted file's chunk: the page/slide/sheet+cells/heading it quotes
+        snippet["location"] = location
+        if "page" in location:
+            snippet["page"] = int(location["page"])
     if c.parent_text:
         snippet["prompt_text"] = c.parent_text
     if hit.via:  # reached through a summary-tree node: the node id (the citation stays this chunk's span)

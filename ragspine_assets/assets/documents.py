@@ -46,6 +46,7 @@ def documents(context: dg.AssetExecutionContext, ragspine: RagspineConfig):
             "by_sensitivity": dict(sorted(sens.items())),
             "by_language": dict(sorted(langs.items())),
             "errors": md_list(docs.errors),
+            "notes": md_list(docs.notes),
             # RESTRICTED documents appear only in the counts: no id, title or text of theirs
             # reaches the event log
             "preview": md_table(["doc_id", "title", "entity", "period", "sensitivity"],

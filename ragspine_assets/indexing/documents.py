@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from ragspine_query.errors import DocumentError, RagspineError
 
 from .artifacts import LibraryPaths, sha256_json, write_once
+from .converters import converted_file
 from .marking_scan import mentions_restricted
 from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
 from .step_api import CheckSpec, StepContext, StepResult, outcome
@@ -43,6 +44,8 @@ class DocumentSet:
     withdraw_paths: tuple[str, ...] = ()
     #: Set by :meth:`save`: the file the documents are read back from after pickling.
     saved_path: str = ""
+    #: What the user should know about the walk (a format skipped for a missing extra).
+    notes: tuple[str, ...] = ()
 
     @property
     def content_hash(self) -> str:
@@ -103,7 +106,8 @@ def _saved_documents(path: str) -> tuple[SourceDocument, ...]:
     file is content-addressed (its name is the hash of its bytes), so it never changes.
     """
     records = json.loads(Path(path).read_bytes())
-    return tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"])}) for r in records)
+    return tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"]),
+                                   "regions": tuple(tuple(g) for g in r.get("regions", ()))}) for r in records)
 
 
 def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
@@ -125,13 +129,15 @@ def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
         error_paths=tuple(error_paths),
         skipped=tuple(result.skipped),
         withdraw_paths=tuple(p for p in error_paths if _may_be_restricted(raw_dir, p, fields_by_path[p])),
+        notes=tuple(result.notes),
     )
 
 
 def _may_be_restricted(raw_dir: Path, rel: str, error_fields: set[str]) -> bool:
     """Whether a file that failed to parse could be trying to become RESTRICTED.
 
-    Fail closed: a sensitivity error in the file, an unreadable file, or the word
+    Fail closed: a converted file (PDF, DOCX, PPTX, XLSX, HTML, CSV, or a sidecar), a
+    sensitivity error in the file, an unreadable file, or the word
     "restricted" anywhere in its text (after Unicode NFKC and case folding, with
     whitespace removed, so ``R E S T R I C T E D`` and full-width letters count; in
     UTF-8, UTF-16 or UTF-32, through JSON escapes and HTML references:
@@ -140,6 +146,8 @@ def _may_be_restricted(raw_dir: Path, rel: str, error_fields: set[str]) -> bool:
     """
     if error_fields & _SENSITIVITY_ERROR_FIELDS:  # the casefolded fields of the file's errors
         return True
+    if converted_file(rel):
+        return True  # a PDF/DOCX/…: its text cannot be sniffed without converting it
     path = raw_dir / rel
     try:
         if path.is_symlink() or not path.is_file():
@@ -175,5 +183,7 @@ def documents_step(ctx: StepContext) -> StepResult:
             f"library folder {paths.raw} does not exist; create it or remove the partition {paths.library_id!r}")
     docs = load_documents(paths.raw, paths.library_id).save(paths)
     ctx.log(f"parsed {len(docs.documents)} documents ({len(docs.errors)} errors)")
+    for note in docs.notes:
+        ctx.log(note)
     return StepResult(docs, (outcome(PARSE_CLEANLY, not docs.errors, {"errors": list(docs.errors), "count": len(docs.errors)},
                                      f"{len(docs.errors)} file(s) failed to parse"),))

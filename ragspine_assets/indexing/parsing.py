@@ -3,8 +3,11 @@
 A library is one folder under ``data/raw/<library>/``. Every ``.md``, ``.markdown``,
 ``.txt`` (one document per file, optional front matter) and ``.jsonl`` (one document per
 line) file below it is parsed, in sorted relative-path order. Names starting with ``.`` or
-``_`` are ignored at any depth (``_library.toml`` holds the library config); files with
-other extensions are listed in :attr:`ParseResult.skipped`.
+``_`` are ignored at any depth (``_library.toml`` holds the library config). PDF, DOCX,
+PPTX, XLSX, HTML and CSV files (with their ``<file>.meta.toml`` sidecars) are converted
+by :mod:`.converters` (docs/formats.md); files with other extensions, and those whose
+converter needs the missing ``formats`` extra (:attr:`ParseResult.notes` says so), are
+listed in :attr:`ParseResult.skipped`.
 
 Symbolic links: a link to a file is followed only when its target is a visible (no
 ``.``/``_`` part) regular file inside the library folder; a link that leads outside the
@@ -118,6 +121,8 @@ from typing import Any, Iterable, Sequence
 from ragspine_query.errors import ConfigError, DocumentError
 from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES, is_restricted
 
+from .converters import ConvertedFiles
+from .converters.files import DEFAULTS_TABLE
 from .chunking import (
     CHUNKER_NAMES,
     DEFAULT_CHUNK_CHARS,
@@ -244,6 +249,9 @@ class SourceDocument:
     valid_as_of: str
     extra: tuple[tuple[str, str], ...]
     content_hash: str
+    #: Converted files only (:mod:`.converters`): sorted ``(start, end, fragment)`` ranges
+    #: of ``body`` and where in the original file each came from (``page=4``…).
+    regions: tuple[tuple[int, int, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.doc_id:
@@ -273,6 +281,7 @@ class SourceDocument:
         sensitivity: str = DEFAULT_SENSITIVITY,
         valid_as_of: str = "",
         extra: dict[str, str] | tuple[tuple[str, str], ...] = (),
+        regions: tuple[tuple[int, int, str], ...] = (),
     ) -> SourceDocument:
         """Build a document from already-validated values; computes ``content_hash``.
 
@@ -297,7 +306,8 @@ class SourceDocument:
             source_path=source_path or doc_id,
             body=body,
             extra=extra_items,
-            content_hash=content_hash(body, metadata, extra_items),
+            content_hash=content_hash(body, metadata, extra_items, regions),
+            regions=tuple(regions),
             **metadata,
         )
 
@@ -316,6 +326,8 @@ class ParseResult:
     errors: tuple[DocumentError, ...]
     skipped: tuple[str, ...]
     library_id: str = ""
+    #: What the user should know about the walk (a format skipped for a missing extra).
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -438,10 +450,12 @@ def load_library_config(raw_dir: Path | str) -> LibraryConfig:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the library config: {scrub_values(str(exc), raw)}; fix the TOML syntax") from exc
+    data.pop(DEFAULTS_TABLE, None)  # metadata defaults of converted files (converters/files.py)
     unknown = sorted(set(data) - set(LIBRARY_CONFIG_KEYS))
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key(s) {describe_keys(unknown)}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)}"
+            f"{path}: unknown key(s) {describe_keys(unknown)}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)} "
+            f"(and a [{DEFAULTS_TABLE}] table of metadata for converted files)"
         )
     try:
         return LibraryConfig(**data)
@@ -475,7 +489,10 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     documents: dict[str, SourceDocument] = {}
     errors: list[DocumentError] = []
     skipped: list[str] = []
-    for entry in _library_files(root):
+    entries = _library_files(root)
+    by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
+    converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    for entry in entries:
         shown = printable_path(entry.rel)
         if entry.problem:
             errors.append(DocumentError(shown, entry.problem, field="path", hint=entry.hint))
@@ -484,18 +501,22 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
             skipped.append(shown + "/")
             continue
         suffix = Path(entry.rel).suffix.lower()
-        if suffix not in SUPPORTED_SUFFIXES:
-            skipped.append(shown)
-            continue
-        data = _read(entry, shown)
-        if isinstance(data, DocumentError):
-            errors.append(data)
-            continue
-        if suffix == JSONL_SUFFIX:
-            items: list[SourceDocument | DocumentError] = parse_jsonl(data, entry.rel, lib)
+        if suffix not in SUPPORTED_SUFFIXES:  # PDF, DOCX, HTML…: converters/, else skipped
+            converted_items = converted.parse(entry.rel, shown) if converted.handles(entry.rel) else None
+            if converted_items is None:
+                skipped.append(shown)
+                continue
+            items: list[SourceDocument | DocumentError] = converted_items
         else:
-            result = parse_document(data, entry.rel, lib)
-            items = [result] if isinstance(result, SourceDocument) else list(result)
+            data = _read(entry, shown)
+            if isinstance(data, DocumentError):
+                errors.append(data)
+                continue
+            if suffix == JSONL_SUFFIX:
+                items = parse_jsonl(data, entry.rel, lib)
+            else:
+                result = parse_document(data, entry.rel, lib)
+                items = [result] if isinstance(result, SourceDocument) else list(result)
         for item in items:
             if isinstance(item, DocumentError):
                 errors.append(item)
@@ -520,6 +541,7 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
         errors=tuple(errors),
         skipped=tuple(skipped),
         library_id=lib,
+        notes=tuple(converted.notes),
     )
 
 
@@ -645,13 +667,17 @@ def detect_language(text: str) -> str:
     return _detect(text, threshold=CJK_LANGUAGE_THRESHOLD)
 
 
-def content_hash(body: str, metadata: dict[str, str], extra: tuple[tuple[str, str], ...]) -> str:
-    """sha256 hex over canonical JSON of the body, the metadata fields and the extras."""
-    payload = {
+def content_hash(body: str, metadata: dict[str, str], extra: tuple[tuple[str, str], ...],
+                 regions: Sequence[tuple[int, int, str]] = ()) -> str:
+    """sha256 hex over canonical JSON of the body, the metadata fields, the extras and (a
+    converted file's) regions."""
+    payload: dict[str, Any] = {
         "body": body,
         "metadata": {name: metadata.get(name, "") for name in METADATA_FIELDS},
         "extra": [list(pair) for pair in extra],
     }
+    if regions:
+        payload["regions"] = [list(region) for region in regions]
     encoded = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from .artifacts import LibraryPaths
 from .chunking import CHUNKER_VERSIONS
 from .chunks import CHUNK_CHECKS, ChunkUpdate, chunks_step
+from .converters import CONVERTER_VERSIONS
 from .documents import DOCUMENTS_CHECKS, DocumentSet, documents_step
 from .embeddings import EMBEDDING_CHECKS, EmbeddingRef, embeddings_step
 from .index_text import IndexTextRef, index_text_step
@@ -45,10 +46,13 @@ class Step:
 
 #: The chunk asset's code version carries every chunker's version, so changing a chunker
 #: marks chunks and everything downstream unsynced in the UI.
-CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items()))
+#: A converter's version is part of both: a converter change shows as unsynced in Dagster.
+_CONVERTERS = ",".join(f"{k}@{v}" for k, v in sorted(CONVERTER_VERSIONS.items()))
+DOCUMENTS_CODE_VERSION = f"1+{_CONVERTERS}"
+CHUNKS_CODE_VERSION = "1+" + ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())) + f"+{_CONVERTERS}"
 
 STEPS: tuple[Step, ...] = (
-    Step("documents", documents_step, (), DOCUMENTS_CHECKS),
+    Step("documents", documents_step, (), DOCUMENTS_CHECKS, code_version=DOCUMENTS_CODE_VERSION),
     Step("chunks", chunks_step, ("documents",), CHUNK_CHECKS, code_version=CHUNKS_CODE_VERSION),
     Step("index_text", index_text_step, ("chunks",)),
     Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend"),

@@ -72,11 +72,25 @@ BROKEN_RESTRICTED = {
 }
 
 
-def fingerprints(raw: Path) -> list[str]:
+def add_restricted_formats(raw: Path) -> dict[str, str]:
+    """A RESTRICTED PDF, DOCX and HTML (marked by sidecar, document property and a banner;
+    issue 25), when the ``formats`` extra and reportlab are installed: doc_id → marker."""
+    try:
+        import docx  # noqa: F401
+        import pypdf  # noqa: F401
+        import reportlab  # noqa: F401
+    except ImportError:
+        return {}
+    from tests.formats.library import write_restricted_formats
+
+    return write_restricted_formats(raw)
+
+
+def fingerprints(raw: Path, extra_markers: tuple[str, ...] = ()) -> list[str]:
     """Markers, plus 32-character windows of RESTRICTED titles and bodies absent from open documents."""
     parsed = parse_library(raw)
     open_text = "\n".join(d.title + "\n" + d.body for d in parsed.documents if d.sensitivity != RESTRICTED_SENSITIVITY)
-    out = set(RESTRICTED_MARKERS.values()) | {EXTRA_MARKER}
+    out = set(RESTRICTED_MARKERS.values()) | {EXTRA_MARKER} | set(extra_markers)
     for d in parsed.documents:
         if d.sensitivity != RESTRICTED_SENSITIVITY:
             continue
@@ -117,13 +131,15 @@ def leak_library(tmp_path_factory):
     for rel, text in BROKEN_RESTRICTED.items():
         (raw / rel).parent.mkdir(parents=True, exist_ok=True)
         (raw / rel).write_text(text, encoding="utf-8")
+    formats = add_restricted_formats(raw)
     home = root / "dagster_home"
     env = python_env(DAGSTER_HOME=str(home), RAGSPINE_EMBEDDING="deterministic")
     proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "ingest", str(raw)], cwd=root,
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"root": root, "data": data, "raw": raw, "home": home, "stdout": proc.stdout, "stderr": proc.stderr,
-            "art": data / "artifacts" / "sample", "prints": fingerprints(raw)}
+            "art": data / "artifacts" / "sample", "prints": fingerprints(raw, tuple(formats.values())),
+            "formats": formats}
 
 
 def test_ingest_exits_hold_no_restricted_text(leak_library):
@@ -145,6 +161,9 @@ def test_ingest_exits_hold_no_restricted_text(leak_library):
         restricted = opened.restricted_mask()
         emb = opened.embeddings()
         assert emb is not None and restricted.any()
+        # the RESTRICTED PDF, DOCX and HTML are indexed, as RESTRICTED (so every scan covers them)
+        indexed = {r[0]: r[1] for r in opened.execute_read("SELECT doc_id, sensitivity FROM narrative_chunk")}
+        assert all(indexed.get(doc_id) == RESTRICTED_SENSITIVITY for doc_id in lib["formats"]), lib["formats"]
         assert not restricted[np.asarray(emb.rows)].any()
         texts = [r[0] for r in opened.execute_read("SELECT index_text FROM narrative_chunk WHERE upper(sensitivity) = 'RESTRICTED'")]
         # the summary tree: no RESTRICTED leaf, no RESTRICTED text in a node, a theme or its citations

@@ -25,6 +25,9 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
     Returns:
         Chunks in body order, ``ordinal`` counting from 0. ``parent_id``/``parent_text``
         are set only for chunkers with parent windows (parent_child, qa, sentence_window).
+        A converted document's chunks carry where they are in the original file in
+        ``source_locator`` (``reports/q3.pdf#page=4``), so their locator is
+        ``…#page=4&chars=120-560``.
 
     Raises:
         ValueError: the chunker broke the substring invariant (a chunker bug; the message
@@ -51,7 +54,7 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
                 start=span.start,
                 end=span.end,
                 title=doc.title,
-                source_locator=doc.source_locator,
+                source_locator=_located(doc, span.start, span.end),
                 entity=doc.entity,
                 topic=doc.topic,
                 geography=doc.geography,
@@ -69,6 +72,20 @@ def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = Tr
             )
         )
     return chunks
+
+
+def _located(doc: SourceDocument, start: int, end: int) -> str:
+    """The document's ``source_locator``, plus where in the original file the span is
+    (``#page=4``) for a converted file (:func:`~..converters.regions.fragment_for`)."""
+    regions = getattr(doc, "regions", ())
+    if not regions:
+        return doc.source_locator
+    from ..converters.regions import fragment_for
+
+    fragment = fragment_for(regions, start, end)
+    if not fragment:
+        return doc.source_locator
+    return f"{doc.source_locator}{'&' if '#' in doc.source_locator else '#'}{fragment}"
 
 
 def _check_span(

@@ -140,15 +140,15 @@ def test_hidden_and_underscore_paths_are_ignored_other_extensions_skipped(tmp_pa
             "_private/a.md": "ignored",
             ".git/b.md": "ignored",
             "_library.toml": 'chunker = "layout"\n',
-            "scan.pdf": b"%PDF-1.4 \x00\x01",
-            "sub/data.csv": "a,b\n",
+            "scan.tiff": b"II*\x00\x01",
+            "sub/data.parquet": "PAR1",
             "UPPER.MD": "---\ndoc_id: upper\n---\nUpper-case suffix.",
         },
     )
     result = parse_library(root)
     assert result.errors == ()
     assert [d.doc_id for d in result.documents] == ["good", "upper"]
-    assert result.skipped == ("scan.pdf", "sub/data.csv")
+    assert result.skipped == ("scan.tiff", "sub/data.parquet")
 
 
 def test_jsonl_one_document_per_line(tmp_path):

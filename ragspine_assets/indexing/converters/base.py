@@ -1,0 +1,193 @@
+"""What every converter shares: the result record, the per-file limits, the errors.
+
+A converter turns the bytes of one file into Markdown-shaped text (headings, lists,
+tables as Markdown tables) plus *regions*: ``(start, end, fragment)`` character ranges
+of that text that come from one place of the original file (``page=4``, ``slide=2``,
+``sheet=Q3&cells=A5:F5``, ``anchor=revenue``). A chunk's citation carries the fragment
+of the region(s) it was cut from (:func:`~.regions.fragment_for`).
+
+Converters never run a file's macros or scripts (none of the libraries used can), never
+fetch anything (links are text), and stop with a :class:`ConversionError` when a file
+passes one of the :class:`ConversionLimits`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from io import BytesIO
+
+
+class ConversionError(Exception):
+    """A file that cannot be converted: ``problem`` says why, ``hint`` what to do.
+
+    Messages never quote the file's text (it may be RESTRICTED)."""
+
+    def __init__(self, problem: str, hint: str, *, field: str = "content") -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.hint = hint
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionLimits:
+    """Per-file bounds: a file past one is one located error, never a stuck build.
+
+    ``seconds`` is checked between pages, paragraphs, slides and rows; ``hard_seconds`` and
+    ``memory_bytes`` bound the child process a file is converted in (:mod:`.isolation`);
+    ``max_unzipped_bytes`` and ``max_ratio`` refuse zip bombs before an Office file is opened.
+    """
+
+    max_file_bytes: int = 200 * 1024 * 1024
+    max_text_chars: int = 20_000_000
+    max_pages: int = 5_000
+    max_cells: int = 2_000_000
+    max_unzipped_bytes: int = 500 * 1024 * 1024
+    max_zip_members: int = 20_000
+    max_ratio: int = 200
+    seconds: float = 120.0
+    #: The child process converting a file is killed after this long (``isolation.py``).
+    hard_seconds: float = 180.0
+    #: Address-space limit of that child process (``RLIMIT_AS``).
+    memory_bytes: int = 4 * 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """One converted file.
+
+    ``text`` is the document body; ``regions`` are sorted, non-overlapping
+    ``(start, end, fragment)`` ranges of it; ``properties`` are the file's own metadata
+    (``("Title", "...")``, ``("Keywords", "...")``, custom properties, HTML ``<meta>``)
+    in file order; ``header_lines`` are page header/footer lines that are not part of the
+    text but are read for a sensitivity marking; ``title`` is the best title the file
+    itself gives (property or first heading), ``""`` when none.
+    """
+
+    text: str
+    regions: tuple[tuple[int, int, str], ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
+    header_lines: tuple[str, ...] = ()
+    title: str = ""
+
+
+class Deadline:
+    """A per-file time budget checked between units of work."""
+
+    __slots__ = ("_end", "_seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def check(self, what: str) -> None:
+        if time.monotonic() > self._end:
+            raise ConversionError(
+                f"conversion took longer than {self._seconds:g} s (stopped at {what})",
+                "split the file, or raise the limit (RAGSPINE_CONVERT_SECONDS)", field="limits")
+
+
+@dataclass
+class TextBuilder:
+    """Appends blocks of text separated by blank lines and records their regions."""
+
+    limits: ConversionLimits
+    parts: list[str] = field(default_factory=list)
+    regions: list[tuple[int, int, str]] = field(default_factory=list)
+    length: int = 0
+
+    def add(self, block: str, fragment: str = "") -> tuple[int, int]:
+        """Append ``block`` (stripped of trailing whitespace); returns its ``(start, end)``."""
+        block = block.rstrip()
+        if not block.strip():
+            return self.length, self.length
+        if self.parts:
+            self.parts.append("\n\n")
+            self.length += 2
+        start = self.length
+        self.parts.append(block)
+        self.length += len(block)
+        if self.length > self.limits.max_text_chars:
+            raise ConversionError(
+                f"the extracted text passes {self.limits.max_text_chars:,} characters",
+                "split the file into smaller ones", field="limits")
+        if fragment:
+            self.regions.append((start, self.length, fragment))
+        return start, self.length
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
+    """Refuse an Office file that is not a zip, or whose members would unpack past the limits.
+
+    The sizes in the zip directory are checked first; the libraries then inflate at most
+    that much (a member whose real size differs from its declared one fails its CRC).
+    """
+    try:
+        archive = zipfile.ZipFile(BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise ConversionError(
+            f"is not a valid {kind} file (not a zip package: {exc})",
+            f"re-save it from the application as {kind}, or remove it from the library", field="content") from exc
+    members = archive.infolist()
+    if len(members) > limits.max_zip_members:
+        raise ConversionError(f"the {kind} package has {len(members):,} parts (limit {limits.max_zip_members:,})",
+                              "this is not a normal document; remove it from the library", field="limits")
+    total = sum(m.file_size for m in members)
+    packed = max(1, sum(m.compress_size for m in members))
+    if total > limits.max_unzipped_bytes or (total > 10 * 1024 * 1024 and total / packed > limits.max_ratio):
+        raise ConversionError(
+            f"the {kind} package would unpack to {total:,} bytes from {len(data):,} (a zip bomb?)",
+            "remove it from the library; a real document unpacks to far less", field="limits")
+    if any(m.flag_bits & 0x1 for m in members):
+        raise ConversionError(f"the {kind} package is encrypted", "save an unprotected copy", field="encrypted")
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """Rows of cell strings as a Markdown table (the first row is the header)."""
+    width = max((len(r) for r in rows), default=0)
+    if width == 0:
+        return ""
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [cell_text(c) for c in row] + [""] * (width - len(row))
+        lines.append("| " + " | ".join(cells) + " |")
+        if i == 0:
+            lines.append("|" + "|".join(["---"] * width) + "|")
+    return "\n".join(lines)
+
+
+def cell_text(value: object) -> str:
+    """One table cell on one line: whitespace collapsed, ``|`` escaped."""
+    if value is None:
+        return ""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def clean_line(text: str) -> str:
+    """Whitespace runs collapsed to one space (no newlines)."""
+    return " ".join(text.split())
+
+
+_SLUG_DROP = re.compile(r"[^\w\- ]+")
+
+
+def slug(text: str) -> str:
+    """A heading anchor: lowercased, punctuation dropped, spaces to ``-`` (CJK kept)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return "-".join(_SLUG_DROP.sub("", folded).split())[:80] or "section"
+
+
+def column_letter(index: int) -> str:
+    """1 → ``A``, 27 → ``AA``."""
+    out = ""
+    while index > 0:
+        index, rem = divmod(index - 1, 26)
+        out = chr(65 + rem) + out
+    return out
