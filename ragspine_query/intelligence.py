@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import ConfigError
+from .filter_extraction import DEFAULT_MIN_CONFIDENCE
 from .fusion import DEFAULT_RRF_K
 from .postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
 from .transforms import make_transforms, parse_transform_spec
@@ -69,7 +70,7 @@ class QueryIntelligence:
     cache_ttl_s: float = 300.0
     fusion_n: int = 3
     filters: str = DEFAULT_FILTERS
-    filter_min_confidence: float = 0.5
+    filter_min_confidence: float = DEFAULT_MIN_CONFIDENCE
     filter_fill: bool = True
 
     def __post_init__(self) -> None:
