@@ -46,7 +46,7 @@ def preds(query: str, **kw) -> dict[str, tuple[str, object, float]]:
 ])
 def test_periods_in_both_languages(query, period):
     op, value, conf = preds(query)["period"]
-    assert (op, value) == ("eq", period) and conf >= 0.85
+    assert (op, value) == ("eq", period) and conf >= 0.8
 
 
 def test_entities_by_any_name_in_either_language_and_not_competitors():
