@@ -249,7 +249,8 @@ class CorrectiveRetrieval:
         if len(acts) < self.config.max_rounds:
             from .assessment import default_tier
 
-            if getattr(first, "tier", None) != default_tier(self.source):  # a tier restricted the channels
+            tier = getattr(first, "tier", None)
+            if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
                 acts.append(("widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True),
                              None if dropped else filters, not dropped, "every channel"))
         return acts[: self.config.max_rounds]
