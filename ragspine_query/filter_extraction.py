@@ -391,10 +391,12 @@ class FilterPreference:
         fill: fill a short filtered result up to ``top_k`` from the result without the
             extracted predicates (else only an empty filtered result drops them).
         fields: the fields the libraries can filter on (others are not applied).
+        gate: the competitor gate; a query it refuses goes straight to the pipeline (which
+            refuses it) without extraction, so no extractor — an LLM — ever sees it.
     """
 
     def __init__(self, pipeline: Any, extractor: FilterExtractor, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                 fill: bool = True, fields: Iterable[str] | None = None) -> None:
+                 fill: bool = True, fields: Iterable[str] | None = None, gate: Any | None = None) -> None:
         if not (0.0 <= min_confidence <= 1.0):
             raise ConfigError(f"min_confidence must be in [0, 1], got {min_confidence}")
         self.pipeline = pipeline
@@ -402,6 +404,8 @@ class FilterPreference:
         self.min_confidence = min_confidence
         self.fill = fill
         self.fields = frozenset(fields) if fields is not None else None
+        #: the competitor gate: a query it refuses is never shown to an extractor (an LLM)
+        self.gate = gate
 
     @property
     def source(self) -> Any:
@@ -429,9 +433,10 @@ class FilterPreference:
             extract_filters: bool = True) -> Any:
         from .pipeline.stages import SearchResult
 
-        if not extract_filters:
+        if not extract_filters or (self.gate is not None and self.gate.check(query) is not None):
             res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
-            res.filters = AppliedFilters(outcome="none", note="extraction off for this run")
+            res.filters = AppliedFilters(outcome="none", note="extraction off for this run" if not extract_filters
+                                         else "the gate refuses the query: nothing extracted")
             return res
         tracer = Tracer() if explain else None
         t0 = now()

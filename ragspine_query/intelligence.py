@@ -186,7 +186,7 @@ def build_query_pipeline(
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
         pipeline = FilterPreference(pipeline, extractor, min_confidence=qi.filter_min_confidence, fill=qi.filter_fill,
-                                    fields=_filter_fields(source))
+                                    fields=_filter_fields(source), gate=gate)
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
     from .assessment import RelevanceGrader
     from .corrective import CorrectiveRetrieval, LLMGrader, default_crag_config, dynamic_crag_config
