@@ -13,6 +13,7 @@ from typing import Sequence
 
 from ragspine_query.cli import add_query_parser, run_query
 from ragspine_query.errors import RagspineError
+from ragspine_query.failure import describe_unexpected
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -33,7 +34,11 @@ def _snapshots(args: argparse.Namespace) -> int:
     from .indexing.publish import list_snapshots, pinned_snapshot, rollback, unpin
 
     root = Path(args.library_dir)
+    if not root.is_dir():
+        raise RagspineError(f"{root} is not a folder: pass a library's artifact folder, data/artifacts/<library>")
     paths = LibraryPaths(root.name, Path(), root)
+    if args.verify:
+        return _verify(paths)
     if args.unpin:
         old = unpin(paths)
         print(f"{paths.library_id}: {'released pin on ' + old if old else 'was not pinned'}; the next run publishes normally")
@@ -49,6 +54,38 @@ def _snapshots(args: argparse.Namespace) -> int:
     for rec in list_snapshots(paths):
         mark = "*" if rec["current"] else " "
         print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
+    return 0
+
+
+def _verify(paths) -> int:
+    """Check every file of every retained snapshot against its manifest (sizes and sha256)."""
+    from ragspine_query.errors import IndexCorruptError, IndexNotFoundError
+    from ragspine_query.integrity import verify_snapshot
+
+    from .indexing.publish import current_snapshot_id
+
+    current = current_snapshot_id(paths) if paths.current.is_symlink() else None
+    found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
+        if paths.snapshots.is_dir() else []
+    if not found:
+        raise RagspineError(f"{paths.root} holds no snapshots: publish one with `ragspine ingest data/raw/{paths.library_id}`")
+    damaged = 0
+    for d in found:
+        mark = "*" if d.name == current else " "
+        try:
+            stats = verify_snapshot(d, full=True)
+        except (IndexCorruptError, IndexNotFoundError) as exc:
+            damaged += 1
+            print(f"{mark} {d.name}  DAMAGED: {exc}")
+            continue
+        print(f"{mark} {d.name}  ok ({stats['files']} files, {stats['hashed_bytes']} bytes hashed)")
+    if current and not (paths.snapshots / current).is_dir():
+        damaged += 1
+        print(f"current points to {current}, which does not exist: roll back with --rollback, or ingest again")
+    if damaged:
+        print(f"error: {damaged} snapshot(s) of {paths.library_id!r} are damaged; ingest the library again "
+              "(it rebuilds damaged files) or roll back to an intact one", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -81,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Materialize each library through the Dagster assets in this process. Dagster's "
                                    "logs go to the run's event log (DAGSTER_HOME, the Dagster UI); this prints a summary.")
     p.add_argument("raw_dirs", nargs="+", help="library folders <data>/raw/<library>, e.g. data/raw/sample")
-    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|e5|minilm+e5|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
+    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
     p.add_argument("--keep", type=int, default=None, help="snapshots to retain (default 5)")
     p.add_argument("--data-root", default=None, metavar="DATA",
                    help="write artifacts/ and cache/ under DATA (and read glossary.toml there); "
@@ -93,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="point current at SNAPSHOT_ID (default: the previous snapshot) and pin it there")
     p.add_argument("--no-pin", action="store_true", help="with --rollback: do not pin (the next run moves current)")
     p.add_argument("--unpin", action="store_true", help="release a pin left by --rollback")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file of every retained snapshot against the sizes and sha256 in its manifest "
+                        "(exit 2 when one is damaged)")
 
     p = sub.add_parser("eval", help="evaluate retrieval on a BEIR-format dataset")
     from .evaluate import add_eval_arguments
@@ -122,7 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.name and exc.name.split(".")[0] == "dagster":
             print("error: this command needs Dagster: pip install 'ragspine[pipeline]'", file=sys.stderr)
             return 2
-        raise
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback: one located line (ragspine_query.failure)
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ document by max score; metrics follow trec_eval conventions (see ``ragspine_quer
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -22,6 +23,8 @@ from ragspine_query.errors import ConfigError, DatasetError
 
 DEFAULT_EVAL_ROOT = Path("data") / "eval"
 EVAL_DEPTH = 100
+#: ``--reranker`` reorders this many of the top hits (the pipeline's ``rerank_top_n``)
+EVAL_RERANK_DEPTH = 100
 
 
 def _say(msg: str, quiet: bool = False) -> None:
@@ -59,13 +62,26 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     """
     from .indexing.artifacts import LibraryPaths, sha256_file, sha256_json
 
+    library_set = _library_set(dataset_dir)
+    if library_set is not None:  # the corpus is a raw library folder, ingested as it is
+        raw_dir = library_set["library"]
+        files = sorted(p for p in raw_dir.rglob("*") if p.is_file())
+        model = _named_model(embedding)
+        glossary = library_set.get("glossary")
+        key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
+                          + [code_versions()] + ([{"embedding": model}] if model else [])
+                          + ([{"glossary": sha256_file(glossary)}] if glossary and glossary.is_file() else []))[:16]
+        lib_root = out_root / f"{dataset_dir.name.replace('_', '-')}-{key}"
+        return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
         raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
     library_toml = _library_toml(chunker, chunker_options or {})
     model = _named_model(embedding)
+    glossary = dataset_glossary(dataset_dir)
     key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
-                      + ([{"embedding": model}] if model else []))[:16]
+                      + ([{"embedding": model}] if model else [])
+                      + ([{"glossary": sha256_file(glossary)}] if glossary else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
     raw = lib_root / "raw" / name
@@ -89,6 +105,45 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     return paths
 
 
+def _library_set(dataset_dir: Path) -> dict[str, Path] | None:
+    """``library`` (and ``glossary``) of a judged set over a raw library folder
+    (:data:`ragspine_query.eval.beir.LIBRARY_FILE`), resolved against the set's folder; None
+    for a plain BEIR folder."""
+    import tomllib
+
+    from ragspine_query.eval.beir import LIBRARY_FILE
+
+    path = dataset_dir / LIBRARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not valid TOML ({exc}); write library = \"<raw library folder>\"") from None
+    out: dict[str, Path] = {}
+    for key in ("library", "glossary"):
+        value = data.get(key)
+        if value is None and key == "glossary":
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise DatasetError(f"{path}: {key} must be a path relative to {dataset_dir} (e.g. library = \"../../raw/sample\")")
+        out[key] = (dataset_dir / value).resolve()
+    if not out["library"].is_dir():
+        raise DatasetError(f"{path}: library folder {str(out['library'])!r} does not exist")
+    return out
+
+
+def dataset_glossary(dataset_dir: Path) -> Path | None:
+    """The glossary a judged set is evaluated with: its ``library.toml``'s ``glossary``, or a
+    ``glossary.toml`` in the set's folder; the queries then run with glossary multi-query
+    and the competitor gate, as ``ragspine query`` does on a library published with it."""
+    library_set = _library_set(dataset_dir)
+    if library_set is not None and "glossary" in library_set:
+        return library_set["glossary"]
+    own = dataset_dir / "glossary.toml"
+    return own if own.is_file() else None
+
+
 def _named_model(embedding: str) -> str | None:
     """The canonical embedding spec when ``embedding`` names a model, else None (``auto``, ``none``)."""
     from ragspine_query.dense.embedding import canonical_embedding_spec
@@ -105,7 +160,7 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any]:
+def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: Path | None = None) -> dict[str, Any]:
     """Build (or reuse) the published index; returns the manifest."""
     from ragspine_query.library import read_manifest, resolve_snapshot_dir
 
@@ -125,13 +180,15 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False) -> dict[str, Any
         pass
     t0 = time.perf_counter()
     res = build_library(paths, embedding=embedding, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
-                        run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet))
+                        run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
+                        glossary_path=glossary_path)
     _say(f"indexed in {time.perf_counter() - t0:.1f}s: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()), quiet)
     return read_manifest(Path(res.snapshot_dir))
 
 
 def query_types(dataset_dir: Path) -> dict[str, str]:
-    """Query id -> ``type`` from ``queries.jsonl`` when the queries carry one (HotpotQA), else {}."""
+    """Query id -> ``type`` (HotpotQA) or ``kind`` (the sample's judged set: same-language,
+    cross-language, multi-hop) from ``queries.jsonl`` when the queries carry one, else {}."""
     path = dataset_dir / "queries.jsonl"
     out: dict[str, str] = {}
     if path.is_file():
@@ -139,8 +196,9 @@ def query_types(dataset_dir: Path) -> dict[str, str]:
             for line in fh:
                 if line.strip():
                     q = json.loads(line)
-                    if isinstance(q.get("type"), str) and q["type"]:
-                        out[str(q["_id"])] = q["type"]
+                    kind = q.get("type") or q.get("kind")
+                    if isinstance(kind, str) and kind:
+                        out[str(q["_id"])] = kind
     return out
 
 
@@ -158,10 +216,14 @@ class ModeResult:
     run: Mapping[str, Mapping[str, float]] | None = None
 
 
-def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = 100,
+def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = EVAL_RERANK_DEPTH,
                 live_progress: bool = True) -> tuple[dict[str, dict[str, float]], float]:
-    """Run every query; a live ``queries done/total (rate, ETA)`` line on stderr when it is a
-    terminal and ``live_progress`` (off for ``--json``), one summary line otherwise."""
+    """Run every query through ``retriever.search`` (``ragspine eval`` passes the narrative
+    index that ``ragspine query`` uses); ``reranker`` (optional) reorders the top
+    ``rerank_depth`` hits afterwards, for a caller that evaluates a bare retriever.
+
+    A live ``queries done/total (rate, ETA)`` line on stderr when it is a terminal and
+    ``live_progress`` (off for ``--json``), one summary line otherwise."""
     from ragspine_query.eval.metrics import aggregate_chunk_hits_to_docs
 
     from .progress import TerminalProgress, wants_terminal_progress
@@ -216,15 +278,16 @@ def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
     return dict(sorted(out.items()))
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0) -> list[ModeResult]:
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool = True) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
-    ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all)."""
+    ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
+    ``multi_query=False``: no glossary variants (the gate still uses the glossary), to measure them."""
     from ragspine_query.eval.beir import load_beir
     from ragspine_query.eval.metrics import evaluate_run, write_trec_run
     from ragspine_query.eval.report import CURVE_KS
     from ragspine_query.library import open_library
-    from ragspine_query.link import backend_for_library
-    from ragspine_query.retriever import HybridRetriever, RetrievalConfig
+    from ragspine_query.link import backend_for_library, build_narrative_retriever
+    from ragspine_query.settings import Settings
 
     dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
     out_root = Path(out) if out else DEFAULT_EVAL_ROOT
@@ -233,31 +296,41 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
     named = _named_model(embedding) is not None
     needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"
-    ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet)
+    ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet, glossary_path=dataset_glossary(Path(dataset_dir)))
     lib = open_library(paths.root)
     rr = None
     if reranker and reranker != "none":
         from ragspine_query.rerank import make_reranker
 
         rr = make_reranker(reranker)
+    # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
+    settings = dataclasses.replace(Settings.from_env(), tree=tree)
     results = []
+    opened: list = []
     try:
         for mode in modes:
             backend = backend_for_library(lib, mode, spec=embedding)
-            retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode=mode, tree=tree))
+            # exactly what `ragspine query` runs: the gate, glossary multi-query (with the glossary
+            # published with the library), variant fusion, the language plan; --mode forces the channels
+            narrative = build_narrative_retriever(paths.root, mode=mode, embedding_backend=backend,
+                                                  reranker=rr, rerank_top_n=EVAL_RERANK_DEPTH, settings=settings,
+                                                  multi_query=multi_query)
+            retriever = narrative.index.retriever
+            opened.append(retriever.library)
             _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}: {len(dataset.query_ids)} queries", quiet)
-            run, spq = run_queries(retriever, dataset, reranker=rr, quiet=quiet, live_progress=live_progress)
+            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress)
             report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
             run_dir = paths.root.parent.parent / "runs"
             run_dir.mkdir(parents=True, exist_ok=True)
-            run_name = f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
+            run_name = (f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
+                        + ("" if multi_query else "-no-multi-query"))
             run_path = run_dir / f"{run_name}.trec"
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
                        "analyzer": lib.manifest["tokenizer"]["analyzer"], "embedding_model": lib.embedding_model_id if retriever.active_mode != "bm25" else None,
                        "bm25": {k: lib.manifest["bm25"][k] for k in ("k1", "b") if k in lib.manifest.get("bm25", {})},  # the library's k1/b
                        "ms_per_query": round(spq * 1000, 2), "tree": tree, "dataset": dataset_dir.name, "split": split, "qrels": qrels_file or split,
-                       "max_queries": max_queries}
+                       "max_queries": max_queries, "multi_query": multi_query}
             fusion = fusion_summary(retriever, dataset)
             if fusion is not None:  # auto: the language-aware weights each query got, and why
                 metrics["fusion"] = fusion
@@ -266,6 +339,8 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
                 metrics["by_type"] = report.by_group(types)
             results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path), report, run))
     finally:
+        for opened_lib in opened:
+            opened_lib.close()
         lib.close()
     return results
 
@@ -308,6 +383,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="a _library.toml key of the evaluation library, e.g. breakpoint_percentile=25 or "
                         "summarizer=none (repeatable; see docs/configuration.md)")
     p.add_argument("--tree", default="off", help="summary-tree channel fused with each mode: off|collapsed|traversal (default off)")
+    p.add_argument("--multi-query", default="on", choices=("on", "off"),
+                   help="glossary multi-query variants, as `ragspine query` asks them (default on); off measures them")
     p.add_argument("--max-queries", type=int, default=0, metavar="N",
                    help="evaluate a deterministic sample of N queries (by SHA-256 of the id), for screening (default 0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
@@ -340,7 +417,7 @@ def run_eval_cli(args: argparse.Namespace) -> int:
                                reranker=args.reranker, out=Path(args.out) if args.out else None,
                                embedding=args.embedding, quiet=args.quiet, live_progress=not args.json, chunker=args.chunker,
                                chunker_options=_parse_options(args.library_option), tree=args.tree,
-                               max_queries=args.max_queries)
+                               max_queries=args.max_queries, multi_query=args.multi_query == "on")
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
@@ -360,6 +437,8 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         for k, v in m.items():
             if k.startswith("ndcg@10_vs_"):
                 print(f"         {k}: {v['difference']:+.4f} (95% CI {v['ci95'][0]:+.4f}..{v['ci95'][1]:+.4f}, p={v['p']})")
+        for kind, km in (m.get("by_type") or {}).items():
+            print(f"         {kind}: nDCG@10 {km['ndcg@10']:.4f} ({km['n_queries']} queries)")
         for case, f in (m.get("fusion") or {}).items():
             ws = " ".join(f"{n}={w:g}" for n, w in f["weights"].items())
             print(f"         fusion {case}: {f['queries']} queries, {ws} k={f['rrf_k']:g} ({f['reason']})")

@@ -15,11 +15,13 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_query.failure import describe_unexpected
 from ragspine_query.settings import Settings
 
 from .assets import ALL_ASSETS
 from .assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from .indexing.artifacts import pid_alive, validate_library_id
+from .instance_config import write_default_instance_config
 from .partitions import LIBRARIES_PARTITION
 from .progress import wants_terminal_progress
 from .resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
@@ -57,6 +59,12 @@ class IngestSummary:
     failed_dead_runs: tuple[str, ...] = ()
     #: What to install when ``auto`` found no embedding model (the exact command).
     model_hint: str = ""
+    #: Files not read (unsupported type, folder links), relative to the library folder.
+    skipped: tuple[str, ...] = ()
+    #: Open documents taken out of the index: their file was removed, or it failed to parse
+    #: and may now be RESTRICTED (RESTRICTED ones are only counted, never named).
+    withdrawn: tuple[str, ...] = ()
+    withdrawn_restricted: int = 0
 
     def describe(self) -> str:
         m = self.metadata
@@ -73,6 +81,16 @@ class IngestSummary:
             lines += [f"    {' '.join(e.split())}" for e in self.errors[:MAX_LISTED_ERRORS]]
             if len(self.errors) > MAX_LISTED_ERRORS:
                 lines.append(f"    … {len(self.errors) - MAX_LISTED_ERRORS} more (the documents asset's 'errors' in the Dagster UI)")
+        if self.skipped:
+            n = len(self.skipped)
+            lines.append(f"  {n} file{'' if n == 1 else 's'} skipped (not .md .markdown .txt .jsonl, or a folder link; "
+                         "convert them to text to index them): " + _listed(self.skipped))
+        n_out = len(self.withdrawn) + self.withdrawn_restricted
+        if n_out:
+            named = _listed(self.withdrawn) if self.withdrawn else ""
+            hidden = f"{self.withdrawn_restricted} RESTRICTED" if self.withdrawn_restricted else ""
+            lines.append(f"  {n_out} document{'' if n_out == 1 else 's'} withdrawn from the index (file removed, or it "
+                         "failed to parse and may now be RESTRICTED): " + ", ".join(x for x in (named, hidden) if x))
         if self.model_hint:
             lines.append(f"  {self.model_hint}")
         if self.failed_dead_runs:
@@ -85,6 +103,11 @@ class IngestSummary:
         return "\n".join(lines)
 
 
+def _listed(items: tuple[str, ...]) -> str:
+    shown = ", ".join(" ".join(str(i).split()) for i in items[:MAX_LISTED_ERRORS])
+    return shown + (f" … {len(items) - MAX_LISTED_ERRORS} more" if len(items) > MAX_LISTED_ERRORS else "")
+
+
 def default_instance() -> dg.DagsterInstance:
     """The instance named by ``DAGSTER_HOME`` (so runs show in ``dagster dev``), else a
     project-local one under ``.dagster_home`` in the working directory."""
@@ -93,10 +116,10 @@ def default_instance() -> dg.DagsterInstance:
         home = str(Path(".dagster_home").resolve())
         os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
-    cfg = Path(home) / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
+    write_default_instance_config(Path(home))
     return dg.DagsterInstance.get()
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,28 +276,54 @@ def ingest_library(
     )
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
+    from .indexing.locks import ConcurrentIngestError, library_run_lock
+    from .runs import fail_dead_runs, in_flight_runs
+
     dead = fail_dead_ingest_runs(instance)
+    dead += [r for r in fail_dead_runs(instance, [library_id], strict_host=True) if r not in dead]
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
-        result = dg.materialize(
-            ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
-            tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
-            run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
-        )
-    except dg.DagsterError as exc:
+        # one writer per library for the whole run (indexing/locks.py)
+        with library_run_lock(resource.library_paths(library_id)):
+            busy = in_flight_runs(instance, library_id)
+            if busy:
+                raise ConcurrentIngestError(
+                    f"run {busy[0]} of library {library_id!r} is in flight on the Dagster instance "
+                    f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')}); wait for it to finish (or cancel it in the "
+                    "Dagster UI), then run again")
+            result = dg.materialize(
+                ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
+                tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
+                run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
+            )
+    except RagspineError:
+        raise
+    except Exception as exc:  # a step's own error, or Dagster's: one located line, never a traceback
         current = resource.library_paths(library_id).current
         serving = current.resolve().name if current.exists() else "nothing (never published)"
+        cause = getattr(exc, "user_exception", None) or exc.__cause__
+        if isinstance(cause, RagspineError):
+            what = " ".join(str(cause).split())
+        elif isinstance(exc, dg.DagsterError) and not isinstance(cause, BaseException):
+            what = " ".join(str(exc).split())
+        else:
+            what = describe_unexpected(cause if isinstance(exc, dg.DagsterError) else exc)
         raise RagspineError(
-            f"ingest of library {library_id!r} stopped before publication: {' '.join(str(exc).split())}. "
-            f"The previous snapshot keeps serving ({serving}); see the run's asset checks in the Dagster UI "
-            f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')})"
+            f"ingest of library {library_id!r} stopped before publication: {what}. "
+            f"The previous snapshot keeps serving ({serving}); see the run {'' if isinstance(exc, dg.DagsterError) else 'log '}"
+            f"in the Dagster UI (DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')})"
         ) from exc
     out = result.output_for_node("index_manifest")
     mats = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("index_manifest")]
     meta = {k: v.value for k, v in mats[-1].materialization.metadata.items()} if mats else {}
     docs = result.output_for_node("documents")
+    delta = result.output_for_node("chunks")
+    restricted = set(getattr(delta, "restricted", ()) or ())
+    out_ids = [*getattr(delta, "removed", ()), *getattr(delta, "withdrawn_on_error", ())]
     return IngestSummary(
         library_id, result.run_id, out["snapshot_id"], out["snapshot_dir"], out["changed"], meta,
         errors=tuple(docs.errors), error_paths=tuple(docs.error_paths), parsed_documents=len(docs.documents),
         failed_dead_runs=tuple(dead), model_hint=missing_model_hint(spec, meta.get("embedding_model")),
+        skipped=tuple(docs.skipped), withdrawn=tuple(sorted(d for d in out_ids if d not in restricted)),
+        withdrawn_restricted=sum(1 for d in set(out_ids) if d in restricted),
     )

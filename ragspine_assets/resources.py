@@ -25,7 +25,7 @@ from .indexing.publish import DEFAULT_KEEP_SNAPSHOTS
 class EmbeddingBackendResource(dg.ConfigurableResource):
     """The embedding backend that builds the ``chunk_embeddings`` vectors.
 
-    ``spec`` is the run-level choice (``none|auto|onnx|multilingual|e5|minilm+e5|deterministic|openai|
+    ``spec`` is the run-level choice (``none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai|
     sentence-transformers``); a library's own ``_library.toml`` ``embedding`` wins over
     it, and ``auto`` resolves by the library's languages (one function for the assets and
     ``build_library``: :func:`~.indexing.library_settings.resolve_library_settings`).

@@ -10,6 +10,13 @@ the content changes the cursor has seen for that library. Re-evaluating a tick f
 same cursor (a retried tick, a second daemon) yields the same keys, so Dagster never
 launches two runs for one change; a revert to older content is a new change and gets a
 new generation, so it is re-ingested rather than deduplicated against the old run.
+
+One run of a library at a time: a change of a library with a run in flight is not
+requested yet (the cursor keeps the library's previous state, so the next tick after the
+run sees it again). Each tick first marks failed the runs whose worker process is gone
+(:func:`ragspine_assets.runs.fail_dead_runs`: ``dagster dev`` stopped mid-run), and a
+library whose latest run failed is requested again, run key ``…:retry-N``, at most
+:data:`ragspine_assets.runs.MAX_AUTOMATIC_RETRIES` times per content.
 """
 
 from __future__ import annotations
@@ -186,7 +193,24 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConf
         context.log.warning(
             f"folder {ascii(name)} under {ragspine.raw_dir()} is not a valid library name (1-128 characters "
             "from A-Z a-z 0-9 . _ -, starting with a letter or digit); rename it to index it")
+    from .runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs, last_run_failed
+
+    for run_id in fail_dead_runs(context.instance, on_disk):  # killed runs (dagster dev stopped mid-run)
+        context.log.warning(f"run {run_id} was left STARTED by a process that is gone; marked it failed")
     states, changes = diff_libraries(ragspine.raw_dir(), on_disk, previous)
+    waiting = []
+    for change in list(changes):
+        busy = in_flight_runs(context.instance, change.library_id)
+        if busy:  # one run of a library at a time: ask again once it has finished
+            changes.remove(change)
+            waiting.append(change.library_id)
+            if change.library_id in previous:
+                states[change.library_id] = previous[change.library_id]
+            else:
+                states.pop(change.library_id, None)
+            context.log.info(f"{change.describe()}: run {busy[0]} of this library is in flight; "
+                             "requesting a run when it has finished")
+    changed_ids = {c.library_id for c in changes}
     for gone in sorted(set(previous) - set(on_disk)):
         # The partition and its history stay; delete it in the UI if the library is retired.
         context.log.info(f"library folder {gone!r} disappeared from {ragspine.raw_dir()}; no run requested")
@@ -199,6 +223,20 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConf
             run_key=change.run_key,
             partition_key=change.library_id,
             tags={"ragspine/library": change.library_id, "ragspine/fingerprint": change.state.fingerprint[:16]},
+        ))
+    for lib in on_disk:  # a library whose last run failed (or was killed) is requested again
+        state = states.get(lib)
+        if state is None or lib in changed_ids or lib in waiting or in_flight_runs(context.instance, lib):
+            continue
+        failed = last_run_failed(context.instance, lib, state.fingerprint[:16])
+        if failed is None or failed > MAX_AUTOMATIC_RETRIES:
+            continue
+        context.log.info(f"{lib}: its last run failed; requesting it again ({failed} failed run(s) of this content so far)")
+        run_requests.append(dg.RunRequest(
+            run_key=f"{lib}:{state.fingerprint[:16]}:{state.generation}:retry-{failed}",
+            partition_key=lib,
+            tags={"ragspine/library": lib, "ragspine/fingerprint": state.fingerprint[:16],
+                  "ragspine/retry": str(failed)},
         ))
     return dg.SensorResult(
         run_requests=run_requests,

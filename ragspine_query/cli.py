@@ -81,8 +81,10 @@ def load_plugins(modules: Sequence[str]) -> None:
 
 
 def run_query(args: argparse.Namespace) -> int:
+    from .limits import check_query
     from .link import build_narrative_retriever
 
+    check_query(args.text)  # before any index is opened
     load_plugins(getattr(args, "plugin", []) or [])
     explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
@@ -178,6 +180,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_query(args)
     except RagspineError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback: one located line
+        from .failure import describe_unexpected
+
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
         return 2
 
 

@@ -18,6 +18,10 @@ class FilterError(RagspineError, ValueError):
     """A metadata filter (field, operator or value) is invalid."""
 
 
+class QueryError(RagspineError, ValueError):
+    """A query text that cannot be searched (empty, or longer than the limit)."""
+
+
 class DocumentError(RagspineError):
     """A raw document cannot be parsed; carries the file and field at fault."""
 

@@ -3,6 +3,11 @@
 Predicates narrow the candidate set **before** any scoring or embedding. Values compare
 as strings (ISO dates and periods such as ``2024Q3`` order correctly as strings).
 
+Filters only narrow: a row that lacks the field (its value is empty) satisfies **no**
+predicate on that field, not even ``ne`` or ``nin``. ``{"entity": {"ne": "ACME"}}``
+therefore means "has an entity, and it is not ACME"; a row without an entity is not
+returned. No predicate selects rows lacking a field (``eq ""`` matches nothing).
+
 Accepted forms::
 
     {"entity": "ACME_CN"}                               # eq
@@ -49,7 +54,14 @@ class Predicate:
             raise FilterError(f"filter {self.field!r} {self.op} needs a single value, got {self.value!r}")
 
     def mask(self, column: np.ndarray) -> np.ndarray:
-        """Boolean mask of rows of ``column`` (a numpy str array) satisfying the predicate."""
+        """Boolean mask of rows of ``column`` (a numpy str array) satisfying the predicate.
+
+        Filters only narrow: a row whose value is empty (it lacks the field) never matches,
+        whatever the operator (``ne`` and ``nin`` included).
+        """
+        return self._raw_mask(column) & (column != "")
+
+    def _raw_mask(self, column: np.ndarray) -> np.ndarray:
         v = self.value
         if self.op == "eq":
             return column == v
@@ -63,8 +75,7 @@ class Predicate:
             lo, hi = v
             return (column >= lo) & (column <= hi)
         cmp = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}[self.op]
-        # empty values never satisfy an ordering predicate
-        return cmp(column, v) & (column != "")
+        return cmp(column, v)
 
     def matches(self, value: str) -> bool:
         return bool(self.mask(np.asarray([value]))[0])

@@ -29,10 +29,6 @@ import numpy as np
 
 DEFAULT_RRF_K = 60
 
-#: The ranking the dense channel gives the rows *not* in the query's language, when a
-#: mixed-language library is split (:attr:`FusionPlan.split_languages`).
-CROSS_LANGUAGE_CHANNEL = "vector:other-language"
-
 #: A query is *cross-lingual* when its language holds less than this share of the
 #: library's chunks (and the library does not mix languages).
 CROSS_LINGUAL_SHARE = 0.02
@@ -134,23 +130,21 @@ class FusionPlan:
     """How one query's channel rankings are fused: weights by channel name, ``rrf_k``.
 
     A channel with weight 0 is not fused (and, in the retriever, not even run).
-    With ``split_languages`` the library's rows are split by their ``language``
-    label: rows in the query's language are ranked by every channel; rows in other
-    languages, which BM25 cannot match, only by the dense channel, as a separate
-    ranking named :data:`CROSS_LANGUAGE_CHANNEL` with its own weight. ``case`` names
-    the :data:`FUSION_POLICIES` entry, ``reason`` says why it applies. ``method``:
-    ``rrf`` (:func:`weighted_rrf`, ``rrf_k``) or ``convex``
-    (:func:`weighted_score_fusion` over each channel's first ``depth`` rows).
+    ``case`` names the :data:`FUSION_POLICIES` entry, ``reason`` says why it applies.
+    ``method``: ``rrf`` (:func:`weighted_rrf`, ``rrf_k``), ``convex``
+    (:func:`weighted_score_fusion` over each channel's first ``depth`` rows) or
+    ``mixed`` (:func:`fuse_mixed_languages` with ``mixed``, a
+    :class:`MixedLanguagePolicy`: a library that mixes languages).
     """
 
     weights: tuple[tuple[str, float], ...]
     rrf_k: float = DEFAULT_RRF_K
-    split_languages: bool = False
     query_language: str = ""
     case: str = "custom"
     reason: str = ""
     method: str = "rrf"
     depth: int = 0
+    mixed: "MixedLanguagePolicy | None" = None
 
     def weight(self, channel: str, default: float = 1.0) -> float:
         return dict(self.weights).get(channel, default)
@@ -158,13 +152,128 @@ class FusionPlan:
     def describe(self) -> str:
         """One line for explain: case, weights, k and the reason."""
         ws = " ".join(f"{n}={w:g}" for n, w in self.weights)
-        split = " split-by-language" if self.split_languages else ""
-        how = f"convex min-max depth={self.depth}" if self.method == "convex" else f"rrf k={self.rrf_k:g}"
-        return f"{self.case}: {ws} {how}{split} ({self.reason})"
+        if self.method == "mixed" and self.mixed is not None:
+            how = self.mixed.describe()
+        elif self.method == "convex":
+            how = f"convex min-max depth={self.depth}"
+        else:
+            how = f"rrf k={self.rrf_k:g}"
+        return f"{self.case}: {ws} {how} ({self.reason})"
 
     def to_dict(self) -> dict:
-        return {"case": self.case, "method": self.method, "weights": dict(self.weights), "rrf_k": self.rrf_k,
-                "depth": self.depth, "split_languages": self.split_languages, "reason": self.reason}
+        out = {"case": self.case, "method": self.method, "weights": dict(self.weights), "rrf_k": self.rrf_k,
+               "depth": self.depth, "reason": self.reason}
+        if self.mixed is not None:
+            out["mixed"] = self.mixed.to_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MixedLanguagePolicy:
+    """How a library that mixes languages fuses one query's channels (:func:`fuse_mixed_languages`).
+
+    Scores are min–max normalised per channel over its first ``depth`` rows, as in the
+    convex fusion. A row in the query's language gets ``bm25`` × its BM25 score plus
+    ``dense`` × each dense channel's score (``cross_same`` for a cross-lingual channel).
+    A row in another language, which BM25 can rarely match, is ranked by the dense
+    channels that can compare languages (a model that declares ``languages`` without the
+    query's is not used for it): ``other_dense`` × its score, plus ``earn`` (in BM25
+    units) once it *earns its place*: its raw cosine in a cross-lingual channel reaches
+    the best cosine of any same-language row in that channel, ramping up linearly from
+    ``margin`` below it. So another language's rows rise to the top only when the model
+    built for cross-lingual retrieval finds them closer to the question than anything in
+    the question's own language (a cross-language question), not by default.
+    """
+
+    bm25: float = 1.0
+    dense: float = 1.0
+    other_dense: float = 1.0
+    earn: float = 1.0
+    margin: float = 0.05
+    cross_same: float = 1.0
+    depth: int = 300
+
+    def describe(self) -> str:
+        return (f"mixed convex depth={self.depth}: same-language bm25={self.bm25:g} dense={self.dense:g} "
+                f"cross-lingual={self.cross_same:g}; other-language dense={self.other_dense:g} earn={self.earn:g} "
+                f"margin={self.margin:g}")
+
+    def to_dict(self) -> dict:
+        return {"bm25": self.bm25, "dense": self.dense, "cross_same": self.cross_same, "other_dense": self.other_dense,
+                "earn": self.earn, "margin": self.margin, "depth": self.depth}
+
+
+def _minmax(vals: np.ndarray) -> np.ndarray:
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.shape[0] else (0.0, 0.0)
+    return (vals - lo) / (hi - lo) if hi > lo else np.ones_like(vals)
+
+
+def fuse_mixed_languages(
+    rankings: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    *,
+    row_language: np.ndarray,
+    query_language: str,
+    policy: MixedLanguagePolicy,
+    channel_languages: Mapping[str, "frozenset[str] | None"] | None = None,
+    cross_lingual: "frozenset[str] | set[str]" = frozenset(),
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fuse ``(name, rows, scores)`` rankings of a mixed-language library (see
+    :class:`MixedLanguagePolicy`); returns ``(rows, fused)`` best first, ties by row.
+
+    ``name`` ``bm25`` is the lexical channel; every other name is a dense channel.
+    ``row_language`` holds each row's ``language`` label; ``channel_languages`` the
+    languages a dense channel's model serves (missing or None: every language);
+    ``cross_lingual`` names the channels whose model is built for cross-lingual retrieval
+    (their cosines decide what another language's rows earn; when none is named, every
+    channel that serves every language decides).
+    """
+    langs = channel_languages or {}
+    multilingual = [n for n, _, _ in rankings if n != "bm25" and langs.get(n) is None]
+    judges = {n for n in multilingual if n in cross_lingual} or set(multilingual)
+    parts_rows: list[np.ndarray] = []
+    parts_vals: list[np.ndarray] = []
+    credit_rows: list[np.ndarray] = []
+    credit_vals: list[np.ndarray] = []
+    for name, rows, scores in rankings:
+        rows = np.asarray(rows, dtype=np.int64)[: policy.depth]
+        vals = np.asarray(scores, dtype=np.float64)[: policy.depth]
+        if rows.shape[0] == 0:
+            continue
+        if name == "bm25":
+            parts_rows.append(rows)
+            parts_vals.append(policy.bm25 * _minmax(vals))
+            continue
+        served = langs.get(name)
+        if served is not None and query_language not in served:
+            continue  # the model cannot embed this query's language
+        same = row_language[rows] == query_language
+        if served is not None:  # a one-language model: its cosines to other languages mean little
+            rows, vals = rows[same], vals[same]
+            if rows.shape[0]:
+                parts_rows.append(rows)
+                parts_vals.append(policy.dense * _minmax(vals))
+            continue
+        norm = _minmax(vals)
+        same_w = policy.cross_same if name in cross_lingual else policy.dense
+        parts_rows.append(rows)
+        parts_vals.append(np.where(same, same_w, policy.other_dense) * norm)
+        other = ~same
+        if name in judges and policy.earn > 0 and other.any():
+            best_same = float(vals[same].max()) if same.any() else -np.inf
+            gap = vals[other] - best_same
+            ramp = np.clip(1.0 + gap / policy.margin, 0.0, 1.0) if policy.margin > 0 else (gap >= 0).astype(np.float64)
+            credit_rows.append(rows[other])
+            credit_vals.append(ramp)
+    if credit_rows:
+        parts_rows.extend(credit_rows)
+        parts_vals.extend(policy.earn * v / len(judges) for v in credit_vals)
+    if not parts_rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    uniq, inv = np.unique(np.concatenate(parts_rows), return_inverse=True)
+    fused = np.zeros(uniq.shape[0], dtype=np.float64)
+    np.add.at(fused, inv, np.concatenate(parts_vals))
+    order = np.lexsort((uniq, -fused))
+    return uniq[order], fused[order]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +282,9 @@ class FusionPolicy:
 
     weights: tuple[tuple[str, float], ...]
     rrf_k: float
-    split_languages: bool = False
     method: str = "rrf"
     depth: int = 0
+    mixed: MixedLanguagePolicy | None = None
 
 
 #: The language-aware defaults (``auto`` mode), chosen only on SciFact *train*,
@@ -209,7 +318,10 @@ class FusionPolicy:
 #:   train 0.7489 → 0.7562; hotpotqa-dev 0.8049 → 0.8436 (+0.039, CI +0.033 … +0.045).
 #:   A channel ``vector:<model>`` of the ``mixed`` case is not split by language.
 FUSION_POLICIES: dict[str, FusionPolicy] = {
-    "mixed": FusionPolicy((("bm25", 1.0), ("vector", 0.1), (CROSS_LANGUAGE_CHANNEL, 1.056)), 60, True),
+    "mixed:en": FusionPolicy((("bm25", 1.0), ("vector", 1.0)), DEFAULT_RRF_K, method="mixed",
+                             mixed=MixedLanguagePolicy(bm25=1.0, dense=1.0, other_dense=1.0, earn=1.0, margin=0.05)),
+    "mixed:zh": FusionPolicy((("bm25", 1.0), ("vector", 1.0)), DEFAULT_RRF_K, method="mixed",
+                             mixed=MixedLanguagePolicy(bm25=1.0, dense=0.0, other_dense=1.0, earn=1.0, margin=0.05)),
     "cross-lingual": FusionPolicy((("bm25", 0.25), ("vector", 1.0)), 60),
     "minority-language": FusionPolicy((("bm25", 1.0), ("vector", 0.0)), 60),
     "same-language:zh": FusionPolicy((("bm25", 1.0), ("vector", 0.0)), 60),
@@ -219,7 +331,7 @@ FUSION_POLICIES: dict[str, FusionPolicy] = {
 
 def is_dense_part(channel: str) -> bool:
     """Whether ``channel`` is a further model of an embedding ensemble (``vector:<model>``)."""
-    return channel.startswith("vector:") and channel != CROSS_LANGUAGE_CHANNEL
+    return channel.startswith("vector:")
 
 
 def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> FusionPlan:
@@ -234,10 +346,12 @@ def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> Fusion
     """
     lib = profile.majority
     if not {"bm25", "vector"} <= set(channels):
-        return FusionPlan(tuple((c, 1.0) for c in channels if c in ("bm25", "vector")), DEFAULT_RRF_K, False,
+        return FusionPlan(tuple((c, 1.0) for c in channels if c in ("bm25", "vector")), DEFAULT_RRF_K,
                           query_language, "single-channel", "fewer than two built-in channels: plain RRF")
     if profile.mixed:
-        case, why = "mixed", f"library mixes languages ({profile.describe()}): rows in the query's language by BM25, the others by dense"
+        case = "mixed:zh" if query_language == "zh" else "mixed:en"
+        why = (f"library mixes languages ({profile.describe()}): rows in the query's language by BM25 and dense, "
+               "the others by dense, at the top only when closer than any row in the query's language")
     elif query_language != lib and profile.share(query_language) < CROSS_LINGUAL_SHARE:
         case, why = "cross-lingual", f"query is {query_language}, library is {lib} ({profile.describe()}): dense leads"
     elif query_language != lib:
@@ -248,11 +362,11 @@ def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> Fusion
             case = "same-language:en"
         why = f"query and library are {lib} ({profile.describe()})"
     pol = FUSION_POLICIES[case]
-    weights = tuple((c, w) for c, w in pol.weights if c in channels or (pol.split_languages and c == CROSS_LANGUAGE_CHANNEL))
+    weights = tuple((c, w) for c, w in pol.weights if c in channels)
     # the further models of an embedding ensemble (``vector:<model>``) weigh what ``vector`` weighs
     dense = dict(pol.weights)["vector"]
     weights += tuple((c, dense) for c in channels if is_dense_part(c))
-    return FusionPlan(weights, pol.rrf_k, pol.split_languages, query_language, case, why, pol.method, pol.depth)
+    return FusionPlan(weights, pol.rrf_k, query_language, case, why, pol.method, pol.depth, pol.mixed)
 
 
 def rrf_fuse(rankings: Iterable[Sequence[Hashable]], *, rrf_k: int = DEFAULT_RRF_K, depth: int | None = None) -> dict:

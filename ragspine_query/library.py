@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import schema
+from . import integrity, schema
 from .errors import IndexIncompatibleError, IndexNotFoundError
 from .lexical.bm25 import BM25Index
 from .records import METADATA_FIELDS, Chunk
@@ -31,12 +31,15 @@ def resolve_snapshot_dir(path: str | os.PathLike) -> Path:
     p = Path(path)
     if (p / schema.MANIFEST_FILE).is_file():
         return p.resolve()
-    if (p / schema.CURRENT_POINTER).exists():
-        return (p / schema.CURRENT_POINTER).resolve()
-    if p.parent.name == "raw":
-        candidate = p.parent.parent / "artifacts" / p.name
-        if (candidate / schema.CURRENT_POINTER).exists():
-            return (candidate / schema.CURRENT_POINTER).resolve()
+    for root in [p] + ([p.parent.parent / "artifacts" / p.name] if p.parent.name == "raw" else []):
+        current = root / schema.CURRENT_POINTER
+        if current.exists():
+            return current.resolve()
+        if current.is_symlink():  # dangling: the snapshot it names was deleted
+            raise IndexNotFoundError(
+                f"{current} points to {os.readlink(current)}, which does not exist (the snapshot was deleted): "
+                f"roll back to a retained snapshot with `ragspine snapshots {root} --rollback`, or publish a new one "
+                f"with `ragspine ingest data/raw/{root.name}`")
     raise IndexNotFoundError(
         f"no published index at {p}: materialize the index_manifest asset for this library "
         f"(e.g. `ragspine ingest data/raw/{p.name}`), then pass data/artifacts/{p.name}"
@@ -49,8 +52,10 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise IndexNotFoundError(f"{path} is missing: materialize the index_manifest asset") from exc
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IndexIncompatibleError(f"{path} is not valid JSON ({exc}): re-materialize the index_manifest asset") from exc
+    if not isinstance(manifest, dict):
+        raise IndexIncompatibleError(f"{path} is not a JSON object: re-materialize the index_manifest asset")
     version = manifest.get("schema_version")
     if version != schema.SCHEMA_VERSION:
         raise IndexIncompatibleError(
@@ -60,6 +65,7 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     missing = [k for k in schema.MANIFEST_REQUIRED_KEYS if k not in manifest]
     if missing:
         raise IndexIncompatibleError(f"{path} lacks keys {missing}: re-materialize the index_manifest asset")
+    integrity.check_manifest_id(snapshot_dir, manifest)
     return manifest
 
 
@@ -122,6 +128,8 @@ class Library:
     def __init__(self, snapshot_dir: Path, manifest: dict[str, Any]) -> None:
         self.snapshot_dir = snapshot_dir
         self.manifest = manifest
+        # sizes of every file, sha256 of the small ones, then the arrays' bounds (integrity.py)
+        integrity.verify_snapshot_files(snapshot_dir, manifest)
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
@@ -131,17 +139,22 @@ class Library:
         blend_dir = self.artifact_path("bm25_blend")
         #: chunk + w x document field in one index (None in snapshots built before it existed)
         self.bm25_blend: BM25Index | None = BM25Index.load(blend_dir) if blend_dir is not None else None
-        self.bm25_blend_own = np.load(blend_dir / schema.BM25_BLEND_OWN, mmap_mode="r") if blend_dir is not None else None
-        self.bm25_blend_weight: float | None = (
-            float(json.loads((blend_dir / schema.BM25_PARAMS).read_text(encoding="utf-8"))["doc_weight"])
-            if blend_dir is not None else None)
-        self.row_doc = np.load(bm25_dir / schema.BM25_ROW_DOC, mmap_mode="r")
+        self.bm25_blend_own = integrity.load_array(blend_dir, schema.BM25_BLEND_OWN) if blend_dir is not None else None
+        self.bm25_blend_weight: float | None = _blend_weight(blend_dir) if blend_dir is not None else None
+        self.row_doc = integrity.load_array(bm25_dir, schema.BM25_ROW_DOC)
         self.n_chunks = int(manifest["counts"]["chunks"])
         if self.bm25.n_rows != self.n_chunks or self.row_doc.shape[0] != self.n_chunks:
             raise IndexIncompatibleError(
                 f"{snapshot_dir}: BM25 rows ({self.bm25.n_rows}) != manifest chunks ({self.n_chunks}); "
                 "re-materialize the bm25_index asset"
             )
+        integrity.check_ids(bm25_dir, schema.BM25_ROW_DOC, self.row_doc, self.bm25_doc.n_rows)
+        if self.bm25_blend is not None:
+            if self.bm25_blend.n_rows != self.n_chunks:
+                raise integrity.corrupt(snapshot_dir, f"{blend_dir.name}/{schema.BM25_PARAMS}",
+                                        f"records {self.bm25_blend.n_rows} rows, the snapshot has {self.n_chunks}")
+            integrity.check_array(blend_dir, schema.BM25_BLEND_OWN, self.bm25_blend_own, kind="iub",
+                                  length=self.bm25_blend.postings.shape[0])
         self._conn = connect_read_only(self.artifact_path("chunks"), immutable=True)
         self._lock = threading.Lock()
         self._columns: dict[str, np.ndarray] = {}
@@ -307,16 +320,29 @@ class Library:
             if d is None:
                 raise IndexNotFoundError(f"{self.snapshot_dir}: the manifest records {emb['count']} vectors but the embeddings "
                                          f"artifact is missing: materialize the {schema.ARTIFACT_REGISTRY['embeddings'].asset} asset")
-            vectors = np.load(d / schema.EMB_VECTORS, mmap_mode="r")
-            rows = np.load(d / schema.EMB_ROWS, mmap_mode="r")
+            vectors = integrity.load_array(d, schema.EMB_VECTORS)
+            rows = integrity.load_array(d, schema.EMB_ROWS)
             if vectors.shape != (emb["count"], emb["dim"]) or rows.shape[0] != emb["count"]:
                 raise IndexIncompatibleError(
                     f"{d}: vectors {vectors.shape} disagree with the manifest ({emb['count']}, {emb['dim']}); "
                     "re-materialize the chunk_embeddings asset"
                 )
+            integrity.check_array(d, schema.EMB_VECTORS, vectors, kind="f", ndim=2)
+            integrity.check_ids(d, schema.EMB_ROWS, rows, self.n_chunks)
             self._embeddings = EmbeddingMatrix(emb["model_id"], int(emb["dim"]), vectors, rows)
         self._embeddings_loaded = True
         return self._embeddings
+
+
+def _blend_weight(blend_dir: Path) -> float:
+    try:
+        weight = float(json.loads((blend_dir / schema.BM25_PARAMS).read_text(encoding="utf-8"))["doc_weight"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise integrity.corrupt(blend_dir.parent, f"{blend_dir.name}/{schema.BM25_PARAMS}",
+                                f"is unreadable ({' '.join(str(exc).split())})") from None
+    if not (weight >= 0.0 and weight < float("inf")):
+        raise integrity.corrupt(blend_dir.parent, f"{blend_dir.name}/{schema.BM25_PARAMS}", f"holds doc_weight {weight}")
+    return weight
 
 
 def open_library(path: str | os.PathLike) -> Library:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from .fusion import DEFAULT_RRF_K
 from .glossary import Glossary, GlossaryQueryRewriter
 from .library import open_library
+from .limits import check_query
 from .pipeline.explain import Tracer, hit_candidates, now
 from .pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
 from .records import Hit, to_snippet
@@ -79,7 +80,9 @@ class NarrativeIndexRetriever:
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
+            QueryError: the query is empty or longer than ``limits.MAX_QUERY_CHARS``.
         """
+        check_query(query)
         top_k = check_top_k(top_k)
         tracer = Tracer() if explain else None
         snippets, res = self._open_snippets(query, filters or None, top_k, tracer)
@@ -136,6 +139,8 @@ def build_narrative_retriever(
     settings: Settings | None = None,
     intelligence: Any | None = None,
     cache: Any | None = None,
+    rerank_top_n: int = 10,
+    multi_query: bool = True,
     postprocessor: Any | None = None,
     router: Any | None | str = "env",
 ) -> NarrativeIndexRetriever:
@@ -155,7 +160,9 @@ def build_narrative_retriever(
     ``RAGSPINE_POSTPROCESSOR``, ``RAGSPINE_CORRECTIVE``, ``RAGSPINE_QUERY_CACHE``) selects
     the query-intelligence stages; ``cache`` shares a
     :class:`~ragspine_query.cache.ScopedCache` between retrievers. Time-decayed RRF
-    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``.
+    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``. ``rerank_top_n``: how many of the top hits
+    the reranker reorders (10). ``multi_query=False`` keeps the glossary for the gate but
+    asks no glossary variants. ``ragspine eval`` evaluates exactly this chain.
 
     ``postprocessor`` (the seed's keyword): a spec such as ``"mmr,lost_in_middle"``
     (replaces the intelligence's), or what
@@ -222,9 +229,10 @@ def build_narrative_retriever(
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
-    rewriter = GlossaryQueryRewriter(glossary_obj) if glossary_obj and glossary_obj.concepts else None
+    rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
-                                                  glossary=glossary_obj, provider=provider, cache=cache, postprocessors=extra_post))
+                                                  glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
+                                                  postprocessors=extra_post))
 
 
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import ConfigError, EmbeddingModelMismatchError
 from .filters import Predicate, combined_mask, parse_filters
-from .fusion import CROSS_LANGUAGE_CHANNEL, DEFAULT_RRF_K, FusionPlan, plan_fusion, weighted_rrf, weighted_score_fusion
+from .fusion import DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, weighted_rrf, weighted_score_fusion
 from .lexical.bm25 import top_k_rows
 from .library import Library
 from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
@@ -31,7 +31,7 @@ from .pipeline.explain import Candidate, Tracer, hit_candidates, now
 from . import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from .pipeline.stages import SearchResult
 from .records import Hit, lazy_hits, ranked_hits
-from .text.language import LanguageProfile, detect_language
+from .text.language import LanguageProfile, query_language
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
 #: ``graph``: BM25 + dense (when the index has vectors) + the relation-graph PPR channel
@@ -214,23 +214,15 @@ class HybridRetriever:
         names = [c.name for c in self.channels if selects(query, c)]
         if self.config.mode != "auto" or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
             return None
-        return plan_fusion(detect_language(str(query)), self.language_profile, names)
+        return plan_fusion(query_language(query), self.language_profile, names)
 
-    def _split_by_language(self, plan: FusionPlan, names: list[str], lists: list, weights: list[float]):
-        """Rows in the query's language keep BM25 and dense; rows in other languages only
-        the dense channel, as the :data:`~ragspine_query.fusion.CROSS_LANGUAGE_CHANNEL` ranking."""
-        lang = self._row_languages()
-        out_names, out_lists, out_weights = [], [], []
-        for name, (rows, scores), w in zip(names, lists, weights):
-            if name not in ("bm25", "vector"):
-                out_names.append(name), out_lists.append((rows, scores)), out_weights.append(w)
-                continue
-            same = lang[rows] == plan.query_language
-            out_names.append(name), out_lists.append((rows[same], scores[same])), out_weights.append(w)
-            if name == "vector":
-                out_names.append(CROSS_LANGUAGE_CHANNEL), out_lists.append((rows[~same], scores[~same]))
-                out_weights.append(plan.weight(CROSS_LANGUAGE_CHANNEL))
-        return out_names, out_lists, out_weights
+    def _fuse_mixed(self, plan: FusionPlan, channels: list, lists: list) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~ragspine_query.fusion.fuse_mixed_languages` over this query's channel rankings."""
+        served = {c.name: getattr(c, "languages", None) for c in channels}
+        cross = frozenset(c.name for c in channels if getattr(c, "cross_lingual", False))
+        return fuse_mixed_languages([(c.name, r, sc) for c, (r, sc) in zip(channels, lists)],
+                                    row_language=self._row_languages(), query_language=plan.query_language,
+                                    policy=plan.mixed, channel_languages=served, cross_lingual=cross)
 
     @property
     def library_id(self) -> str:
@@ -309,6 +301,9 @@ class HybridRetriever:
             return SearchResult([], tracer.freeze(query) if tracer else None)
         t0 = now() if tracer else 0.0
         allowed = self.allowed_mask(filters, include_restricted=include_restricted)
+        if getattr(query, "language_only", False) and self.language_profile.mixed:
+            same = self._row_languages() == query_language(query)  # a variant ranks its own language only
+            allowed = same if allowed is None else (allowed & same)
         if tracer is not None:
             n = self.library.n_chunks if allowed is None else int(np.count_nonzero(allowed))
             tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), now() - t0, query=query,
@@ -339,8 +334,8 @@ class HybridRetriever:
         decay = self.config.decay_half_life_days > 0
         # one channel: the fused order is the channel's order, so its top_k is enough
         depth = top_k if (len(channels) == 1 and tracer is None and not decay) else max(self.config.depth, top_k)
-        if plan is not None and plan.method == "convex":  # its normalisation range is fixed, whatever top_k
-            depth = max(depth, plan.depth)
+        if plan is not None and plan.method in ("convex", "mixed"):  # its normalisation range is fixed, whatever top_k
+            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)
         lists: list[tuple[np.ndarray, np.ndarray]] = []
         via_of: dict[int, str] = {}  # row -> the summary-tree node it was reached through (first channel wins)
         for ch, text in zip(channels, texts):
@@ -363,9 +358,7 @@ class HybridRetriever:
                 tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=text,
                            detail=describe(text, depth, allowed) if describe is not None else "")
         names = [c.name for c in channels]
-        if plan is not None and plan.split_languages:
-            names, lists, weights = self._split_by_language(plan, names, lists, weights)
-        if tracer is None and len(lists) == 1 and weights[0] > 0 and not decay and not via_of:
+        if tracer is None and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
             # one channel: its order is the fused order and RRF is w / (k + rank) (what
             # weighted_rrf returns for one list, computed without the general machinery)
             rows, scores = lists[0]
@@ -374,7 +367,9 @@ class HybridRetriever:
             return SearchResult(ranked_hits(self.library.chunks_by_rows, order, self.library.chunk_ids(), names[0],
                                             scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k))
         t0 = now() if tracer else 0.0
-        if plan is not None and plan.method == "convex":
+        if plan is not None and plan.method == "mixed":
+            fused_rows, fused = self._fuse_mixed(plan, channels, lists)
+        elif plan is not None and plan.method == "convex":
             fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth)
         else:
             fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k)
@@ -386,18 +381,17 @@ class HybridRetriever:
         order = fused_rows[:top_k].tolist()
         fused_top = fused[:top_k].tolist()
         per_channel: list[dict[str, float]] = [{} for _ in order]
-        if len(lists) == 1 and len(order) <= lists[0][1].shape[0] and not decay:
+        if len(lists) == 1 and len(order) <= lists[0][1].shape[0] and not decay and (plan is None or plan.method != "mixed"):
             name = names[0]
             for d, s in zip(per_channel, lists[0][1][: len(order)].tolist()):
                 d[name] = s
         else:
             pos = {r: i for i, r in enumerate(order)}
             for name, (rows, scores) in zip(names, lists):
-                key = "vector" if name == CROSS_LANGUAGE_CHANNEL else name  # a row's dense score, either side
                 for r, s in zip(rows.tolist(), scores.tolist()):
                     i = pos.get(r)
                     if i is not None:
-                        per_channel[i][key] = s
+                        per_channel[i][name] = s
         score_dicts = []
         for d, f in zip(per_channel, fused_top):
             sd = {"bm25": d.pop("bm25", 0.0), "vector": d.pop("vector", 0.0)}

@@ -33,7 +33,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_GLOSSARY_PATH", "glossary_path", "", "glossary TOML (default <data>/glossary.toml)"),
     EnvVar("RAGSPINE_KEEP_SNAPSHOTS", "keep_snapshots", "5", "published snapshots retained per library"),
     EnvVar("RAGSPINE_EMBEDDING", "embedding", "auto",
-           "embedding backend: none|auto|onnx|multilingual|e5|minilm+e5|deterministic|openai|sentence-transformers"),
+           "embedding backend: none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai|sentence-transformers"),
     EnvVar("RAGSPINE_EMBEDDING_BACKEND", "embedding", "auto", "legacy alias of RAGSPINE_EMBEDDING"),
     EnvVar("RAGSPINE_EMBEDDING_MODEL", "embedding_model", "", "model name for the openai / sentence-transformers backends"),
     EnvVar("RAGSPINE_EMBEDDING_MODEL_DIR", "embedding_model_dir", "", "a user-supplied ONNX model folder"),

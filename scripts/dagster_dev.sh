@@ -3,6 +3,7 @@
 # also when it was started in the background (`scripts/dagster_dev.sh -p 3001 &`, nohup, CI).
 #
 #   scripts/dagster_dev.sh [dagster dev options]      # default: -w workspace.yaml
+#   (DAGSTER_HOME defaults to ./.dagster_home; a new one gets RAGSpine's dagster.yaml)
 #   kill <pid of this script>                          # stops within a few seconds
 #
 # Why plain `dagster dev &` ignores SIGTERM: a background job of a non-interactive shell
@@ -18,6 +19,10 @@ python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && python=.venv/bin/python
 args=("$@")
 [ "${#args[@]}" -eq 0 ] && args=(-w workspace.yaml)
+# the instance `ragspine ingest` records into, with RAGSpine's dagster.yaml when it is new:
+# one run per library at a time, run monitoring (ragspine_assets/instance_config.py)
+export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
+"$python" -c 'import sys; from pathlib import Path; from ragspine_assets.instance_config import write_default_instance_config as w; w(Path(sys.argv[1]))' "$DAGSTER_HOME"
 
 "$python" -c '
 import os, signal, sys

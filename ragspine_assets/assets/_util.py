@@ -113,8 +113,25 @@ def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
     ]
 
 
+#: Run tag: the machine the run's steps execute on (``ragspine_assets.runs`` judges only
+#: runs of its own machine when it looks for killed ones).
+TAG_RUN_HOST = "ragspine/run_host"
+
+
+def _tag_run_host(context: dg.AssetExecutionContext) -> None:
+    try:
+        import socket
+
+        run = context.run
+        if run.tags.get(TAG_RUN_HOST) != socket.gethostname():
+            context.instance.add_run_tags(run.run_id, {TAG_RUN_HOST: socket.gethostname()})
+    except Exception:  # invoked directly in a test (no run), or an instance that refuses tags: nothing to record
+        pass
+
+
 def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", **inputs: Any) -> StepResult:
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
+    _tag_run_host(context)
     try:
         return step.function(step_context(context, ragspine), **inputs)
     except BlockingCheckError as exc:

@@ -97,9 +97,18 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_once(target: Path, build: "callable[[Path], None]") -> Path:
-    """Build a directory atomically: into a temp sibling, then rename. Reuses an existing one."""
+    """Build a directory atomically: into a temp sibling, then rename. Reuses an existing one.
+
+    The size and sha256 of every file built are recorded beside the folder
+    (:func:`work_record_path`). An existing folder is reused only while its files still
+    match that record; a damaged one (a truncated, flipped or zeroed file — snapshot files
+    are hard links to these, so damage to a published file shows here too) is moved aside
+    and built again, so a re-ingest never publishes the same broken bytes again.
+    """
     if target.is_dir():
-        return target
+        if work_output_intact(target):
+            return target
+        discard_work_output(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
     if tmp.exists():
@@ -111,13 +120,84 @@ def write_once(target: Path, build: "callable[[Path], None]") -> Path:
             if p.is_file():
                 with open(p, "rb") as fh:
                     os.fsync(fh.fileno())
+        record = _files_record(tmp)
         os.replace(tmp, target)
+        _write_record(target, record)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if target.is_dir():  # lost a race with an identical build
             return target
         raise
     return target
+
+
+#: The records of work outputs' files: ``work/.records/<kind>/<name>.json`` (outside the
+#: output folders, so publication never links one into a snapshot).
+WORK_RECORDS_DIR = ".records"
+
+
+def work_record_path(target: Path) -> Path:
+    return target.parent.parent / WORK_RECORDS_DIR / target.parent.name / f"{target.name}.json"
+
+
+def _files_record(directory: Path) -> dict[str, list]:
+    return {p.relative_to(directory).as_posix(): [p.stat().st_size, sha256_file(p)] for p in dir_files(directory)}
+
+
+def _write_record(target: Path, record: dict[str, list]) -> None:
+    path = work_record_path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-record-{target.name}-{os.getpid()}.json"
+    tmp.write_text(json.dumps({"files": record}, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def work_record(target: Path) -> dict[str, list] | None:
+    """``{relative path: [size, sha256]}`` recorded when ``target`` was built, or None."""
+    try:
+        recorded = json.loads(work_record_path(target).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def work_output_intact(target: Path) -> bool:
+    """Whether a work output folder's files match the record written when it was built.
+
+    A folder without a record (built before records existed) is trusted once: its record
+    is written now.
+    """
+    path = work_record_path(target)
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except FileNotFoundError:
+        _write_record(target, _files_record(target))
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # a damaged record: rebuild rather than trust the folder
+    if not isinstance(recorded, dict):
+        return False
+    try:
+        present = {p.relative_to(target).as_posix(): p for p in dir_files(target)}
+        if set(present) != set(recorded):
+            return False
+        for rel, p in present.items():
+            size, digest = recorded[rel]
+            if p.stat().st_size != size or sha256_file(p) != digest:
+                return False
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
+
+
+def discard_work_output(target: Path) -> None:
+    """Move a damaged work output aside (a new build gets new inodes; snapshots that link
+    the old files keep them) and delete it with its record."""
+    aside = target.parent / f".tmp-damaged-{target.name}-{os.getpid()}"
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(target, aside)
+    work_record_path(target).unlink(missing_ok=True)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def pid_alive(pid: int) -> bool:

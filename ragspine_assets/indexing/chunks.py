@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -52,6 +52,24 @@ class ChunkUpdate:
         """``doc_ids`` without the RESTRICTED ones (for the UI and logs)."""
         hidden = set(self.restricted)
         return [d for d in doc_ids if d not in hidden]
+
+    def __reduce__(self):
+        """Pickle (Dagster's stored step output, outside the data plane) without any
+        RESTRICTED doc id: the id lists keep only open documents and ``restricted`` is
+        emptied. Downstream steps read the chunk store, never these lists."""
+        state = {name: getattr(self, name) for name in _CHUNK_UPDATE_FIELDS}
+        for name in _ID_LISTS:
+            state[name] = tuple(self.shown(state[name]))
+        state["restricted"] = ()
+        return (_chunk_update, (state,))
+
+
+def _chunk_update(state: dict[str, Any]) -> ChunkUpdate:
+    return ChunkUpdate(**state)
+
+
+_CHUNK_UPDATE_FIELDS = tuple(f.name for f in fields(ChunkUpdate))
+_ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error")
 
 
 def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",

@@ -179,14 +179,15 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
 
     write_once(target, build)
     ann_dir, ann_meta = _build_ann(paths, h, matrix, ann, model_id=backend.model_id, text_hashes=hashes,
-                                   restricted_hashes=purge)
+                                   restricted_hashes=purge, store_path=store_path)
     return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing),
                         len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged,
                         ann_directory=ann_dir, ann=ann_meta)
 
 
 def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: AnnConfig, *, model_id: str,
-               text_hashes: Sequence[str], restricted_hashes: set[str]) -> tuple[str | None, dict | None]:
+               text_hashes: Sequence[str], restricted_hashes: set[str],
+               store_path: Path | None = None) -> tuple[str | None, dict | None]:
     """The ANN artifact over ``matrix`` when ``ann`` wants one and its engine is installed.
 
     When the published snapshot holds a usearch index of the same model and parameters,
@@ -194,7 +195,8 @@ def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: 
     within ``MAX_UPDATE_SHARE``, that index is *updated* (removed rows deleted, kept rows
     renumbered, new rows inserted) instead of rebuilt: a 1% change of a million-row library
     costs seconds, not the ~27 minutes of a full single-threaded build. Any row whose text is
-    RESTRICTED now forces a full build, so no such vector survives as a deleted node.
+    RESTRICTED now forces a full build, so no such vector survives as a deleted node —
+    judged by content and history, whatever the row's doc_id (:func:`ann_update_allowed`).
     """
     if not ann.wants(matrix.shape[0]) or not engine_available(ann.params.engine):
         return None, None
@@ -205,9 +207,8 @@ def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: 
         base_dir, base_sha, base_meta = base
         old_keys = np.load(base_dir / ROW_KEYS_FILE)
         delta = ann_delta(old_keys, keys)
-        restricted = set(row_keys(sorted(restricted_hashes)).tolist()) if restricted_hashes else set()
         if (int(base_meta.get("rows_changed_since_full", 0)) + delta.changed > MAX_UPDATE_SHARE * matrix.shape[0]
-                or any(k in restricted for k in old_keys[delta.removed].tolist())):
+                or not ann_update_allowed(old_keys[delta.removed], restricted_hashes, store_path)):
             delta = None
     if delta is None:
         origin = [ROW_KEYS_FILE]
@@ -224,6 +225,27 @@ def _build_ann(paths: LibraryPaths, vectors_hash: str, matrix: np.ndarray, ann: 
     write_once(target, build)
     meta = json.loads((target / ANN_PARAMS_FILE).read_text(encoding="utf-8"))
     return str(target), meta
+
+
+def ann_update_allowed(removed_keys: np.ndarray, restricted_hashes: set[str], store_path: Path | None) -> bool:
+    """Whether the ANN index may be updated in place after removing rows ``removed_keys``.
+
+    No: a removed row's text is RESTRICTED now (by its hash), or — with the chunk store —
+    belongs to a RESTRICTED document whatever its doc_id (moved and renamed while being
+    marked), or shares RESTRICTED text (``reclassification.removed_rows_touch_restricted``).
+    """
+    removed = set(np.asarray(removed_keys).tolist())
+    if not removed:
+        return True
+    restricted = set(row_keys(sorted(restricted_hashes)).tolist()) if restricted_hashes else set()
+    if removed & restricted:
+        return False
+    if store_path is not None and Path(store_path).is_file():
+        from .reclassification import removed_rows_touch_restricted
+
+        return not removed_rows_touch_restricted(Path(store_path), removed,
+                                                 lambda t: bytes.fromhex(text_hash(t)[:32]))
+    return True
 
 
 def _updatable_ann(paths: LibraryPaths, ann: AnnConfig, model_id: str, dim: int) -> tuple[Path, str, dict] | None:
@@ -245,6 +267,14 @@ def _updatable_ann(paths: LibraryPaths, ann: AnnConfig, model_id: str, dim: int)
     wanted = asdict(ann.params)
     if (not same_model or not (folder / ROW_KEYS_FILE).is_file() or int(meta.get("dim", -1)) != dim
             or any(meta.get(k) != v for k, v in wanted.items())):
+        return None
+    from ragspine_query.errors import IndexCorruptError, IndexNotFoundError
+    from ragspine_query.integrity import verify_snapshot_files
+
+    ann_files = {rel: e for rel, e in manifest["artifacts"].items() if rel.startswith(f"{schema.ANN_DIR}/")}
+    try:  # never update from damaged files: build afresh instead
+        verify_snapshot_files(snapshot, {"artifacts": ann_files}, full=True)
+    except (IndexCorruptError, IndexNotFoundError):
         return None
     return folder, str(index_sha), meta
 

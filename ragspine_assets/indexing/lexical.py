@@ -13,6 +13,7 @@ import numpy as np
 from ragspine_query import schema
 from ragspine_query.lexical.bm25 import (BM25Arrays, BM25Params, RowCounts, blend_bm25_arrays, build_bm25_from_counts,
                                          count_rows)
+from ragspine_query.records import is_restricted
 from ragspine_query.retriever import DEFAULT_DOC_WEIGHT
 from ragspine_query.text.tokenize import Analyzer, analyzer_from_id, make_analyzer, resolve_auto_analyzer
 
@@ -53,17 +54,26 @@ def build_library_bm25(
     doc_texts: Sequence[str],
     analyzer: Analyzer,
     params: BM25Params = BM25Params(),
+    open_chunks: Sequence[bool] | None = None,
+    open_docs: Sequence[bool] | None = None,
 ) -> dict:
     """Write ``bm25/`` (one row per chunk), ``bm25_doc/`` (one row per document) and
     ``bm25_blend/`` (one row per chunk, impacts = chunk + ``DEFAULT_DOC_WEIGHT`` × document
     field, see :func:`~ragspine_query.lexical.bm25.blend_bm25_arrays`).
 
+    ``open_chunks`` / ``open_docs`` (bool per row): the rows whose terms and lengths make
+    the BM25 statistics (``N``, ``df``, ``avgdl``) of each field. The library passes its
+    open (not RESTRICTED) rows, so no RESTRICTED text changes an open row's score
+    (:func:`~ragspine_query.lexical.bm25.build_bm25_from_counts`).
+
     Returns summary statistics for materialization metadata.
     """
     # texts are tokenized and counted in blocks (by worker processes for a large library,
     # workers.py); only the postings are kept (bounded memory), merged in row order
-    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params)
-    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params)
+    chunk_mask = None if open_chunks is None else np.asarray(open_chunks, dtype=bool)
+    doc_mask = None if open_docs is None else np.asarray(open_docs, dtype=bool)
+    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params, stat_rows=chunk_mask)
+    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params, stat_rows=doc_mask)
     write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
     np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
     write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
@@ -118,9 +128,12 @@ class Bm25Ref:
 
 
 def resolve_analyzer(docs: DocumentSet) -> str:
+    """The library's analyzer id; ``auto`` decides from the open documents only (a
+    RESTRICTED document must not change how open text is tokenized and scored)."""
     spec = (getattr(docs.config, "analyzer", "auto") or "auto").lower()
     if spec == "auto":
-        return resolve_auto_analyzer(d.body for d in docs.documents)
+        shown = [d.body for d in docs.documents if not is_restricted(d.sensitivity)]
+        return resolve_auto_analyzer(shown or [d.body for d in docs.documents])
     return spec
 
 
@@ -131,6 +144,7 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
     chunk_ids = table.column("chunk_id").to_pylist()
     doc_of_chunk = table.column("doc_id").to_pylist()
     texts = table.column("index_text").to_pylist()
+    open_chunks = [not is_restricted(x) for x in table.column("sensitivity").to_pylist()]
     doc_ids = sorted(set(doc_of_chunk))
     doc_row = {d: i for i, d in enumerate(doc_ids)}
     by_id = {d.doc_id: d for d in docs.documents}
@@ -142,15 +156,19 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
         (by_id[d].title + "\n" + by_id[d].body) if d in by_id else "\n".join(fallback.get(d, []))
         for d in doc_ids
     ]
+    # a document is open when any of its chunks is (all of them are: sensitivity is per document)
+    open_doc_rows = {doc_row[d] for d, shown in zip(doc_of_chunk, open_chunks) if shown}
+    open_docs = [i in open_doc_rows for i in range(len(doc_ids))]
     h = sha256_json([ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts],
-                     ["blend", 2, DEFAULT_DOC_WEIGHT]])
+                     ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows"]])
     target = paths.work_dir("bm25", h)
     stats: dict = {}
 
     def build(tmp: Path) -> None:
         built = build_library_bm25(
             tmp, chunk_texts=texts, chunk_doc_rows=[doc_row[d] for d in doc_of_chunk],
-            doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params)
+            doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params,
+            open_chunks=open_chunks, open_docs=open_docs)
         (tmp / "stats.json").write_text(json.dumps(built, sort_keys=True), encoding="utf-8")
 
     write_once(target, build)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from ragspine_query.errors import ConfigError
 from ragspine_query.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
-from ragspine_query.text.tokenize import cjk_share
 
 from .chunking import CHUNKER_NAMES, chunker_params, make_chunker
 
@@ -46,17 +45,38 @@ class LibrarySettings:
     bm25: BM25Params = BM25Params()
 
 
+#: Characters of a document per chunk, for :func:`chunk_language_shares` (about what the
+#: default paragraph chunker puts in one chunk).
+CHARS_PER_CHUNK = 1200
+
+
+def chunk_language_shares(docs: DocumentSet) -> dict[str, float]:
+    """Each language's share of the library's chunks, estimated before chunking: every
+    document counts ``max(1, len(body) // CHARS_PER_CHUNK)`` chunks of its ``language``
+    label. Every open document counts (not a sample of the first ones), so a library whose
+    second language comes last in the walk is seen as mixed; RESTRICTED documents do not."""
+    from ragspine_query.records import is_restricted
+
+    # open documents only: a RESTRICTED document must not change how open text is scored
+    shown = [d for d in docs.documents if not is_restricted(d.sensitivity)] or list(docs.documents)
+    counts: dict[str, int] = {}
+    for d in shown:
+        lang = getattr(d, "language", "") or "en"
+        counts[lang] = counts.get(lang, 0) + max(1, len(d.body) // CHARS_PER_CHUNK)
+    total = sum(counts.values())
+    return {k: v / total for k, v in sorted(counts.items())} if total else {}
+
+
 def resolve_embedding_spec(spec: str, docs: DocumentSet) -> str:
-    """``auto`` picks multilingual for CJK-heavy libraries, MiniLM otherwise (if installed);
-    a named spec comes back with its alias resolved (``minilm`` -> ``onnx``)."""
-    from ragspine_query.dense.embedding import auto_backend_for_languages, canonical_embedding_spec
+    """``auto`` picks by the languages of the library's chunks
+    (:func:`ragspine_query.dense.embedding.auto_backend_for_chunk_shares`); a named spec
+    comes back with its alias resolved (``minilm`` -> ``onnx``)."""
+    from ragspine_query.dense.embedding import auto_backend_for_chunk_shares, canonical_embedding_spec
 
     s = canonical_embedding_spec(spec)
     if s != "auto":
         return s
-
-    sample = "\n".join(d.body[:2000] for d in docs.documents[:2000])
-    return auto_backend_for_languages(cjk_share(sample))
+    return auto_backend_for_chunk_shares(chunk_language_shares(docs).get("zh", 0.0))
 
 
 def resolve_library_settings(docs: DocumentSet, *, embedding: str = "auto", glossary_path: Path | str | None = None) -> LibrarySettings:

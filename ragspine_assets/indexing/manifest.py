@@ -11,6 +11,7 @@ from ragspine_query import schema
 from ragspine_query.lexical.bm25 import BM25Params
 from ragspine_query.records import METADATA_FIELDS
 
+from .artifact_freshness import refresh_stale_artifacts
 from .artifacts import LibraryPaths, sha256_bytes, write_once
 from .chunk_store import ChunkStore, utc_now
 from .chunking import CHUNKER_VERSIONS
@@ -20,7 +21,9 @@ from .embeddings import EmbeddingRef
 from .index_text import IndexTextRef
 from .lexical import Bm25Ref
 from .library_settings import resolve_library_settings
+from .locks import CHUNK_STATE_KEY
 from .publish import publish_snapshot
+from .purge import purge_derived
 from .step_api import BlockingCheckError, StepContext, StepResult
 
 GLOSSARY_FILE = "glossary.json"
@@ -29,8 +32,11 @@ def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, b
     with ChunkStore(Path(chunks.store_path)) as store:
         doc_rows = store.execute_read(
             f"SELECT doc_id, content_hash FROM {schema.DOCUMENT_TABLE} WHERE active = 1 ORDER BY doc_id")
+        # open documents' keys only: a key only RESTRICTED documents use is never named (in the
+        # manifest, or in a filter error listing the filterable fields)
         extra_rows = store.execute_read(
-            f"SELECT DISTINCT extra_json FROM {schema.CHUNK_TABLE} WHERE active = 1")
+            f"SELECT DISTINCT extra_json FROM {schema.CHUNK_TABLE} WHERE active = 1 "
+            "AND upper(trim(sensitivity)) != 'RESTRICTED'")
     extra_fields = sorted({k for r in extra_rows for k in json.loads(r[0] or "{}")} - set(METADATA_FIELDS))
     name, _, version = chunks.chunker.partition("@")
     return {
@@ -103,8 +109,10 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     paths = ctx.paths
     settings = resolve_library_settings(documents, embedding=ctx.embedding, glossary_path=ctx.glossary_path)
     glossary = write_glossary(paths, settings.glossary_path)
-    manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
-                              run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
+    # whether or not they ran in this run, every artifact must be current (artifact_freshness.py)
+    fresh = refresh_stale_artifacts(ctx, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
+                                    chunk_embeddings=chunk_embeddings, more=more, glossary_path=settings.glossary_path)
+    index_text, bm25_index, chunk_embeddings, more = fresh.index_text, fresh.bm25_index, fresh.chunk_embeddings, fresh.more
     with ChunkStore(Path(chunks.store_path)) as store:
         n_rows = store.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
     if n_rows != index_text.n_rows or n_rows != bm25_index.stats.get("chunk_rows"):
@@ -113,12 +121,17 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
             f"index_text {index_text.n_rows}, bm25 {bm25_index.stats.get('chunk_rows')}); re-materialize chunks and "
             "downstream; nothing was published, the previous snapshot keeps serving",
             step="index_manifest", check=ROW_COUNTS_AGREE)
+    manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
+                              run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())
+    manifest[CHUNK_STATE_KEY] = chunks.active_hash  # checked against the published rows (locks.py)
     artifacts: dict[str, Path] = {}
     for value in (bm25_index, chunk_embeddings, glossary, *more.values()):
         if value is not None and hasattr(value, "artifact_paths"):
             artifacts.update(value.artifact_paths())
     result = publish_snapshot(paths, manifest=manifest, chunk_store=Path(chunks.store_path), artifacts=artifacts,
                               keep=ctx.keep)
+    # reclassification purges what was derived from now-RESTRICTED text (purge.py)
+    purge_derived(paths, Path(ctx.cache_path).parent, keep=artifacts.values())
     return StepResult(PublishedSnapshot(result.snapshot_id, str(result.snapshot_dir), result.changed,
                                         result.previous_snapshot_id, result.pinned_to, _read_manifest(result.snapshot_dir)))
 

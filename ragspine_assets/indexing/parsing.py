@@ -116,7 +116,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ragspine_query.errors import ConfigError, DocumentError
-from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
+from ragspine_query.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES, is_restricted
 
 from .chunking import (
     CHUNKER_NAMES,
@@ -135,6 +135,12 @@ SUPPORTED_SUFFIXES = (*DOCUMENT_SUFFIXES, JSONL_SUFFIX)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 LIBRARY_CONFIG_FILE = "_library.toml"
 FRONT_MATTER_FENCE = "---"
+#: Size limits per field: a metadata value (front matter or JSONL key), a document's
+#: text, and the digits of a JSON number (a larger one is a located error for its line,
+#: not an abort of the library: Python refuses integers of more than 4,300 digits).
+MAX_METADATA_VALUE_CHARS = 16_384
+MAX_BODY_CHARS = 32_000_000
+MAX_JSON_NUMBER_CHARS = 100
 #: How many leading bytes are searched for a NUL byte (the binary-file test).
 BINARY_SNIFF_BYTES = 8192
 #: Share of CJK ideographs among word characters from which a body is ``zh``.
@@ -422,22 +428,25 @@ def load_library_config(raw_dir: Path | str) -> LibraryConfig:
         ConfigError: unreadable or invalid TOML, an unknown key (the allowed keys are
             listed), or an invalid value; the message names the file.
     """
+    from .library_config_guard import describe_keys, read_config_bytes, scrub_values
+
     path = Path(raw_dir) / LIBRARY_CONFIG_FILE
-    if not path.is_file():
+    raw = read_config_bytes(path)  # never through a link; None when absent
+    if raw is None:
         return LibraryConfig()
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the library config: {exc}; fix the TOML syntax") from exc
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the library config: {scrub_values(str(exc), raw)}; fix the TOML syntax") from exc
     unknown = sorted(set(data) - set(LIBRARY_CONFIG_KEYS))
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)}"
+            f"{path}: unknown key(s) {describe_keys(unknown)}; allowed keys: {', '.join(LIBRARY_CONFIG_KEYS)}"
         )
     try:
         return LibraryConfig(**data)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{path}: {scrub_values(str(exc), raw, data)}") from exc
 
 
 def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseResult:
@@ -493,10 +502,12 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 continue
             first = documents.get(item.doc_id)
             if first is not None:
+                # never name a RESTRICTED document or its path (an existence oracle for guessed ids)
+                other = "another document" if is_restricted(first.sensitivity) else first.source_path
                 errors.append(
                     DocumentError(
                         item.source_path,
-                        f"{_doc_id_words(item.doc_id)} is already used by {first.source_path}; "
+                        f"{_doc_id_words(item.doc_id)} is already used by {other}; "
                         "this copy is not indexed",
                         field="doc_id",
                         hint="give one of the two a distinct doc_id",
@@ -803,6 +814,14 @@ def _json_type(value: Any) -> str:
     return {list: "array", str: "string", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def _json_number(text: str) -> float:
+    """A JSON number (never a valid metadata value: those are strings) read without
+    Python's integer conversion, which refuses more than 4,300 digits."""
+    if len(text) > MAX_JSON_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text):,} characters (the limit is {MAX_JSON_NUMBER_CHARS})")
+    return float(text)
+
+
 def _parse_jsonl_line(
     raw: bytes, rel: str, lineno: int, line_offset: int, library_id: str
 ) -> SourceDocument | list[DocumentError]:
@@ -817,10 +836,13 @@ def _parse_jsonl_line(
     if lineno == 1:
         line = line.removeprefix(_BOM)
     try:
-        obj = json.loads(line, object_pairs_hook=_JsonObject)
+        obj = json.loads(line, object_pairs_hook=_JsonObject, parse_int=_json_number, parse_float=_json_number)
     except json.JSONDecodeError as exc:
         problem = f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}"
         return [DocumentError(where, problem, field="json", hint="write one complete JSON object per line")]
+    except ValueError as exc:  # a number beyond MAX_JSON_NUMBER_CHARS, or any other value json refuses
+        problem = f"line {lineno} holds a value that cannot be read ({' '.join(str(exc).split())[:200]})"
+        return [DocumentError(where, problem, field="json", hint="metadata values must be strings; quote the value")]
     except RecursionError:
         problem = f"line {lineno} is nested too deeply to parse"
         return [DocumentError(where, problem, field="json", hint="write one flat JSON object per line")]
@@ -1299,6 +1321,17 @@ def _make_document(
 ) -> SourceDocument | list[DocumentError]:
     """Validate metadata strings, apply defaults, build the document (or list every problem)."""
     problems: list[DocumentError] = []
+    for key, value in meta.items():  # size limits per field (module docstring)
+        if len(value) > MAX_METADATA_VALUE_CHARS:
+            problems.append(DocumentError(
+                error_path, f"the {key!r} value has {len(value):,} characters, more than the limit of "
+                f"{MAX_METADATA_VALUE_CHARS:,}", field=key, hint="shorten it; long text belongs in the body"))
+    if len(body) > MAX_BODY_CHARS:
+        problems.append(DocumentError(
+            error_path, f"the text has {len(body):,} characters, more than the limit of {MAX_BODY_CHARS:,}",
+            field="text" if "#L" in error_path else "body", hint="split the document into several files"))
+    if problems:
+        return problems
     fields_: dict[str, str] = {name: meta.get(name, "").strip() for name in METADATA_FIELDS}
     extra = {k: v for k, v in meta.items() if k not in METADATA_FIELDS}
 

@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ragspine_query import schema
-from ragspine_query.errors import IndexNotFoundError, RagspineError
+from ragspine_query.errors import IndexCorruptError, IndexNotFoundError, RagspineError
+from ragspine_query.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
 
-from .artifacts import LibraryPaths, dir_files, fsync_dir, remove_stale_tmp_dirs, sha256_file, sha256_json
+from .artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
+                        sha256_json, work_record)
 from .chunk_store import CACHE_KIB, init_schema
-from .reclassification import reclassified_documents
+from .locks import CHUNK_STATE_KEY, check_chunk_state
+from .reclassification import quarantine_unservable, unservable_count, was_quarantined
 
 HISTORY_FILE = "history.jsonl"
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
@@ -225,6 +228,7 @@ def _publish_locked(
     try:
         chunks_spec = schema.ARTIFACT_REGISTRY[CHUNKS_ARTIFACT]
         chunks_hash = write_snapshot_chunks(staging / chunks_spec.path, chunk_store)
+        check_chunk_state(paths, manifest.get(CHUNK_STATE_KEY), chunks_hash)  # never a mixed snapshot (locks.py)
         sets = {CHUNKS_ARTIFACT: {"path": chunks_spec.path, "asset": chunks_spec.asset}}
         for name, src in artifacts.items():
             spec = schema.ARTIFACT_REGISTRY[name]
@@ -239,7 +243,10 @@ def _publish_locked(
             rel = f.relative_to(staging).as_posix()
             # the SQLite file is not byte-stable across builds; hash its logical content
             files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+            if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
+                files[rel][FILE_SHA256] = sha256_file(f)
         files[chunks_spec.path]["sha256"] = chunks_hash
+        _check_sources_unchanged(artifacts, files)
         manifest = dict(manifest)
         manifest[schema.MANIFEST_ARTIFACT_SETS] = dict(sorted(sets.items()))
         manifest["artifacts"] = files
@@ -251,8 +258,14 @@ def _publish_locked(
                 os.fsync(fh.fileno())
         target = paths.snapshots / snapshot_id
         changed = snapshot_id != previous
-        if target.exists():
+        if target.exists() and not _snapshot_damaged(target):
             shutil.rmtree(staging)
+        elif target.exists():  # same content, but its files were damaged: replace them (new inodes)
+            aside = paths.snapshots / f"{STAGING_PREFIX}damaged-{os.getpid()}-{snapshot_id}"
+            os.replace(target, aside)
+            os.replace(staging, target)
+            fsync_dir(paths.snapshots)
+            shutil.rmtree(aside, ignore_errors=True)
         else:
             os.replace(staging, target)
             fsync_dir(paths.snapshots)
@@ -261,8 +274,8 @@ def _publish_locked(
         raise
     pin = pinned_snapshot(paths)
     released = None
-    if pin is not None and (paths.snapshots / pin).is_dir() and reclassified_documents(paths.snapshots / pin, paths.chunk_store):
-        # a pin never keeps serving as open a document that is RESTRICTED now
+    if pin is not None and (not (paths.snapshots / pin).is_dir() or unservable_count(paths.snapshots / pin, paths.chunk_store)):
+        # a pin never keeps serving as open what became RESTRICTED since (reclassification.py)
         (paths.root / PIN_FILE).unlink(missing_ok=True)
         released, pin = pin, None
     if pin is None:
@@ -273,21 +286,50 @@ def _publish_locked(
         if released:
             record["pin_released"] = {"snapshot_id": released, "reason": "it serves documents that are RESTRICTED now"}
         fh.write(json.dumps(record) + "\n")
+    # no retained snapshot may serve as open what became RESTRICTED since it was built
+    quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE,
+                          skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, previous=previous)
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
 
 
-def content_snapshot_id(manifest: dict[str, Any]) -> str:
-    """The snapshot id: a hash of the manifest's content, without run metadata.
+def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every file linked from a ``work/`` output still has the bytes recorded when it was
+    built (``artifacts.write_once``); a changed one is discarded (the next run rebuilds it).
 
-    The SQLite file's size is left out too (its rows carry the run id and ingestion time,
-    so its bytes differ between runs of identical content; its ``sha256`` is of its
-    logical content), so ``build_library`` and a Dagster run of the same input agree.
+    Raises:
+        IndexCorruptError: a source file changed since it was built; nothing is published.
     """
-    stable = {k: v for k, v in manifest.items() if k not in ("created_at", "run_id", "snapshot_id", "timings")}
-    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite") else a)
-                           for rel, a in manifest.get("artifacts", {}).items()}
-    return sha256_json(stable)[:16]
+    for name, src in artifacts.items():
+        spec = schema.ARTIFACT_REGISTRY[name]
+        root, recorded = next(((a, r) for a in [src, *list(src.parents)[:3]] if (r := work_record(a))), (None, None))
+        if root is None or recorded is None:
+            continue
+        inside = src.relative_to(root).as_posix()
+        for rel, (size, digest) in recorded.items():
+            if inside == ".":
+                target = f"{spec.path}/{rel}"
+            elif rel == inside:
+                target = spec.path
+            elif rel.startswith(inside + "/"):
+                target = f"{spec.path}/{rel[len(inside) + 1:]}"
+            else:
+                continue
+            published = files.get(target)
+            if published is not None and (published.get("bytes") != size or published.get("sha256") != digest):
+                discard_work_output(root)
+                raise IndexCorruptError(
+                    f"{root / rel} changed after it was built (a damaged file, or a process writing into work/); "
+                    f"nothing was published and it was removed: run the ingest again to rebuild it")
+
+
+def _snapshot_damaged(snapshot_dir: Path) -> bool:
+    """Whether a published snapshot folder fails its full check (:func:`verify_snapshot`)."""
+    try:
+        verify_snapshot(snapshot_dir, full=True)
+    except IndexCorruptError:
+        return True
+    return False
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:
@@ -371,13 +413,19 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
         raise IndexNotFoundError(
             f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
     target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "
+            "as open text that is RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the "
+            "problem with a new ingest; current is unchanged")
     if (target / schema.MANIFEST_FILE).is_file():
-        risky = reclassified_documents(target, paths.chunk_store)
+        verify_snapshot(target, full=True)  # never point current at damaged files
+        risky = unservable_count(target, paths.chunk_store)
         if risky:
             raise RagspineError(
-                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {len(risky)} "
-                f"document{'' if len(risky) == 1 else 's'} as open that {'is' if len(risky) == 1 else 'are'} "
-                "RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
+                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {risky} "
+                f"document{'' if risky == 1 else 's'} or passage{'' if risky == 1 else 's'} as open that "
+                f"{'is' if risky == 1 else 'are'} RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
                 "new ingest; current is unchanged")
     swap_pointer(paths, snapshot_id)
     if pin:

@@ -228,9 +228,11 @@ class SummaryCache:
             self._conn.execute("INSERT OR REPLACE INTO summary_cache (key, summarizer_id, summary, members) VALUES (?,?,?,?)",
                                (key, summarizer_id, summary, " ".join(text_sha(t) for t in members)))
 
-    def purge_members(self, text_hashes: Sequence[str]) -> int:
+    def purge_members(self, text_hashes: Sequence[str], deleted_summaries: list[str] | None = None) -> int:
         """Delete every summary built (directly or through other summaries) from a text of
-        these hashes — e.g. chunks of a document that is RESTRICTED now. Returns the rows deleted."""
+        these hashes — e.g. chunks of a document that is RESTRICTED now. Returns the rows
+        deleted; their texts are appended to ``deleted_summaries`` when given (their node
+        vectors in the embedding cache go too, ``purge.py``)."""
         doomed = set(text_hashes)
         deleted = 0
         while doomed:
@@ -241,6 +243,8 @@ class SummaryCache:
             with self._conn:
                 self._conn.executemany("DELETE FROM summary_cache WHERE key = ?", [(k,) for k, _ in rows])
             deleted += len(rows)
+            if deleted_summaries is not None:
+                deleted_summaries.extend(s for _, s in rows)
             doomed = {text_sha(s) for _, s in rows}  # summaries of those summaries go too
         return deleted
 

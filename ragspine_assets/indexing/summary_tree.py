@@ -56,6 +56,7 @@ from .embeddings import EmbeddingCache, EmbeddingRef, text_hash
 from .index_text import IndexTextRef
 from .library_settings import resolve_library_settings
 from .step_api import CheckSpec, StepContext, StepResult, outcome
+from .fingerprints import contains_fingerprint, norm_sentence, tree_fingerprints
 from .summarizers import Summarizer, SummaryCache, make_summarizer, split_sentences, text_sha
 
 __all__ = ["LEXICAL_VECTOR_DIM", "SUMMARY_TREE_CHECKS", "SUMMARY_TREE_VERSION", "Leaves", "SummaryTreeRef", "TreeParams",
@@ -68,7 +69,6 @@ SUMMARY_TREE_VERSION = "1"
 SUMMARY_TREE_BUILD = "2"
 #: Dimension of the hashed-lexical vectors of a tree over a BM25-only library.
 LEXICAL_VECTOR_DIM = 256
-_MIN_FINGERPRINT_CHARS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,23 +518,13 @@ class Leaves:
     texts: tuple[str, ...]
 
 
-def _norm_sentence(s: str) -> str:
-    """A sentence with white space collapsed and its closing punctuation dropped."""
-    return " ".join(s.split()).rstrip(".!?;。！？；").strip()
-
-
 def restricted_fingerprints(restricted_texts: Sequence[str], open_texts: Sequence[str]) -> list[str]:
-    """Texts that must never appear in a node: each RESTRICTED chunk's sentences (white
-    space collapsed, closing punctuation dropped, >= 16 characters), except those that
-    also occur in an open chunk (a shared sentence is not RESTRICTED information)."""
-    open_sentences = {_norm_sentence(s) for t in open_texts for s in split_sentences(t)}
-    out: set[str] = set()
-    for t in restricted_texts:
-        for s in split_sentences(t):
-            s = _norm_sentence(s)
-            if len(s) >= _MIN_FINGERPRINT_CHARS and s not in open_sentences:
-                out.add(s)
-    return sorted(out)
+    """Texts that must never appear in a node: each RESTRICTED chunk's sentences
+    (normalised: NFKC, case folded, white space collapsed, closing punctuation dropped,
+    >= 16 characters) that occur nowhere in open text, not even inside an open sentence
+    (:func:`~.fingerprints.tree_fingerprints`: shared or quoted text is not RESTRICTED
+    information, and the check must not turn open wording into a publish signal)."""
+    return tree_fingerprints(restricted_texts, open_texts)
 
 
 def _scrub(text: str, blocked: set[str]) -> str:
@@ -542,7 +532,7 @@ def _scrub(text: str, blocked: set[str]) -> str:
     if not blocked:
         return text
     parts = split_sentences(text)
-    kept = [s for s in parts if _norm_sentence(s) not in blocked]
+    kept = [s for s in parts if norm_sentence(s) not in blocked]
     return text if len(kept) == len(parts) else " ".join(kept)
 
 
@@ -744,19 +734,15 @@ def _ref_from_meta(target: Path, meta: dict[str, Any], h: str, seconds: float, *
 def verify_summary_tree(ref: SummaryTreeRef, fingerprints: Sequence[str], restricted_rows: set[int]) -> dict[str, int]:
     """``{"nodes_with_restricted_text": n, "restricted_leaves": n}`` (both must be 0).
 
-    A node's text is compared with whitespace collapsed; ``fingerprints`` come from
-    :func:`restricted_fingerprints`.
+    A node's text is normalised like the fingerprints (:func:`~.fingerprints.norm_text`);
+    ``fingerprints`` come from :func:`restricted_fingerprints`, so they occur in no open
+    text and a node can hold one only by repeating RESTRICTED text it was never given.
     """
     if not ref.directory:
         return {"nodes_with_restricted_text": 0, "restricted_leaves": 0}
     d = Path(ref.directory)
     texts = pq.read_table(d / schema.TREE_NODES, columns=["text"]).column("text").to_pylist()
-    bad_nodes = 0
-    if fingerprints:
-        for t in texts:
-            flat = " ".join(t.split())
-            if any(fp in flat for fp in fingerprints):
-                bad_nodes += 1
+    bad_nodes = sum(1 for t in texts if contains_fingerprint(t, fingerprints)) if fingerprints else 0
     covered = set(np.load(d / schema.TREE_LEAVES).tolist()) | set(np.load(d / schema.TREE_LEAF_ROWS).tolist())
     return {"nodes_with_restricted_text": bad_nodes, "restricted_leaves": len(covered & restricted_rows)}
 

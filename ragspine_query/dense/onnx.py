@@ -196,6 +196,9 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         self.config = config or files.config
         self.files = files
         self.model_id = self.config.model_id
+        #: the packaged all-MiniLM-L6-v2 is an English model (its vocabulary maps most CJK
+        #: characters to [UNK]); any other model directory is assumed to serve every language
+        self.languages = frozenset({"en"}) if self.model_id == PACKAGED_MINILM_MODEL_ID else None
         threads = (os.cpu_count() or 1) if intra_op_threads is None else intra_op_threads
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ConfigError(f"intra_op_threads must be a positive integer, got {intra_op_threads!r}")

@@ -19,6 +19,10 @@ from pathlib import Path
 from ragspine_query.errors import DatasetError
 
 CORPUS_FILE = "corpus.jsonl"
+#: A judged set whose corpus is a raw library folder (``library = "<path>"``, optional
+#: ``glossary = "<path>"``, both relative to the set's folder) has this file instead of
+#: ``corpus.jsonl``; ``ragspine eval`` ingests that folder as ``ragspine ingest`` does.
+LIBRARY_FILE = "library.toml"
 QUERIES_FILE = "queries.jsonl"
 QRELS_DIR = "qrels"
 QRELS_SUFFIX = ".tsv"
@@ -341,7 +345,8 @@ def load_beir(root: str | Path, split: str = "test", *, qrels_file: str | None =
     corpus_path = root / CORPUS_FILE
     queries_path = root / QUERIES_FILE
     qrels_path = root / QRELS_DIR / split_file
-    for required in (corpus_path, queries_path):
+    library_set = (root / LIBRARY_FILE).is_file()
+    for required in ((queries_path,) if library_set else (corpus_path, queries_path)):
         if not required.is_file():
             raise DatasetError(
                 f"missing {str(required)!r} ({_describe_folder(root)}); {_expected_layout(split_file)}"
@@ -368,7 +373,7 @@ def load_beir(root: str | Path, split: str = "test", *, qrels_file: str | None =
         root=root,
         split=stem if qrels_file is None else split,
         qrels_path=qrels_path,
-        corpus=_load_corpus(corpus_path),
+        corpus={} if library_set else _load_corpus(corpus_path),
         queries=queries,
         qrels=qrels,
     )

@@ -80,14 +80,31 @@ def load_graph_arrays(directory: str | Path, *, n_rows: int | None = None) -> Gr
     from ..errors import IndexIncompatibleError
 
     d = Path(directory)
-    params = json.loads((d / PARAMS_FILE).read_text(encoding="utf-8"))
-    if params.get("version") != GRAPH_VERSION:
+    try:
+        params = json.loads((d / PARAMS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        from .. import integrity
+
+        raise integrity.corrupt(*integrity.where_in_snapshot(d, PARAMS_FILE), f"is unreadable ({exc})") from None
+    if not isinstance(params, dict) or params.get("version") != GRAPH_VERSION:
         raise IndexIncompatibleError(f"{d}: relation graph version {params.get('version')!r}, this reader understands "
                                      f"{GRAPH_VERSION}: re-materialize the relation_graph asset")
-    arrays = GraphArrays(d, np.load(d / INDPTR_FILE, mmap_mode="r"), np.load(d / INDICES_FILE, mmap_mode="r"),
-                         np.load(d / WEIGHTS_FILE, mmap_mode="r"), np.load(d / ETYPE_FILE, mmap_mode="r"),
-                         np.load(d / CHUNK_NODE_FILE, mmap_mode="r"), params)
+    from .. import integrity
+
+    load = lambda name: integrity.load_array(d, name)  # noqa: E731
+    arrays = GraphArrays(d, load(INDPTR_FILE), load(INDICES_FILE), load(WEIGHTS_FILE), load(ETYPE_FILE),
+                         load(CHUNK_NODE_FILE), params)
     if n_rows is not None and arrays.chunk_node.shape[0] != n_rows:
         raise IndexIncompatibleError(f"{d}: the graph maps {arrays.chunk_node.shape[0]} chunk rows, the snapshot has "
                                      f"{n_rows}: re-materialize the relation_graph asset")
+    # bounds once at open, so no walk indexes outside an array (ragspine_query.integrity)
+    n_nodes = max(0, arrays.indptr.shape[0] - 1) if arrays.indptr.ndim == 1 else 0
+    integrity.check_csr(d, INDPTR_FILE, arrays.indptr, INDICES_FILE, arrays.indices, n_ptr=arrays.indptr.shape[0],
+                        upper=n_nodes)
+    integrity.check_array(d, WEIGHTS_FILE, arrays.weights, kind="f", length=arrays.indices.shape[0])
+    integrity.check_ids(d, ETYPE_FILE, arrays.etype, len(EDGE_TYPES))
+    if arrays.etype.shape[0] != arrays.indices.shape[0]:
+        raise integrity.corrupt(*integrity.where_in_snapshot(d, ETYPE_FILE), f"has {arrays.etype.shape[0]} entries, not "
+                                f"{arrays.indices.shape[0]}")
+    integrity.check_ids(d, CHUNK_NODE_FILE, arrays.chunk_node, n_nodes, lower=-1)
     return arrays

@@ -6,6 +6,12 @@ Weighting (Robertson/Sparck Jones with Lucene's non-negative IDF)::
     impact(t,d) = idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))
     score(q,d)  = sum over query tokens t (with repetition) of impact(t, d)
 
+The collection statistics ``N``, ``df`` and ``avgdl`` may be computed over a subset of
+the rows (``stat_rows``): the library computes them over its *open* rows only, so that
+a RESTRICTED chunk changes no open chunk's score (docs/security.md). Every row still
+gets postings (an ``include_restricted`` search still finds RESTRICTED rows), scored
+with the open rows' statistics.
+
 Both the build (:func:`build_bm25_arrays`) and the scoring (:class:`BM25Index`) live in
 this module because index time and query time must agree on them. Files are written
 by ``ragspine_assets``; this module only reads them (memory-mapped).
@@ -105,7 +111,8 @@ def count_rows(token_lists: Iterable[Sequence[str]]) -> RowCounts:
                      np.frombuffer(size_buf, dtype=np.int32), np.frombuffer(length_buf, dtype=np.int32))
 
 
-def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params()) -> BM25Arrays:
+def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params(), *,
+                      stat_rows: np.ndarray | None = None) -> BM25Arrays:
     """Build BM25 postings with precomputed impacts; row ``i`` is the ``i``-th token list.
 
     ``token_lists`` may be a generator: rows are consumed one at a time and only their
@@ -113,15 +120,22 @@ def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params =
     build never holds every row's tokens at once (a million chunks' token lists as
     Python strings were ~6 GB; docs/scaling.md).
     """
-    return build_bm25_from_counts([count_rows(token_lists)], params)
+    return build_bm25_from_counts([count_rows(token_lists)], params, stat_rows=stat_rows)
 
 
-def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25Params()) -> BM25Arrays:
+def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25Params(), *,
+                           stat_rows: np.ndarray | None = None) -> BM25Arrays:
     """Build BM25 arrays from :class:`RowCounts` of consecutive row blocks, in row order.
 
     The result does not depend on how the rows were cut into parts (term ids are
     re-numbered by the sorted vocabulary), so counting blocks in worker processes gives
     the bytes of :func:`build_bm25_arrays` over the same rows.
+
+    ``stat_rows`` (bool per row, optional): the rows whose terms and lengths make
+    ``N``, ``df`` and ``avgdl``; every row is indexed and scored with them. With it, a
+    row outside the mask changes no score of a row inside it: those scores are the
+    bytes a build over the masked rows alone gives. When the mask selects no row, all
+    rows count (nothing would be scored otherwise).
     """
     vocab: dict[str, int] = {}
     setdefault = vocab.setdefault
@@ -160,14 +174,21 @@ def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25
     rows = row_buf[order]
     tfs = tf_buf[order]
     del order, row_buf, tf_buf
-    df = np.bincount(terms, minlength=n_terms).astype(np.int64)
+    postings_per_term = np.bincount(terms, minlength=n_terms).astype(np.int64)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    avgdl = float(lengths.mean()) if n_rows and lengths.sum() > 0 else 1.0
+    np.cumsum(postings_per_term, out=indptr[1:])
+    counted = _stat_mask(stat_rows, n_rows)
+    if counted is None:
+        df, n_stat, stat_lengths = postings_per_term, n_rows, lengths
+    else:
+        df = np.bincount(terms[counted[rows]], minlength=n_terms).astype(np.int64)
+        n_stat, stat_lengths = int(counted.sum()), lengths[counted]
+    del postings_per_term
+    avgdl = float(stat_lengths.mean()) if n_stat and stat_lengths.sum() > 0 else 1.0
     k1, b = params.k1, params.b
     norm = k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl)
     tf64 = tfs.astype(np.float64)
-    impacts = (idf(df, n_rows)[terms] * tf64 * (k1 + 1.0) / (tf64 + norm[rows])).astype(np.float32)
+    impacts = (idf(df, n_stat)[terms] * tf64 * (k1 + 1.0) / (tf64 + norm[rows])).astype(np.float32)
     max_impact = np.zeros(n_terms, dtype=np.float32)
     if impacts.size:
         np.maximum.at(max_impact, terms, impacts)
@@ -181,6 +202,18 @@ def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25
         params=params,
         avgdl=avgdl,
     )
+
+
+def _stat_mask(stat_rows: np.ndarray | None, n_rows: int) -> np.ndarray | None:
+    """The validated statistics mask, or None when every row counts."""
+    if stat_rows is None:
+        return None
+    mask = np.asarray(stat_rows, dtype=bool)
+    if mask.shape != (n_rows,):
+        raise ValueError(f"stat_rows has {mask.shape[0] if mask.ndim else 0} entries for {n_rows} BM25 rows")
+    if mask.all() or not mask.any():
+        return None
+    return mask
 
 
 def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, doc_weight: float) -> tuple[BM25Arrays, np.ndarray]:
@@ -541,9 +574,9 @@ class BM25Index:
         params_path = d / schema.BM25_PARAMS
         if not params_path.exists():
             raise IndexNotFoundError(f"no BM25 index at {d}: materialize the bm25_index asset")
-        meta = json.loads(params_path.read_text(encoding="utf-8"))
         mode = "r" if mmap else None
         try:
+            meta = json.loads(params_path.read_text(encoding="utf-8"))
             tokens = json.loads((d / schema.BM25_VOCAB).read_text(encoding="utf-8"))["tokens"]
             arrays = BM25Arrays(
                 tokens=tokens,
@@ -555,10 +588,11 @@ class BM25Index:
                 params=BM25Params(float(meta["k1"]), float(meta["b"])),
                 avgdl=float(meta["avgdl"]),
             )
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexCorruptError(f"BM25 index at {d} is unreadable ({exc}); re-materialize the bm25_index asset") from exc
         if arrays.indptr.shape[0] != len(tokens) + 1 or arrays.postings.shape != arrays.impacts.shape:
             raise IndexCorruptError(f"BM25 index at {d} has inconsistent array shapes; re-materialize the bm25_index asset")
+        check_bm25_arrays(d, arrays)
         return cls(arrays)
 
     def term_ids(self, tokens: Sequence[str]) -> list[int]:
@@ -851,6 +885,22 @@ class BM25Index:
             scores += col[rows]
         keep = np.flatnonzero(scores > 0.0)  # only if PRUNE_SLACK >= 1 could a 0 get here
         return top_k_rows(rows[keep], scores[keep].astype(np.float32), k)
+
+
+def check_bm25_arrays(directory: Path, arrays: BM25Arrays) -> None:
+    """Bound-check a loaded index once (``ragspine_query.integrity``): offsets monotone and
+    spanning the postings, every posting a row below ``n_rows``, the expected dtypes, so
+    neither the numpy paths nor the compiled kernel can index outside an array.
+
+    Raises:
+        IndexCorruptError: one line naming the damaged file.
+    """
+    from ..integrity import check_array, check_csr
+
+    check_csr(directory, schema.BM25_INDPTR, arrays.indptr, schema.BM25_POSTINGS, arrays.postings,
+              n_ptr=len(arrays.tokens) + 1, upper=arrays.n_rows)
+    check_array(directory, schema.BM25_IMPACTS, arrays.impacts, kind="f", length=arrays.postings.shape[0])
+    check_array(directory, schema.BM25_MAX_IMPACT, arrays.max_impact, kind="f", length=len(arrays.tokens))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

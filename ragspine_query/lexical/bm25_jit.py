@@ -51,21 +51,29 @@ def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed): 
     set (when ``use_allowed``). Ranked by score descending, ties by row ascending.
     """
     n_terms = spans.shape[0]
+    # memory safety even if a mapped file is damaged in place after its check at open
+    # (ragspine_query.integrity): no posting outside the arrays, no row outside ``acc``
+    n_post = min(post.shape[0], imp.shape[0])
+    n_rows = acc.shape[0]
     for t in range(n_terms):
-        for p in range(spans[t, 0], spans[t, 1]):
-            acc[post[p]] += np.float64(imp[p])
+        for p in range(max(spans[t, 0], 0), min(spans[t, 1], n_post)):
+            row = post[p]
+            if row >= 0 and row < n_rows:
+                acc[row] += np.float64(imp[p])
     heap_s = np.empty(max(k, 1), dtype=np.float32)
     heap_r = np.empty(max(k, 1), dtype=np.int64)
     size = 0
     for t in range(n_terms):
-        for p in range(spans[t, 0], spans[t, 1]):
+        for p in range(max(spans[t, 0], 0), min(spans[t, 1], n_post)):
             row = post[p]
+            if row < 0 or row >= n_rows:
+                continue
             total = acc[row]
             if total < 0.0:  # ranked already (marked below)
                 continue
-            if use_own and not own[p]:
+            if use_own and (p >= own.shape[0] or not own[p]):
                 continue
-            if use_allowed and not allowed[row]:
+            if use_allowed and (row >= allowed.shape[0] or not allowed[row]):
                 continue
             acc[row] = -1.0  # every row is ranked once; scores are >= 0
             s = np.float32(total)
@@ -86,8 +94,10 @@ def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed): 
             elif k > 0 and _worse(heap_s[0], heap_r[0], s, r):  # better than the worst: replace it
                 _sift_down(heap_s, heap_r, size, s, r)
     for t in range(n_terms):
-        for p in range(spans[t, 0], spans[t, 1]):
-            acc[post[p]] = 0.0
+        for p in range(max(spans[t, 0], 0), min(spans[t, 1], n_post)):
+            row = post[p]
+            if row >= 0 and row < n_rows:
+                acc[row] = 0.0
     # pop the worst entry to the back until the heap is empty: best first
     out_s = np.empty(size, dtype=np.float32)
     out_r = np.empty(size, dtype=np.int64)

@@ -182,6 +182,11 @@ class DenseChannel:
         self.part = part
         if part is not None and part.start > 0:
             self.name = f"vector:{part.name}"
+        #: the languages the model serves (None: every language; e.g. MiniLM is English-only)
+        model = part.backend if part is not None else backend
+        self.languages = getattr(model, "languages", None)
+        #: the model is built for cross-lingual retrieval (a text and its translation land close)
+        self.cross_lingual = bool(getattr(model, "cross_lingual", False))
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         from ..dense.ann import ann_for_library, search_dense

@@ -31,7 +31,15 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..fusion import DEFAULT_RRF_K, weighted_rrf
 from ..records import Hit, hits_to_frame
+from ..text.language import query_language
+from ..transforms.base import in_language_of
 from .explain import Explain, Tracer, hit_candidates, now
+
+
+#: Whether a query variant (glossary alias, rewrite) ranks only rows in the user's query's
+#: language. Every variant is *planned* in that language either way; see docs/evaluation.md
+#: for the measurement that chose this value.
+VARIANTS_OWN_LANGUAGE_ONLY = True
 
 
 class SearchResult(list):
@@ -228,6 +236,10 @@ class QueryPipeline:
                 tracer.add("gate", f"{type(self.gate).__name__}(variants)", now() - t0,
                            detail=f"{len(variants) - len(kept)} of {len(variants)} variants refused")
             variants = kept or [query]
+        if len(variants) > 1:  # every variant is planned in the user's query's language (see in_language_of)
+            lang = query_language(query)
+            variants = [v if str(v) == str(query) else in_language_of(v, lang, only=VARIANTS_OWN_LANGUAGE_ONLY)
+                        for v in variants]
         # every variant (and the reranker) sees a deep list: RRF over shallow lists is unstable
         deep = len(variants) > 1 or self.reranker is not None or self.judge is not None or bool(self.postprocessors)
         depth = max(top_k, 50) if deep else top_k

@@ -91,6 +91,14 @@ def detect_language(text: str, *, threshold: float = ZH_LANGUAGE_THRESHOLD) -> L
     return "zh" if share > 0.0 and share >= threshold else "en"
 
 
+def query_language(query: str) -> Language:
+    """The language a query is planned in: its own ``language`` attribute when it carries
+    one (a variant keeps its user query's language, see
+    :func:`ragspine_query.transforms.base.in_language_of`), else :func:`detect_language`."""
+    lang = getattr(query, "language", "")
+    return lang if lang else detect_language(str(query))
+
+
 @dataclass(frozen=True, slots=True)
 class LanguageProfile:
     """How a library's chunks divide between languages (their ``language`` labels).
@@ -142,4 +150,5 @@ __all__ = [
     "cjk_share",
     "detect_language",
     "is_cjk",
+    "query_language",
 ]

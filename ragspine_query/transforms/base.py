@@ -33,20 +33,28 @@ class ChannelQuery(str):
         channels: the channels that may run (None: every channel of the retriever).
         origin: which transform made it (shown in ``explain``).
         pinned: later transforms (the tiers) must not change the channel selection.
+        language: the language the fusion is planned for ("" = detected from the text);
+            a variant keeps the language of the user's query, whatever script it adds.
+        language_only: rank only rows in ``language`` (a variant must not bring rows of
+            another language into the ranking on its own).
     """
 
     channel_texts: dict[str, str]
     channels: frozenset[str] | None
     origin: str
     pinned: bool
+    language: str
+    language_only: bool
 
     def __new__(cls, text: str, *, channel_texts: dict[str, str] | None = None, channels: Iterable[str] | None = None,
-                origin: str = "", pinned: bool = False) -> "ChannelQuery":
+                origin: str = "", pinned: bool = False, language: str = "", language_only: bool = False) -> "ChannelQuery":
         obj = super().__new__(cls, str(text))
         obj.channel_texts = dict(channel_texts or {})
         obj.channels = frozenset(channels) if channels is not None else None
         obj.origin = origin
         obj.pinned = pinned
+        obj.language = str(language or "")
+        obj.language_only = bool(language_only)
         return obj
 
     def for_channel(self, name: str) -> str | None:
@@ -56,16 +64,28 @@ class ChannelQuery(str):
         return self.channel_texts.get(name, str(self))
 
     def replace(self, **changes: Any) -> "ChannelQuery":
-        args = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned}
+        args = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned,
+                "language": self.language, "language_only": self.language_only}
         args.update(changes)
         return ChannelQuery(str(self), **args)
 
     def __reduce__(self):  # picklable (str subclasses with attributes need this)
-        return (_rebuild, (str(self), self.channel_texts, self.channels, self.origin, self.pinned))
+        return (_rebuild, (str(self), self.channel_texts, self.channels, self.origin, self.pinned, self.language, self.language_only))
 
 
-def _rebuild(text, channel_texts, channels, origin, pinned) -> ChannelQuery:
-    return ChannelQuery(text, channel_texts=channel_texts, channels=channels, origin=origin, pinned=pinned)
+def _rebuild(text, channel_texts, channels, origin, pinned, language="", language_only=False) -> ChannelQuery:
+    return ChannelQuery(text, channel_texts=channel_texts, channels=channels, origin=origin, pinned=pinned,
+                        language=language, language_only=language_only)
+
+
+def in_language_of(variant: str, language: str, *, only: bool = True) -> "ChannelQuery":
+    """``variant`` planned in ``language`` and ranking only rows in that language: a
+    query variant (glossary alias, rewrite, sub-question) keeps the user's query's
+    language, so an alias in another script cannot import another language's rows
+    (``only=False``: planned in ``language`` but ranking every row)."""
+    if isinstance(variant, ChannelQuery):
+        return variant.replace(language=language, language_only=only)
+    return ChannelQuery(variant, language=language, language_only=only)
 
 
 def with_channels(query: str, channels: Iterable[str] | None, *, origin: str = "") -> str:

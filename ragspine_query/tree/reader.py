@@ -93,13 +93,19 @@ def load_summary_tree(directory: Path) -> SummaryTree:
     """
     import pyarrow.parquet as pq
 
+    from .. import integrity
+
     d = Path(directory)
-    meta = json.loads((d / schema.TREE_META).read_text(encoding="utf-8"))
-    if str(meta.get("version")) not in SUPPORTED_VERSIONS:
+    try:
+        meta = json.loads((d / schema.TREE_META).read_text(encoding="utf-8"))
+        table = pq.read_table(d / schema.TREE_NODES)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise integrity.corrupt(*integrity.where_in_snapshot(d, schema.TREE_META), f"or {schema.TREE_NODES} is unreadable "
+                                f"({' '.join(str(exc).split())})") from None
+    if not isinstance(meta, dict) or str(meta.get("version")) not in SUPPORTED_VERSIONS:
         raise IndexIncompatibleError(f"{d}: summary tree version {meta.get('version')!r} is not supported by this reader "
                                      f"({', '.join(SUPPORTED_VERSIONS)}); re-materialize the summary_tree asset")
-    table = pq.read_table(d / schema.TREE_NODES)
-    load = lambda name: np.load(d / name, mmap_mode="r")  # noqa: E731
+    load = lambda name: integrity.load_array(d, name)  # noqa: E731
     node_vectors = load(schema.TREE_NODE_VECTORS)
     leaf_rows = np.asarray(load(schema.TREE_LEAF_ROWS))
     leaves = np.asarray(load(schema.TREE_LEAVES))
@@ -111,6 +117,14 @@ def load_summary_tree(directory: Path) -> SummaryTree:
             or (leaf_vectors is not None and leaf_vectors.shape[0] != leaf_rows.shape[0]):
         raise IndexIncompatibleError(f"{d}: the summary tree's arrays disagree with its {n} nodes; "
                                      "re-materialize the summary_tree asset")
+    # bounds once at open (ragspine_query.integrity): no walk indexes outside an array
+    children = np.asarray(load(schema.TREE_CHILDREN))
+    upper = max(n, int(leaf_rows.max()) + 1 if leaf_rows.size else 0)
+    integrity.check_csr(d, schema.TREE_CHILDREN_INDPTR, children_indptr, schema.TREE_CHILDREN, children,
+                        n_ptr=n + 1, upper=upper)
+    integrity.check_csr(d, schema.TREE_LEAVES_INDPTR, leaves_indptr, schema.TREE_LEAVES, leaves, n_ptr=n + 1,
+                        upper=upper)
+    integrity.check_array(d, schema.TREE_NODE_VECTORS, node_vectors, kind="f", ndim=2)
     pos = np.searchsorted(leaf_rows, leaves)
     if leaves.size and (pos.max() >= leaf_rows.size or not np.array_equal(leaf_rows[pos], leaves)):
         raise IndexIncompatibleError(f"{d}: a node covers a chunk that is not a leaf; re-materialize the summary_tree asset")
@@ -118,4 +132,4 @@ def load_summary_tree(directory: Path) -> SummaryTree:
         d, meta, tuple(table.column("node_id").to_pylist()), np.asarray(table.column("level").to_numpy(), np.int32),
         tuple(table.column("text").to_pylist()), np.asarray(table.column("n_leaves").to_numpy(), np.int64),
         tuple(tuple(x) for x in table.column("doc_ids").to_pylist()), node_vectors, children_indptr,
-        np.asarray(load(schema.TREE_CHILDREN)), leaves_indptr, leaves, leaf_rows, leaf_vectors, pos.astype(np.int64))
+        children, leaves_indptr, leaves, leaf_rows, leaf_vectors, pos.astype(np.int64))

@@ -27,8 +27,9 @@ import pytest
 from ragspine_query import HybridRetriever, open_library, schema
 
 QUERIES = ("zephyr programme update", "globex market share", "quasar plant opening", "gross margin")
-READER_DEADLINE_S = 60.0
-READER_MAX_ANSWERS = 20_000
+#: Liveness bounds only (generous for a busy machine); no assertion is about time.
+READER_DEADLINE_S = 1800.0
+WAIT_S = 600.0
 TOP_K = 5
 
 pytestmark = pytest.mark.slow
@@ -52,13 +53,14 @@ def reader_main(artifacts: str, out_path: str, stop_path: str) -> None:
     pinned = open_library(artifacts)
     n = 0
     with open(out_path, "w", encoding="utf-8") as out:
-        while time.monotonic() < deadline and n < READER_MAX_ANSWERS and not os.path.exists(stop_path):
+        while time.monotonic() < deadline and not os.path.exists(stop_path):
             with open_library(artifacts) as lib:
                 for q in QUERIES:
                     out.write(json.dumps({"pinned": False, **answer(lib, q)}) + "\n")
             out.write(json.dumps({"pinned": True, **answer(pinned, QUERIES[n % len(QUERIES)])}) + "\n")
             out.flush()
             n += 1
+            time.sleep(0.005)  # bounded output however fast the machine is
     pinned.close()
 
 
@@ -118,7 +120,7 @@ def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_pat
         [sys.executable, __file__, str(artifacts), str(out_path), str(stop_path)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: len(read_answers(out_path)) >= 2 * len(QUERIES), 30, "the reader's first answers")
+        wait_for(lambda: len(read_answers(out_path)) >= 2 * len(QUERIES), WAIT_S, "the reader's first answers")
         faq = raw / "investor-faq.md"
         edits = [
             lambda: faq.write_text(faq.read_text("utf-8") + "\n\nZephyr programme update: phase one is funded.\n", "utf-8"),
@@ -130,12 +132,12 @@ def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_pat
             edit()
             published.append(publish())
             time.sleep(0.3)  # let the reader run a few loops against each snapshot
-        wait_for(lambda: any(r["snapshot_id"] == published[-1] for r in read_answers(out_path)), 20,
+        wait_for(lambda: any(r["snapshot_id"] == published[-1] for r in read_answers(out_path)), WAIT_S,
                  "the reader to see the last snapshot")
     finally:
         stop_path.touch()
         try:
-            reader.wait(timeout=30)
+            reader.wait(timeout=WAIT_S)
         finally:
             if reader.poll() is None:
                 reader.kill()
@@ -157,14 +159,14 @@ def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_pat
     paths = LibraryPaths("sample", raw, artifacts)
     assert list_snapshots(paths)[0]["snapshot_id"] == published[-1]
     done = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "snapshots", str(artifacts), "--rollback"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     assert published[-2] in done.stdout
     with open_library(artifacts) as lib:
         assert lib.snapshot_id == published[-2]
         assert "quasar-plant" not in lib.manifest["documents"]
     listing = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "snapshots", str(artifacts)],
-                             capture_output=True, text=True, timeout=60).stdout
+                             capture_output=True, text=True, timeout=WAIT_S).stdout
     assert f"* {published[-2]}" in listing
 
 

@@ -44,6 +44,9 @@ def test_graph_mode_needs_the_graph_artifact(built_sample, tmp_path):
     shutil.copytree((built_sample / "current").resolve(), snap)
     manifest = json.loads((snap / "manifest.json").read_text())
     del manifest["artifact_sets"]["relation_graph"]
+    from ragspine_query.integrity import content_snapshot_id
+
+    manifest["snapshot_id"] = content_snapshot_id(manifest)  # a consistent manifest, only without the graph
     (snap / "manifest.json").write_text(json.dumps(manifest))
     with open_library(snap) as lib:
         with pytest.raises(IndexNotFoundError, match="materialize the relation_graph asset"):

@@ -20,7 +20,8 @@ body) that occurs in no open document. The chunk tables, the parsed-documents wo
 and the lexical vocabulary are the library's own data plane: RESTRICTED text is indexed
 lexically there on purpose and is not scanned as an exit.
 
-As new artifacts land (summary trees, the relation graph), add them to ``EXIT_FILES``.
+As new artifacts land (summary trees, the relation graph), add them to ``EXIT_FILES``; the
+whole data root outside the documented data plane is scanned too (issue 28).
 """
 
 from __future__ import annotations
@@ -177,6 +178,27 @@ def test_ingest_exits_hold_no_restricted_text(leak_library):
     conn.close()
     assert cached and not ({text_hash(t) for t in texts} & cached)
     assert scan.scanned > 10
+
+
+def test_no_file_of_the_data_root_outside_the_data_plane_holds_restricted_text(leak_library):
+    """Every file of the data root (caches, work folders, snapshots) is scanned, except the
+    data-plane files docs/security.md lists (issue 28 item 7)."""
+    import fnmatch
+    import os
+
+    from tests.leak.test_data_root_scan import data_plane
+
+    allowed = data_plane()
+    scan = Scanner(leak_library["prints"])
+    data = leak_library["data"]
+    for folder, _dirs, files in os.walk(data, followlinks=False):
+        for name in files:
+            path = Path(folder) / name
+            rel = path.relative_to(data).as_posix()
+            if path.is_symlink() or rel.startswith("raw/") or any(fnmatch.fnmatchcase(rel, pat) for pat in allowed):
+                continue
+            scan.blob(f"data root file {rel}", path.read_bytes())
+    assert scan.scanned > 20
 
 
 def _random_queries(rng: random.Random, lib_dir: Path, prints: list[str]) -> list[str]:

@@ -160,3 +160,23 @@ def test_past_the_share_the_index_is_built_afresh(tmp_path: Path, monkeypatch) -
     again = _build(paths, cache)
     assert "rows_changed_since_full" not in _ann_meta(again.snapshot_dir)
     _check_against_exact(again.snapshot_dir)
+
+
+def test_a_document_moved_renamed_and_marked_restricted_rebuilds(tmp_path: Path) -> None:
+    """Issue 28 item 8: a new doc_id (the file moved, its doc_id line dropped) does not hide
+    that the removed rows' text is RESTRICTED now; the update would keep their vectors."""
+    raw, paths, cache = _library(tmp_path)
+    first = _build(paths, cache)
+    n = first.embeddings.count
+    other = raw / "acme-cn-product-launch-2024.md"
+    text = re.sub(r"^doc_id:.*\n", "", other.read_text(encoding="utf-8"), flags=re.M)
+    text = re.sub(r"^title:.*\n", "title: Moved memo\n", text, count=1, flags=re.M)
+    other.unlink()
+    (raw / "moved").mkdir()
+    (raw / "moved" / "memo.md").write_text(
+        re.sub(r"^sensitivity: \w+$", "sensitivity: RESTRICTED", text, count=1, flags=re.M), encoding="utf-8")
+    second = _build(paths, cache)
+    assert second.embeddings.count < n
+    assert (n - second.embeddings.count) <= MAX_UPDATE_SHARE * n, "within the share an update would have run"
+    assert "rows_changed_since_full" not in _ann_meta(second.snapshot_dir), "the moved RESTRICTED rows force a full build"
+    _check_against_exact(second.snapshot_dir)

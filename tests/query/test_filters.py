@@ -25,9 +25,9 @@ def test_exactly_nine_operators():
     ("op", "value", "expected"),
     [
         ("eq", "2024Q3", [1, 5]),
-        ("ne", "2024Q3", [0, 2, 3, 4]),
+        ("ne", "2024Q3", [0, 3, 4]),  # row 2 lacks the field: filters only narrow
         ("in", ("2024Q1", "2025H1"), [0, 3]),
-        ("nin", ("2024Q1", "2025H1"), [1, 2, 4, 5]),
+        ("nin", ("2024Q1", "2025H1"), [1, 4, 5]),
         ("gt", "2024Q3", [3, 4]),
         ("gte", "2024Q3", [1, 3, 4, 5]),
         ("lt", "2024Q3", [0]),  # the empty value never satisfies an ordering predicate
@@ -131,3 +131,56 @@ def test_cli_filter_form_field_op_value(arg, expected):
 def test_bad_cli_filter_names_the_problem(arg, message):
     with pytest.raises(FilterError, match=message):
         parse_filter_arg(arg)
+
+
+def _reference(op: str, value, cell: str) -> bool:
+    """The reference semantics, row by row: a missing (empty) field never matches."""
+    if cell == "":
+        return False
+    if op == "eq":
+        return cell == value
+    if op == "ne":
+        return cell != value
+    if op == "in":
+        return cell in value
+    if op == "nin":
+        return cell not in value
+    if op == "between":
+        return value[0] <= cell <= value[1]
+    return {"gt": cell > value, "gte": cell >= value, "lt": cell < value, "lte": cell <= value}[op]
+
+
+@pytest.mark.parametrize("op", OPERATORS)
+def test_no_operator_matches_a_row_lacking_the_field(op):
+    column = np.asarray(["", "A", "", "B"])
+    value = ("A", "Z") if op in ("in", "nin", "between") else "Z"
+    if op in ("in", "nin"):
+        value = ("Z",)
+    mask = Predicate("entity", op, value).mask(column)
+    assert not mask[0] and not mask[2], f"{op} matched a row without the field"
+
+
+@pytest.mark.parametrize("op", ["ne", "nin"])
+def test_negations_only_narrow(op):
+    value = "ACME_CN" if op == "ne" else ("ACME_CN",)
+    # the rows that lack an entity (index 4) are not returned by a negation
+    assert rows(Predicate("entity", op, value), ENTITY) == [1, 3, 5]
+
+
+def test_every_operator_agrees_with_the_reference_on_random_rows():
+    rng = np.random.default_rng(28)
+    pool = ["", "", "2024Q1", "2024Q3", "2024Q4", "2025H1", "ACME", "b"]
+    column = np.asarray(rng.choice(pool, size=2000))
+    disagreements = 0
+    for _ in range(60):
+        op = OPERATORS[int(rng.integers(len(OPERATORS)))]
+        if op in ("in", "nin"):
+            value = tuple(str(v) for v in rng.choice(pool[2:], size=int(rng.integers(1, 4))))
+        elif op == "between":
+            value = tuple(sorted(str(v) for v in rng.choice(pool[2:], size=2)))
+        else:
+            value = str(rng.choice(pool[2:]))
+        got = Predicate("period", op, value).mask(column)
+        want = np.asarray([_reference(op, value, c) for c in column])
+        disagreements += int((got != want).sum())
+    assert disagreements == 0

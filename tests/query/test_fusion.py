@@ -54,7 +54,7 @@ def test_rrf_of_nothing_is_empty():
 
 import numpy as np  # noqa: E402
 
-from ragspine_query.fusion import CROSS_LANGUAGE_CHANNEL, FUSION_POLICIES, plan_fusion  # noqa: E402
+from ragspine_query.fusion import FUSION_POLICIES, MixedLanguagePolicy, fuse_mixed_languages, plan_fusion  # noqa: E402
 from ragspine_query.text.language import LanguageProfile  # noqa: E402
 
 EN_LIB = LanguageProfile.from_labels(["en"] * 99 + ["zh"])
@@ -68,15 +68,15 @@ MIXED_LIB = LanguageProfile.from_labels(["en"] * 70 + ["zh"] * 30)
     ("zh", ZH_LIB, "same-language:zh"),
     ("en", ZH_LIB, "cross-lingual"),
     ("zh", EN_LIB, "cross-lingual"),
-    ("zh", MIXED_LIB, "mixed"),
-    ("en", MIXED_LIB, "mixed"),
+    ("zh", MIXED_LIB, "mixed:zh"),
+    ("en", MIXED_LIB, "mixed:en"),
     ("en", ZH_LIB_SOME_EN, "minority-language"),
 ])
 def test_plan_case_follows_query_and_library_language(qlang, profile, case):
     plan = plan_fusion(qlang, profile, ["bm25", "vector"])
     assert plan.case == case and plan.query_language == qlang
     policy = FUSION_POLICIES[case]
-    assert plan.rrf_k == policy.rrf_k and plan.split_languages == policy.split_languages
+    assert plan.rrf_k == policy.rrf_k and plan.mixed == policy.mixed
     assert dict(plan.weights) == dict(policy.weights) and (plan.method, plan.depth) == (policy.method, policy.depth)
     assert case.split(":")[0] in plan.describe() and plan.reason in plan.describe()
 
@@ -90,7 +90,7 @@ def test_plan_directions_cross_lingual_leans_dense_chinese_leans_bm25():
     assert codes.weight("bm25") > codes.weight("vector")
     mixed = plan_fusion("en", MIXED_LIB, ["bm25", "vector"])
     # the other language's rows, which BM25 cannot match, are ranked by the dense channel
-    assert mixed.split_languages and mixed.weight(CROSS_LANGUAGE_CHANNEL) > mixed.weight("vector")
+    assert mixed.method == "mixed" and mixed.mixed.other_dense > 0 and mixed.mixed.earn > 0
 
 
 def test_plan_leaves_plugin_channels_alone_and_needs_both_builtins():
@@ -102,8 +102,48 @@ def test_plan_leaves_plugin_channels_alone_and_needs_both_builtins():
 
 def test_plan_to_dict_is_what_the_eval_json_shows():
     d = plan_fusion("zh", MIXED_LIB, ["bm25", "vector"]).to_dict()
-    assert d["case"] == "mixed" and d["split_languages"] is True
-    assert set(d["weights"]) == {"bm25", "vector", CROSS_LANGUAGE_CHANNEL} and "zh" in d["reason"]
+    assert d["case"] == "mixed:zh" and d["method"] == "mixed" and set(d["mixed"]) >= {"earn", "margin", "depth"}
+    assert set(d["weights"]) == {"bm25", "vector"} and "zh" in d["reason"]
+
+
+ROW_LANG = np.array(["en", "en", "en", "zh", "zh"])
+
+
+def _mixed(policy, bm25, dense, served=None):
+    return fuse_mixed_languages([("bm25", *bm25), ("vector", *dense)], row_language=ROW_LANG, query_language="en",
+                                policy=policy, channel_languages={"vector": served})
+
+
+def test_other_language_rows_stay_below_a_same_language_answer_that_bm25_and_dense_agree_on():
+    # an English question whose answer (row 0) is English: the Chinese row 3 is topically close
+    # (cosine 0.55) but farther than the answer (0.6); it must not be ranked first
+    bm25 = (np.array([0, 1, 2]), np.array([9.0, 4.0, 1.0]))
+    dense = (np.array([0, 3, 1, 4, 2]), np.array([0.60, 0.55, 0.40, 0.30, 0.20]))
+    rows, fused = _mixed(MixedLanguagePolicy(earn=1.0, margin=0.02), bm25, dense)
+    assert rows[0] == 0 and list(rows).index(3) > 0
+    assert np.all(np.diff(fused) <= 0)
+
+
+def test_an_other_language_row_closer_than_every_same_language_row_earns_the_top():
+    # a cross-language question: the only answer (row 3, Chinese) is the dense channel's clear
+    # best; without the earned credit, the English rows that BM25 half-matches would win
+    bm25 = (np.array([1, 2]), np.array([5.0, 4.5]))
+    dense = (np.array([3, 1, 2, 4, 0]), np.array([0.80, 0.45, 0.40, 0.30, 0.10]))
+    without, _ = _mixed(MixedLanguagePolicy(earn=0.0), bm25, dense)
+    earned, _ = _mixed(MixedLanguagePolicy(earn=1.0, margin=0.05), bm25, dense)
+    assert without[0] == 1 and earned[0] == 3
+
+
+def test_a_one_language_model_never_ranks_the_other_language():
+    # MiniLM declares languages={"en"}: its cosines to Chinese rows are not used, and a
+    # Chinese query does not use it at all
+    bm25 = (np.array([0]), np.array([1.0]))
+    dense = (np.array([3, 0, 4]), np.array([0.9, 0.5, 0.4]))
+    rows, _ = _mixed(MixedLanguagePolicy(), bm25, dense, served=frozenset({"en"}))
+    assert set(rows.tolist()) == {0}
+    zh_rows, _ = fuse_mixed_languages([("vector", *dense)], row_language=ROW_LANG, query_language="zh",
+                                      policy=MixedLanguagePolicy(), channel_languages={"vector": frozenset({"en"})})
+    assert zh_rows.size == 0
 
 
 def test_english_plan_is_a_convex_combination_over_a_fixed_depth():

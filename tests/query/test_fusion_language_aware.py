@@ -12,7 +12,7 @@ import pytest
 
 from ragspine_assets.evaluate import evaluate_dataset, prepare_library, sample_queries
 from ragspine_query.eval.beir import load_beir
-from ragspine_query.fusion import CROSS_LANGUAGE_CHANNEL, FUSION_POLICIES
+from ragspine_query.fusion import FUSION_POLICIES, fuse_mixed_languages
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
@@ -75,15 +75,15 @@ def test_eval_reports_auto_with_its_fusion_plan_next_to_forced_modes(built):
     auto, bm25 = results["mixed"]
     assert auto.mode == "auto" and auto.metrics["active_mode"] == "hybrid" and bm25.metrics["active_mode"] == "bm25"
     fusion = auto.metrics["fusion"]
-    assert list(fusion) == ["mixed"] and fusion["mixed"]["queries"] == 2 and fusion["mixed"]["split_languages"] is True
-    assert fusion["mixed"]["weights"] == dict(FUSION_POLICIES["mixed"].weights)
+    assert list(fusion) == ["mixed:en", "mixed:zh"] and fusion["mixed:en"]["queries"] == 1 and fusion["mixed:zh"]["queries"] == 1
+    assert fusion["mixed:en"]["method"] == "mixed" and fusion["mixed:en"]["mixed"] == FUSION_POLICIES["mixed:en"].mixed.to_dict()
     assert "fusion" not in bm25.metrics  # a forced mode fuses statically
     zh_auto, zh_hybrid = results["zh"]
     assert list(zh_auto.metrics["fusion"]) == ["same-language:zh"] and "fusion" not in zh_hybrid.metrics
     json.dumps(auto.metrics, ensure_ascii=False)  # the eval JSON carries it
 
 
-def test_mixed_library_ranks_other_language_rows_by_dense_only(built):
+def test_mixed_library_fuses_by_language_and_dense_admission(built):
     _, libs = built
     lib = libs["mixed"]
     r = HybridRetriever(lib, config=RetrievalConfig(mode="auto"))
@@ -92,21 +92,21 @@ def test_mixed_library_ranks_other_language_rows_by_dense_only(built):
     assert restricted.any() and r.language_profile.total == int((~restricted).sum())  # RESTRICTED rows are not counted
     query = "moon gravity ocean tides"
     plan = r.fusion_plan(query)
-    assert plan.case == "mixed" and plan.query_language == "en"
+    assert plan.case == "mixed:en" and plan.query_language == "en" and plan.method == "mixed"
     res = r.search(query, top_k=20, explain=True, include_restricted=False)
     assert all(h.chunk.doc_id != "sec" for h in res)
-    lang = lib.column("language")
-    rows, _ = r.dense(query, 100, None)
-    zh_rows = [int(x) for x in rows if lang[x] == "zh"]
+    # the fused order is exactly fuse_mixed_languages over the channels' own rankings
+    allowed = r.allowed_mask(None, include_restricted=False)
+    depth = plan.mixed.depth
+    rankings = [(c.name, *c.search(query, depth, allowed)) for c in r.channels]
+    rows, fused = fuse_mixed_languages(rankings, row_language=r._row_languages(), query_language="en", policy=plan.mixed,
+                                       channel_languages={c.name: getattr(c, "languages", None) for c in r.channels})
     ids = lib.chunk_ids()
-    wx, k = plan.weight(CROSS_LANGUAGE_CHANNEL), plan.rrf_k
-    zh_hits = [h for h in res if h.chunk.language == "zh"]
-    assert zh_hits, "the Chinese rows must be reachable from an English query"
-    for h in zh_hits:  # fused score = the cross-language ranking's term alone: BM25 does not vote on them
-        rank = [ids[x] for x in zh_rows].index(h.chunk_id) + 1
-        assert h.score == pytest.approx(wx / (k + rank)) and h.scores["bm25"] == 0.0 and h.scores["vector"] != 0.0
+    assert [h.chunk_id for h in res] == [ids[x] for x in rows[:20]]
+    assert [h.score for h in res] == pytest.approx(fused[:20].tolist())
+    assert any(h.chunk.language == "zh" for h in res), "the Chinese rows must stay reachable from an English query"
     fuse = [s for s in res.explain.stages if s.stage == "fuse"]
-    assert fuse and "language-aware mixed" in fuse[0].detail and CROSS_LANGUAGE_CHANNEL in fuse[0].detail
+    assert fuse and "language-aware mixed:en" in fuse[0].detail and "earn=" in fuse[0].detail
     # a forced hybrid keeps the static equal-weight RRF
     hybrid = HybridRetriever(lib, config=RetrievalConfig(mode="hybrid"))
     assert hybrid.fusion_plan(query) is None

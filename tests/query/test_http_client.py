@@ -136,7 +136,8 @@ def test_retry_after_is_capped(server, caller):
     server.script = [(503, {"error": "busy"}, {"Retry-After": "3600"}), *tail]
     started = time.monotonic()
     call(server, max_retries=1, max_retry_after_s=0.2)
-    assert 0.2 <= time.monotonic() - started < 5
+    # the cap is what is tested: 0.2 s, not the server's hour (a bound far from both, for a busy machine)
+    assert 0.2 <= time.monotonic() - started < 1800
     assert len(server.requests) == 2
 
 

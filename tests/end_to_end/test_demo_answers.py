@@ -1,0 +1,53 @@
+"""The README's first command answers right: the queries of ``scripts/demo.sh``, run as
+written against the sample library ingested with the defaults a new user gets (``auto``
+embedding, default retrieval), print the document that answers them first.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RESTRICTED_MARKERS, copy_sample_data, ingest, python_env
+
+pytestmark = pytest.mark.slow
+
+#: What answers each demo question (read in the documents): the first result must be one of them.
+ANSWERS = {
+    "Why did Acme Europe revenue decline in Q3 2024?": {"acme-eu-2024q3-earnings"},
+    "艾克美中国为什么营收下滑？": {"acme-cn-2024q3-earnings", "pr-acme-cn-2024q3-results-brief"},
+}
+
+
+def demo_queries(repo_root: Path) -> list[list[str]]:
+    """The ``ragspine query`` lines of scripts/demo.sh, as argument lists."""
+    lines = (repo_root / "scripts" / "demo.sh").read_text(encoding="utf-8").splitlines()
+    return [shlex.split(line)[1:] for line in lines if re.match(r"^ragspine query ", line)]
+
+
+@pytest.fixture(scope="module")
+def default_sample(tmp_path_factory) -> Path:
+    pytest.importorskip("dagster", reason="materializing the sample needs the 'pipeline' extra")
+    data = copy_sample_data(tmp_path_factory.mktemp("demo") / "data")
+    ingest(data / "raw" / "sample", embedding="auto")
+    return data
+
+
+def test_demo_questions_print_their_answer_first(repo_root, default_sample):
+    queries = demo_queries(repo_root)
+    assert [q[2] for q in queries] == list(ANSWERS), "scripts/demo.sh asks other questions than this test checks"
+    ragspine = Path(sys.executable).parent / "ragspine"
+    for argv in queries:
+        library = default_sample / "artifacts" / "sample"
+        args = [str(ragspine), "query", str(library), *argv[2:]]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=python_env(), cwd=default_sample.parent)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        first = re.search(r"^\[1\] .* — sample:(\S+)", proc.stdout, flags=re.M)
+        assert first, proc.stdout[:2000]
+        assert first.group(1) in ANSWERS[argv[2]], proc.stdout[:3000]
+        assert not any(m in proc.stdout for m in RESTRICTED_MARKERS)
