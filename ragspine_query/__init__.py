@@ -13,6 +13,8 @@ from .errors import (
     MissingExtraError,
     RagspineError,
 )
+from .assessment import Confidence
+from .filter_extraction import FilterPreference, RuleFilterExtractor
 from .filters import Predicate, parse_filter_arg, parse_filters
 from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
 from .gate import Refusal
@@ -31,6 +33,7 @@ from .pipeline import (
 )
 from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, hits_to_frame, to_snippet
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
+from .router import LibraryProfile, ProfileRouter
 from .text.tokenize import tokenize
 
 __all__ = [
@@ -41,5 +44,6 @@ __all__ = [
     "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndex", "NarrativeIndexRetriever",
     "Predicate", "RESTRICTED_SENSITIVITY", "RagspineError", "RetrievalConfig", "build_narrative_retriever",
     "QueryIntelligence", "Refusal", "build_query_pipeline",
+    "Confidence", "FilterPreference", "LibraryProfile", "ProfileRouter", "RuleFilterExtractor",
     "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
 ]

@@ -145,14 +145,15 @@ class CachedPipeline:
         key = self.key(query, filters, top_k, include_restricted)
         value, found = self.cache.get(key)
         if found:
-            hits, refusal = value
+            hits, refusal, meta = value
             tracer = None
             if explain:
                 tracer = Tracer()
                 tracer.add("cache", "hit", now() - t0, query=query, detail=f"scope {self.scope}")
-            return SearchResult(hits, tracer.freeze(query) if tracer else None, refusal)
+            return SearchResult(hits, tracer.freeze(query) if tracer else None, refusal).carry(meta)
         res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
-        self.cache.set(key, (tuple(res), getattr(res, "refusal", None)))
+        meta = SearchResult().carry(res)  # tier, confidence, needs_refinement, filters
+        self.cache.set(key, (tuple(res), getattr(res, "refusal", None), meta))
         return res
 
     def invalidate_library(self, library_id: str) -> int:

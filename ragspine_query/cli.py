@@ -48,8 +48,15 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
                    help="query transforms normalize,decompose,step_back,fusion,hyde (default RAGSPINE_TRANSFORMS or none)")
     p.add_argument("--postprocessor", default=None, metavar="LIST",
                    help="post-processors mmr[:LAMBDA],lost_in_middle,compress (default RAGSPINE_POSTPROCESSOR or none)")
-    p.add_argument("--tiers", default=None, help="adaptive tiers off|rules|llm (default RAGSPINE_TIERS or off)")
-    p.add_argument("--corrective", default=None, help="corrective retrieval off|dynamic|static|llm (default RAGSPINE_CORRECTIVE or off)")
+    p.add_argument("--tiers", default=None,
+                   help="adaptive tiers off|rules|llm, or force one: direct|semantic|multi_hop|global|multi_part "
+                        "(default RAGSPINE_TIERS or off)")
+    p.add_argument("--corrective", default=None,
+                   help="corrective retrieval off|relevance|dynamic|static|llm (on = relevance; default RAGSPINE_CORRECTIVE or off)")
+    p.add_argument("--filters", default=None, dest="filter_extraction",
+                   help="automatic filter extraction off|rules|llm, applied as a preference (default RAGSPINE_FILTER_EXTRACTION or rules)")
+    p.add_argument("--router", default=None,
+                   help="several libraries: profile (route by glossary entities and library profiles) | all (default RAGSPINE_ROUTER or profile)")
     p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")
     p.add_argument("--tree", default=None, choices=("collapsed", "traversal", "off"),
                    help="summary-tree channel fused with the others (default RAGSPINE_TREE or off); --explain shows its node hits")
@@ -98,7 +105,9 @@ def run_query(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("query_transforms", getattr(args, "transform", None)),
                                    ("postprocessor", getattr(args, "postprocessor", None)),
                                    ("query_tiers", getattr(args, "tiers", None)),
-                                   ("corrective", getattr(args, "corrective", None))) if v is not None}
+                                   ("corrective", getattr(args, "corrective", None)),
+                                   ("filter_extraction", getattr(args, "filter_extraction", None)),
+                                   ("router", getattr(args, "router", None))) if v is not None}
     if getattr(args, "no_gate", False):
         overrides["query_gate"] = "off"
     if getattr(args, "decay_half_life", None) is not None:
@@ -113,9 +122,15 @@ def run_query(args: argparse.Namespace) -> int:
                                           settings=settings)
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     refusal = getattr(snippets, "refusal", None)
+    from .link import result_assessment
+
+    assessment = result_assessment(snippets)
+    applied = getattr(snippets, "filters", None)
     if args.json:
         if explain or refusal is not None:
-            out: dict = {"results": list(snippets)}
+            out: dict = {"results": list(snippets), **assessment}
+            if applied is not None:
+                out["filters"] = applied.to_dict()
             if refusal is not None:
                 out["refusal"] = refusal.to_dict()
             if explain:
@@ -125,6 +140,13 @@ def run_query(args: argparse.Namespace) -> int:
             print(json.dumps(snippets, ensure_ascii=False, indent=2))
         return 0
     print(f"query: {printable(args.text)}")
+    conf = assessment["confidence"]
+    shown_conf = "{} ({:.2f})".format(conf["grade"], conf["score"]) if conf else "-"
+    refine = assessment["needs_refinement"]
+    print(f"  tier={assessment['tier'] or '-'} confidence={shown_conf} "
+          f"needs_refinement={'-' if refine is None else 'yes' if refine else 'no'}")
+    if applied is not None and applied.predicates:
+        print(f"  filters ({applied.outcome}): {printable('; '.join(p.describe() for p in applied.predicates))}")
     if refusal is not None:
         print(f"  refused ({refusal.kind}): {printable(refusal.reason)}")
     elif not snippets:

@@ -16,13 +16,17 @@ stripped from what is returned.
   ``floor × best fused score`` (an elbow) are stripped. With one channel there is
   nothing to agree on and the static rule grades its native scores.
 
-The loop is bounded: at most two grade→act rounds. Round 1: ``correct`` → use;
-``incorrect`` → a structured :class:`~ragspine_query.gate.Refusal`; ``ambiguous`` →
-act, in this order of what applies: drop the filters, rewrite the query (LLM when
-given, else the deterministic keyword form), widen to every channel (undo a tier's
-restriction). Round 2 grades the new set: ``correct`` → use it; ``ambiguous`` → the
-better-graded of the two; ``incorrect`` → keep round 1's ambiguous set. An optional
-LLM grader (:class:`LLMGrader`) judges instead of the score rules; it is shown only
+The loop is bounded and in the seed's order (drop-filters → rewrite → refuse): a set
+graded ``correct`` is used; otherwise at most two corrective actions run, each graded —
+drop the filters (the caller's and the extracted ones), then rewrite the query (LLM when
+given, else the deterministic keyword form); widening to every channel (undoing an
+adaptive tier's restriction) stands in when one of them does not apply. The best-graded
+set is used (``needs_refinement`` unless it is ``correct``); if even that is
+``incorrect`` the query is refused with a structured :class:`~ragspine_query.gate.Refusal`.
+The default grader of :func:`~ragspine_query.intelligence.build_query_pipeline` is the
+relevance grader (:class:`~ragspine_query.assessment.RelevanceGrader`: how well the top
+hits match the query); the ``dynamic``/``static`` rules above remain selectable. An
+optional LLM grader (:class:`LLMGrader`) judges instead; it is shown only
 non-RESTRICTED passages, and its failure falls back to the rules.
 """
 
@@ -174,18 +178,34 @@ REWRITE_SYSTEM = ("Rewrite the search query so that a search engine finds better
 class CorrectiveRetrieval:
     """A pipeline wrapped in the bounded grade→act loop; ``run`` has the pipeline's signature.
 
+    The seed's order: grade; unless ``correct``, act — **drop the filters** (the caller's
+    and any extracted ones), then **rewrite** the query (LLM when given, else
+    :func:`refine_query`), at most ``config.max_rounds`` (2) actions, each graded; a
+    *widen* to every channel stands in for a missing action when an adaptive tier had
+    restricted the channels. The best-graded set is used; if even that is ``incorrect``
+    the query is **refused** (``Refusal(kind="low_confidence")``).
+
+    With ``act=False`` nothing is retried, stripped or refused: the result is graded only,
+    so that it carries ``confidence`` and ``needs_refinement`` (the default pipeline).
+
     Args:
-        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline` (or a cache over one).
+        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline`, possibly inside a
+            :class:`~ragspine_query.filter_extraction.FilterPreference`.
         config: grading thresholds (default: :func:`dynamic_crag_config`).
-        grader: ``(query, hits, config) -> (Grade, kept)``; default the score rules.
+        grader: ``(query, hits, config) -> (Grade, kept)``; default the score rules
+            (:func:`grade_hits`); :class:`~ragspine_query.assessment.RelevanceGrader` is what
+            :func:`~ragspine_query.intelligence.build_query_pipeline` passes.
         provider: an LLM for the rewrite action (else the deterministic :func:`refine_query`).
+        act: run the loop (True) or only grade (False).
     """
 
-    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None) -> None:
+    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None,
+                 act: bool = True) -> None:
         self.pipeline = pipeline
         self.config = config or dynamic_crag_config()
         self.grader = grader
         self.provider = provider
+        self.act = act
 
     @property
     def source(self) -> Any:
@@ -196,16 +216,14 @@ class CorrectiveRetrieval:
             return self.grader(query, hits, self.config)
         return grade_hits(hits, self.config)
 
-    def _run(self, q: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> SearchResult:
-        res = self.pipeline.run(q, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=tracer is not None)
+    def _run(self, q: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None, *, extract: bool = True) -> SearchResult:
+        kw = {} if extract or not hasattr(self.pipeline, "extractor") else {"extract_filters": False}
+        res = self.pipeline.run(q, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=tracer is not None, **kw)
         if tracer is not None:
             tracer.extend(res.explain)
         return res
 
-    def _action(self, query: str, filters: Any) -> tuple[str, str, Any, str]:
-        """``(action, query, filters, note)`` for an ambiguous round."""
-        if filters:
-            return "drop_filters", query, None, "retry without the filters"
+    def _rewrite(self, query: str) -> tuple[str | None, str]:
         rewritten, note = None, ""
         if self.provider is not None:
             reply, note = ask_llm(self.provider, REWRITE_SYSTEM, str(query), max_tokens=80)
@@ -214,37 +232,81 @@ class CorrectiveRetrieval:
         if rewritten is None:
             rewritten = refine_query(query)
         if rewritten and rewritten.casefold() != str(query).strip().casefold():
-            return "rewrite", rewritten, filters, f"rewritten{' (' + note + ')' if note else ''}"
-        return "widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True), filters, "every channel"
+            return rewritten, f"rewritten{' (' + note + ')' if note else ''}"
+        return None, ""
+
+    def _actions(self, query: str, filters: Any, first: SearchResult) -> list[tuple[str, Any, Any, bool, str]]:
+        """``(action, query, filters, extract, note)`` in the seed's order: drop-filters, rewrite."""
+        acts: list[tuple[str, Any, Any, bool, str]] = []
+        extracted = getattr(getattr(first, "filters", None), "outcome", "none") in ("applied", "filled")
+        dropped = bool(filters) or extracted
+        if dropped:
+            what = " and ".join(x for x, on in (("the caller's filters", bool(filters)), ("the extracted filters", extracted)) if on)
+            acts.append(("drop_filters", query, None, False, f"retry without {what}"))
+        rewritten, note = self._rewrite(query)
+        if rewritten is not None:
+            acts.append(("rewrite", rewritten, None if dropped else filters, not dropped, note))
+        if len(acts) < self.config.max_rounds:
+            from .assessment import default_tier
+
+            tier = getattr(first, "tier", None)
+            if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
+                acts.append(("widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True),
+                             None if dropped else filters, not dropped, "every channel"))
+        return acts[: self.config.max_rounds]
+
+    @staticmethod
+    def _annotate(out: SearchResult, res: Any, grade: Grade) -> SearchResult:
+        from .assessment import Confidence
+
+        out.carry(res)
+        out.confidence = Confidence.of(grade)
+        out.needs_refinement = out.confidence.needs_refinement
+        return out
 
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
+        from .assessment import Confidence
+
         tracer = Tracer() if explain else None
         res = self._run(query, filters, top_k, include_restricted, tracer)
         if getattr(res, "refusal", None) is not None:
-            return SearchResult([], tracer.freeze(query) if tracer else None, res.refusal)
+            out = SearchResult([], tracer.freeze(query) if tracer else None, res.refusal).carry(res)
+            out.confidence = Confidence("low", 0.0, f"refused ({res.refusal.kind})")
+            out.needs_refinement = True
+            return out
         t0 = now()
         g1, kept1 = self._grade(query, list(res))
         if tracer is not None:
-            tracer.add("grade", "crag:1", now() - t0, hit_candidates(kept1), query=query, detail=g1.describe())
-        if g1.grade == "correct" or self.config.max_rounds == 1 and g1.grade == "ambiguous":
-            return SearchResult(kept1, tracer.freeze(query) if tracer else None)
-        if g1.grade == "incorrect":
+            tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0, hit_candidates(kept1 if self.act else list(res)),
+                       query=query, detail=g1.describe())
+        if not self.act:
+            return self._annotate(SearchResult(list(res), tracer.freeze(query) if tracer else None), res, g1)
+        best = (g1, kept1, res)
+        tried: list[str] = []
+        if g1.grade != "correct":
+            for rnd, (action, q2, f2, extract, note) in enumerate(self._actions(query, filters, res), start=2):
+                tried.append(action)
+                if tracer is not None:
+                    tracer.add("correct", action, 0.0, query=str(q2), detail=note)
+                res2 = self._run(q2, f2, top_k, include_restricted, tracer, extract=extract)
+                if getattr(res2, "refusal", None) is not None:  # e.g. an LLM rewrite that names a competitor
+                    continue
+                t0 = now()
+                g2, kept2 = self._grade(str(q2), list(res2))
+                if tracer is not None:
+                    tracer.add("grade", f"crag:{rnd}", now() - t0, hit_candidates(kept2), query=str(q2), detail=g2.describe())
+                if g2.confidence > best[0].confidence or (g2.grade == "correct" and best[0].grade != "correct"):
+                    best = (g2, kept2, res2)
+                if best[0].grade == "correct":
+                    break
+        grade, kept, chosen = best
+        if grade.grade == "incorrect":
             refusal = Refusal("low_confidence", f"the retrieved passages do not support an answer (confidence "
-                              f"{g1.confidence:.2f} < {self.config.low}); rephrase the query or widen the libraries", str(query))
-            return SearchResult([], tracer.freeze(query) if tracer else None, refusal)
-        action, q2, f2, note = self._action(query, filters)
-        if tracer is not None:
-            tracer.add("correct", action, 0.0, query=str(q2), detail=note)
-        res2 = self._run(q2, f2, top_k, include_restricted, tracer)
-        if getattr(res2, "refusal", None) is not None:  # e.g. an LLM rewrite that names a competitor
-            g2, kept2 = Grade("incorrect", 0.0, 0, f"refused: {res2.refusal.kind}"), []
-        else:
-            t0 = now()
-            g2, kept2 = self._grade(str(q2), list(res2))
-            if tracer is not None:
-                tracer.add("grade", "crag:2", now() - t0, hit_candidates(kept2), query=str(q2), detail=g2.describe())
-        use = kept2 if g2.grade == "correct" or (g2.grade == "ambiguous" and g2.confidence > g1.confidence) else kept1
-        return SearchResult(use, tracer.freeze(query) if tracer else None)
+                              f"{grade.confidence:.2f} < {self.config.low}"
+                              + (f" after {', then '.join(a.replace('_', ' ') for a in tried)}" if tried else "")
+                              + "); rephrase the query or widen the libraries", str(query))
+            return self._annotate(SearchResult([], tracer.freeze(query) if tracer else None, refusal), chosen, grade)
+        return self._annotate(SearchResult(kept, tracer.freeze(query) if tracer else None), chosen, grade)
 
 
 __all__ = ["CRAGConfig", "CorrectiveRetrieval", "GRADES", "Grade", "LLMGrader", "default_crag_config", "dynamic_crag_config",

@@ -6,9 +6,14 @@
   the glossary names a competitor;
 * ``transforms`` — ``normalize, decompose, step_back, fusion, hyde``
   (:mod:`ragspine_query.transforms`);
-* ``tiers`` — ``off | rules | llm`` (:mod:`ragspine_query.tiers`);
+* ``tiers`` — ``off | rules | llm`` or a tier to force (``direct``, ``semantic``,
+  ``multi_hop``, ``global``, ``multi_part``) (:mod:`ragspine_query.tiers`);
 * ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`);
-* ``corrective`` — ``off | dynamic | static | llm`` (:mod:`ragspine_query.corrective`);
+* ``filters`` — automatic filter extraction ``off | rules | llm``
+  (:mod:`ragspine_query.filter_extraction`), applied as a preference;
+* ``corrective`` — ``off | relevance | dynamic | static | llm`` (:mod:`ragspine_query.corrective`);
+  with ``off`` every result is still graded (``confidence``, ``needs_refinement``) but
+  nothing is retried, stripped or refused;
 * ``cache_size`` / ``cache_ttl_s`` — the scoped result cache (:mod:`ragspine_query.cache`).
 
 Time-decayed RRF is a retriever knob (``RetrievalConfig.decay_half_life_days``).
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import ConfigError
+from .filter_extraction import DEFAULT_MIN_CONFIDENCE
 from .fusion import DEFAULT_RRF_K
 from .postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
 from .transforms import make_transforms, parse_transform_spec
@@ -32,15 +38,18 @@ if TYPE_CHECKING:
     from .glossary import Glossary
     from .settings import Settings
 
-TIER_MODES = ("off", "rules", "llm")
-CORRECTIVE_MODES = ("off", "dynamic", "static", "llm")
+TIER_MODES = ("off", "rules", "llm", "direct", "semantic", "multi_hop", "global", "multi_part")
+CORRECTIVE_MODES = ("off", "relevance", "dynamic", "static", "llm")
+FILTER_MODES = ("off", "rules", "llm")
+#: Filter extraction's default (measured on the judged sample questions: docs/query-intelligence.md).
+DEFAULT_FILTERS = "rules"
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
-    v = (value or "off").strip().lower()
+    v = (value or "off").strip().lower().replace("-", "_")
     if v in ("none", "0", "false", "no"):
         v = "off"
-    if v in ("on", "1", "true", "yes"):
+    if v in ("on", "1", "true", "yes", "auto"):
         v = allowed[1]
     if v not in allowed:
         raise ConfigError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
@@ -60,11 +69,17 @@ class QueryIntelligence:
     cache_size: int = 0
     cache_ttl_s: float = 300.0
     fusion_n: int = 3
+    filters: str = DEFAULT_FILTERS
+    filter_min_confidence: float = DEFAULT_MIN_CONFIDENCE
+    filter_fill: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "transforms", ",".join(parse_transform_spec(self.transforms)))
         object.__setattr__(self, "tiers", _choice(self.tiers, TIER_MODES, "tier mode"))
         object.__setattr__(self, "corrective", _choice(self.corrective, CORRECTIVE_MODES, "corrective mode"))
+        object.__setattr__(self, "filters", _choice(self.filters, FILTER_MODES, "filter extraction mode"))
+        if not (0.0 <= self.filter_min_confidence <= 1.0):
+            raise ConfigError(f"filter_min_confidence must be in [0, 1], got {self.filter_min_confidence}")
         make_postprocessor(self.postprocessor, mmr_lambda=self.mmr_lambda)  # validates names and λ
         if not (0.0 <= self.mmr_lambda <= 1.0):
             raise ConfigError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
@@ -91,12 +106,13 @@ class QueryIntelligence:
             corrective=settings.corrective or "off",
             cache_size=int(num(settings.query_cache_size, 0, "RAGSPINE_QUERY_CACHE")),
             cache_ttl_s=num(settings.query_cache_ttl_s, 300.0, "RAGSPINE_QUERY_CACHE_TTL"),
+            filters=settings.filter_extraction or DEFAULT_FILTERS,
         )
 
     def describe(self) -> str:
         return (f"gate={'on' if self.gate else 'off'} transforms={self.transforms or 'none'} tiers={self.tiers} "
                 f"post={self.postprocessor or 'none'} mmr_lambda={self.mmr_lambda} corrective={self.corrective} "
-                f"cache={self.cache_size}")
+                f"filters={self.filters}@{self.filter_min_confidence}{'+fill' if self.filter_fill else ''} cache={self.cache_size}")
 
 
 def _entity_counter(glossary: "Glossary"):
@@ -111,6 +127,14 @@ def _entity_counter(glossary: "Glossary"):
     return count
 
 
+def _filter_fields(source: Any) -> frozenset[str] | None:
+    libs = [r.library for r in source.retrievers.values()] if hasattr(source, "retrievers") else (
+        [source.library] if hasattr(source, "library") else [])
+    if not libs:
+        return None
+    return frozenset.intersection(*(frozenset(lib.filter_fields()) for lib in libs))
+
+
 def build_query_pipeline(
     source: Any,
     intelligence: QueryIntelligence = QueryIntelligence(),
@@ -123,6 +147,7 @@ def build_query_pipeline(
     rerank_top_n: int = 10,
     rrf_k: float = DEFAULT_RRF_K,
     cache: Any | None = None,
+    postprocessors: Sequence[tuple[str, Any]] = (),
 ) -> Any:
     """A query pipeline over ``source`` (a retriever) with the selected stages.
 
@@ -144,22 +169,32 @@ def build_query_pipeline(
         from .tiers import AdaptiveTierTransform, TierClassifier
 
         count = _entity_counter(glossary) if glossary is not None and glossary.concepts else None
-        chain.append(("tiers", AdaptiveTierTransform(TierClassifier(provider=provider, use_llm=qi.tiers == "llm", entity_count=count), source)))
+        force = qi.tiers if qi.tiers not in ("rules", "llm") else None
+        classifier = TierClassifier(provider=provider, use_llm=qi.tiers == "llm", entity_count=count, force=force)
+        chain.append(("tiers", AdaptiveTierTransform(classifier, source)))
     gate = None
     if qi.gate and glossary is not None:
         from .gate import CompetitorGate
 
         g = CompetitorGate(glossary)
         gate = g if g.active else None
-    post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda)
+    post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda) + list(postprocessors)
     pipeline: Any = QueryPipeline(source, transforms=chain, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
                                   rrf_k=rrf_k, postprocessors=post, gate=gate)
-    if qi.corrective != "off":
-        from .corrective import CorrectiveRetrieval, LLMGrader, default_crag_config, dynamic_crag_config
+    if qi.filters != "off":
+        from .filter_extraction import FilterPreference, make_filter_extractor
 
-        config = default_crag_config() if qi.corrective == "static" else dynamic_crag_config()
-        grader = LLMGrader(provider) if qi.corrective == "llm" else None
-        pipeline = CorrectiveRetrieval(pipeline, config=config, grader=grader, provider=provider)
+        extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
+        pipeline = FilterPreference(pipeline, extractor, min_confidence=qi.filter_min_confidence, fill=qi.filter_fill,
+                                    fields=_filter_fields(source), gate=gate)
+    # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
+    from .assessment import RelevanceGrader
+    from .corrective import CorrectiveRetrieval, LLMGrader, default_crag_config, dynamic_crag_config
+
+    config = dynamic_crag_config() if qi.corrective == "dynamic" else default_crag_config()
+    grader = (LLMGrader(provider) if qi.corrective == "llm" else None if qi.corrective in ("dynamic", "static")
+              else RelevanceGrader(source))
+    pipeline = CorrectiveRetrieval(pipeline, config=config, grader=grader, provider=provider, act=qi.corrective != "off")
     if cache is not None or qi.cache_size > 0:
         from .cache import CachedPipeline, ScopedCache
 
@@ -168,4 +203,4 @@ def build_query_pipeline(
     return pipeline
 
 
-__all__ = ["CORRECTIVE_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline"]
+__all__ = ["CORRECTIVE_MODES", "DEFAULT_FILTERS", "FILTER_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline"]

@@ -43,7 +43,8 @@ class NarrativeIndex:
     """
 
     def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
-                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None) -> None:
+                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None,
+                 postprocessors: Sequence[tuple[str, Any]] = ()) -> None:
         self.retriever = retriever
         self.rewriter = rewriter
         self.reranker = reranker
@@ -53,13 +54,13 @@ class NarrativeIndex:
         transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
         if intelligence is None and glossary is None and cache is None:
             self.pipeline = QueryPipeline(retriever, transforms=transforms, reranker=reranker, judge=judge,
-                                          rerank_top_n=rerank_top_n, rrf_k=rrf_k)
+                                          rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)
         else:  # query intelligence: gate, transforms, tiers, post-processors, CRAG, cache
             from .intelligence import QueryIntelligence, build_query_pipeline
 
             self.pipeline = build_query_pipeline(retriever, intelligence or QueryIntelligence(), glossary=glossary,
                                                  provider=provider, transforms=transforms, reranker=reranker, judge=judge,
-                                                 rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache)
+                                                 rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache, postprocessors=postprocessors)
 
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         """Hits for the narrative path: RESTRICTED removed before ranking unless asked for."""
@@ -84,17 +85,23 @@ class NarrativeIndexRetriever:
         check_query(query)
         top_k = check_top_k(top_k)
         tracer = Tracer() if explain else None
-        snippets, refusal = self._open_snippets(query, filters or None, top_k, tracer)
-        if not snippets and refusal is None and filters and self.retry_without_filters:
+        snippets, res = self._open_snippets(query, filters or None, top_k, tracer)
+        if not snippets and res.refusal is None and filters and self.retry_without_filters:
             if tracer is not None:
                 tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
-            snippets, refusal = self._open_snippets(query, None, top_k, tracer)
+            snippets, res = self._open_snippets(query, None, top_k, tracer)
         ex = tracer.freeze(query).without_restricted() if tracer is not None else None
-        return Snippets(snippets, ex, refusal)
+        out = Snippets(snippets, ex, res.refusal).carry(res)
+        # every snippet carries the result's tier and confidence too (an agent sees only the dicts)
+        assessment = result_assessment(out)
+        for sn in out:
+            sn.update(assessment)
+        return out
 
     def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int, tracer: Tracer | None) -> tuple[list[dict], Any]:
         """Snippets of the top ``top_k`` hits (RESTRICTED rows never entered the ranking) and
-        the refusal, if the query was refused (the gate, corrective retrieval)."""
+        the result (its ``refusal``, if the query was refused by the gate or corrective
+        retrieval; its tier and confidence)."""
         if tracer is not None and self._index_explains:
             results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False, explain=True)
             tracer.extend(getattr(results, "explain", None))
@@ -107,7 +114,18 @@ class NarrativeIndexRetriever:
         snippets = [to_snippet(r) for r in open_hits[:top_k]]
         if tracer is not None:
             tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)
-        return snippets, refusal
+        meta = SearchResult([], None, refusal)
+        if isinstance(results, SearchResult):
+            meta.carry(results)
+        return snippets, meta
+
+
+def result_assessment(result: Any) -> dict[str, Any]:
+    """``{"tier", "confidence": {"grade", "score"}, "needs_refinement"}`` of a result
+    (None values where the pipeline did not assess it)."""
+    conf = getattr(result, "confidence", None)
+    return {"tier": getattr(result, "tier", None), "confidence": conf.to_dict() if conf is not None else None,
+            "needs_refinement": getattr(result, "needs_refinement", None)}
 
 
 def build_narrative_retriever(
@@ -123,6 +141,8 @@ def build_narrative_retriever(
     cache: Any | None = None,
     rerank_top_n: int = 10,
     multi_query: bool = True,
+    postprocessor: Any | None = None,
+    router: Any | None | str = "env",
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
@@ -143,6 +163,16 @@ def build_narrative_retriever(
     follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``. ``rerank_top_n``: how many of the top hits
     the reranker reorders (10). ``multi_query=False`` keeps the glossary for the gate but
     asks no glossary variants. ``ragspine eval`` evaluates exactly this chain.
+
+    ``postprocessor`` (the seed's keyword): a spec such as ``"mmr,lost_in_middle"``
+    (replaces the intelligence's), or what
+    :func:`~ragspine_query.postprocess.make_postprocessor` returns, or one
+    ``(query, hits) -> hits`` callable (run after the configured ones).
+
+    ``router`` (several libraries): ``"env"`` (``RAGSPINE_ROUTER``, default ``profile``:
+    :class:`~ragspine_query.router.ProfileRouter` by glossary entities and library
+    profiles, every library when nothing matches), ``"all"`` / None (no routing), or a
+    callable ``query -> library ids``.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
@@ -171,7 +201,23 @@ def build_narrative_retriever(
                 glossary_obj = Glossary.load(gpath)
     if isinstance(glossary, Glossary):
         glossary_obj = glossary
-    base: SearchIndex = next(iter(retrievers.values())) if len(retrievers) == 1 else MultiIndexRetriever(retrievers)
+    if len(retrievers) == 1:
+        base: SearchIndex = next(iter(retrievers.values()))
+    else:
+        if router == "env" or isinstance(router, str):
+            from .router import make_router
+
+            router = make_router(settings.router if router == "env" else router, retrievers, glossary_obj)
+        base = MultiIndexRetriever(retrievers, router=router)
+    extra_post: list = []
+    if isinstance(postprocessor, str):
+        import dataclasses
+
+        intelligence = dataclasses.replace(intelligence, postprocessor=postprocessor)
+    elif callable(postprocessor):
+        extra_post = [(getattr(postprocessor, "name", type(postprocessor).__name__), postprocessor)]
+    elif postprocessor is not None:
+        extra_post = list(postprocessor)
     if reranker == "env":
         from .rerank import make_reranker
 
@@ -185,7 +231,8 @@ def build_narrative_retriever(
         local, judge = None, getattr(reranker, "judge", reranker)
     rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
-                                                  glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n))
+                                                  glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
+                                                  postprocessors=extra_post))
 
 
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:

@@ -481,7 +481,15 @@ class MultiIndexRetriever:
         t0 = now() if tracer else 0.0
         libs = self.route(query)
         if tracer is not None:
-            tracer.add("route", "router" if self.router else "all", now() - t0, query=query, detail=", ".join(libs))
+            decide = getattr(self.router, "decide", None)  # a router that can say why (ProfileRouter)
+            why = ""
+            if decide is not None:
+                try:
+                    why = decide(query)[1]
+                except Exception:  # the route itself fell back to every library
+                    why = "the router failed: every library"
+            tracer.add("route", type(self.router).__name__ if self.router else "all", now() - t0, query=query,
+                       detail=", ".join(libs) + (f" ({why})" if why else ""))
         rankings: dict[str, list[tuple[str, str]]] = {}
         best: dict[tuple[str, str], Hit] = {}
         for lib in libs:

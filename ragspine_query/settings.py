@@ -50,10 +50,14 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
     EnvVar("RAGSPINE_GATE", "query_gate", "on", "competitor gate on|off (refuses queries naming a glossary competitor)"),
     EnvVar("RAGSPINE_TRANSFORMS", "query_transforms", "", "query transforms: normalize,decompose,step_back,fusion,hyde (comma-separated)"),
-    EnvVar("RAGSPINE_TIERS", "query_tiers", "off", "adaptive tiers off|rules|llm"),
+    EnvVar("RAGSPINE_TIERS", "query_tiers", "off",
+           "adaptive tiers off|rules|llm, or a tier to force: direct|semantic|multi_hop|global|multi_part"),
     EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress (comma-separated)"),
     EnvVar("RAGSPINE_MMR_LAMBDA", "mmr_lambda", "0.7", "MMR relevance/diversity trade-off in [0, 1]"),
-    EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|dynamic|static|llm"),
+    EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|relevance|dynamic|static|llm (on = relevance)"),
+    EnvVar("RAGSPINE_FILTER_EXTRACTION", "filter_extraction", "rules",
+           "automatic filter extraction off|rules|llm (applied as a preference)"),
+    EnvVar("RAGSPINE_ROUTER", "router", "profile", "multi-library routing: profile (glossary entities + library profiles) | all"),
     EnvVar("RAGSPINE_QUERY_CACHE", "query_cache_size", "0", "result cache entries (0 = off)"),
     EnvVar("RAGSPINE_QUERY_CACHE_TTL", "query_cache_ttl_s", "300", "result cache time-to-live, seconds"),
     EnvVar("RAGSPINE_DECAY_HALF_LIFE_DAYS", "decay_half_life_days", "0", "time-decayed RRF half-life on valid_as_of, days (0 = off)"),
@@ -107,6 +111,8 @@ class Settings:
     postprocessor: str = ""
     mmr_lambda: str = "0.7"
     corrective: str = "off"
+    filter_extraction: str = "rules"
+    router: str = "profile"
     query_cache_size: str = "0"
     query_cache_ttl_s: str = "300"
     decay_half_life_days: str = "0"

@@ -13,7 +13,14 @@ tier               when (rule-based classifier)                channels
                    "which … subsidiary/parent/peer"
 ``global``         overview questions: summarise, overall,     ``bm25`` + ``vector`` + the summary
                    trends, themes, landscape, big picture      tree's channel (``tree``/``raptor``)
+``multi_part``     several questions in one: two sentences,    ``bm25`` + ``vector``, and the query
+                   "…; …", "X and Y" between clauses           is **decomposed** (Adaptive-RAG's
+                                                               multi-step path): its sub-questions
+                                                               are retrieved and fused by RRF
 =================  ==========================================  =====================================
+
+A tier can be forced (Cortex's ``Mode``): ``TierClassifier(force="multi_hop")``,
+``QueryIntelligence(tiers="multi_hop")``, ``ragspine query --tiers multi_hop``.
 
 Every tier runs a real path: when the channel a tier needs is not registered (or not
 built for the library), the tier falls back to ``semantic`` and ``explain`` says so. An
@@ -32,7 +39,7 @@ from typing import Any, Callable, Iterable
 from .errors import ConfigError
 from .transforms.base import Variants, ask_llm, with_channels
 
-TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global")
+TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)
 GLOBAL_CHANNELS: tuple[str, ...] = ("tree", "raptor", "summary", "summary_tree")
 BASE_CHANNELS: tuple[str, ...] = ("bm25", "vector")
@@ -59,6 +66,8 @@ def classify_query(query: str, *, entity_count: Callable[[str], int] | None = No
     q = " ".join(str(query).split())
     if _GLOBAL.search(q):
         return "global", "overview wording"
+    if _multi_part(q):
+        return "multi_part", "several questions in one"
     if _MULTI.search(q):
         return "multi_hop", "relational wording"
     if entity_count is not None and entity_count(q) >= 2:
@@ -71,28 +80,44 @@ def classify_query(query: str, *, entity_count: Callable[[str], int] | None = No
     return "semantic", "default"
 
 
+def _multi_part(q: str) -> bool:
+    """Whether ``q`` asks several things: the deterministic splitter finds sub-questions
+    (a comparison "compare A and B" is relational, not multi-part)."""
+    from .transforms.decompose import _COMPARE, split_question
+
+    return not _COMPARE.match(q) and len(split_question(q)) >= 2
+
+
 LLM_SYSTEM = ("Classify the search query into exactly one retrieval tier: direct (exact keyword or identifier lookup), "
               "semantic (a conceptual question), multi_hop (relations between several entities or facts), global "
-              "(an overview or summary across many documents). Answer with the tier name only.")
+              "(an overview or summary across many documents), multi_part (several separate questions in one). "
+              "Answer with the tier name only.")
 
 
 class TierClassifier:
     """Rule-based by default; with ``use_llm=True`` and a provider, asks the LLM first."""
 
-    def __init__(self, *, provider: Any | None = None, use_llm: bool = False, entity_count: Callable[[str], int] | None = None) -> None:
+    def __init__(self, *, provider: Any | None = None, use_llm: bool = False, entity_count: Callable[[str], int] | None = None,
+                 force: str | None = None) -> None:
         if use_llm and provider is None:
             raise ConfigError("the LLM tier classifier needs an LLM provider: set RAGSPINE_LLM_BASE_URL and RAGSPINE_LLM_MODEL, "
                               "or use the rule-based classifier (tiers=rules)")
+        if force is not None and force not in TIERS:
+            raise ConfigError(f"unknown tier {force!r} to force; allowed: {', '.join(TIERS)}")
         self.provider = provider
         self.use_llm = use_llm
         self.entity_count = entity_count
+        self.force = force
 
     def classify(self, query: str) -> tuple[str, str]:
+        if self.force is not None:
+            return self.force, "forced"
         if self.use_llm:
             reply, note = ask_llm(self.provider, LLM_SYSTEM, str(query), max_tokens=8)
             if reply is not None:
                 word = reply.strip().lower().replace("-", "_").split()[0].strip(".:,") if reply.split() else ""
-                word = {"multihop": "multi_hop", "multi": "multi_hop", "hybrid": "semantic", "lexical": "direct"}.get(word, word)
+                word = {"multihop": "multi_hop", "multi": "multi_hop", "hybrid": "semantic", "lexical": "direct",
+                        "multipart": "multi_part"}.get(word, word)
                 if word in TIERS:
                     return word, "LLM"
                 note = "LLM answered no tier"
@@ -130,24 +155,38 @@ def tier_channels(tier: str, available: Iterable[str]) -> tuple[str, frozenset[s
         return "semantic", base, ("global tier needs the summary-tree channel (one of " + ", ".join(GLOBAL_CHANNELS)
                                   + "), which this retriever did not build (not registered, no summary tree, or RAGSPINE_TREE=off): "
                                   "fell back to semantic")
+    if tier == "multi_part":
+        return "multi_part", base, f"decomposed; channels {', '.join(sorted(base))}"
     return "semantic", base, f"channels {', '.join(sorted(base))}"
 
 
 class AdaptiveTierTransform:
     """The tier as the pipeline's last transform: classify the user's query, then restrict
-    every variant to the tier's channels (a pinned variant, e.g. corrective widening, is kept)."""
+    every variant to the tier's channels (a pinned variant, e.g. corrective widening, is kept).
+    The ``multi_part`` tier first adds the query's sub-questions (:class:`DecomposeTransform`:
+    the LLM's when a provider is given, else the deterministic splitter); each passes the
+    competitor gate before retrieval like every variant."""
 
     name = "tiers"
 
-    def __init__(self, classifier: TierClassifier, source: Any) -> None:
+    def __init__(self, classifier: TierClassifier, source: Any, *, decomposer: Any | None = None) -> None:
         self.classifier = classifier
         self.source = source
+        if decomposer is None:
+            from .transforms.decompose import DecomposeTransform
+
+            decomposer = DecomposeTransform(classifier.provider)
+        self.decomposer = decomposer
 
     def __call__(self, variants: list[str]) -> Variants:
         asked, reason = self.classifier.classify(str(variants[0]))
         tier, channels, note = tier_channels(asked, available_channels(self.source))
+        if tier == "multi_part":
+            split = self.decomposer(list(variants))
+            variants = list(split)
+            note = f"{note}: {getattr(split, 'note', '')}"
         out = [with_channels(v, channels, origin=f"tier:{tier}") for v in variants]
-        return Variants(out, f"tier {asked} ({reason}) -> {tier}: {note}")
+        return Variants(out, f"tier {asked} ({reason}) -> {tier}: {note}", tier=tier)
 
 
 __all__ = ["AdaptiveTierTransform", "GLOBAL_CHANNELS", "GRAPH_CHANNELS", "TIERS", "TierClassifier", "available_channels",

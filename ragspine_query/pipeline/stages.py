@@ -47,14 +47,32 @@ class SearchResult(list):
 
     ``refusal`` is a :class:`~ragspine_query.gate.Refusal` (why nothing was retrieved: a
     competitor query, an ungroundable one) or None; a refused result holds no hits.
+
+    Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
+    every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
+    ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
+    :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),
+    ``needs_refinement`` and ``filters`` (the extracted filters' outcome, or None).
     """
 
-    __slots__ = ("explain", "refusal")
+    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters")
 
     def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(hits)
         self.explain = explain
         self.refusal = refusal
+        self.tier: str | None = None
+        self.confidence: Any = None
+        self.needs_refinement: bool | None = None
+        self.filters: Any = None
+
+    def carry(self, other: Any) -> "SearchResult":
+        """Copy ``other``'s tier, confidence, needs_refinement and filters onto this result."""
+        for name in ("tier", "confidence", "needs_refinement", "filters"):
+            value = getattr(other, name, None)
+            if value is not None:
+                setattr(self, name, value)
+        return self
 
     def to_frame(self):
         """A pandas DataFrame with provenance columns (see :func:`hits_to_frame`)."""
@@ -62,14 +80,21 @@ class SearchResult(list):
 
 
 class Snippets(list):
-    """A list of snippet dicts plus ``explain`` (when asked for), ``refusal`` and ``to_frame()``."""
+    """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
+    ``confidence``, ``needs_refinement``, ``filters`` (see :class:`SearchResult`) and ``to_frame()``."""
 
-    __slots__ = ("explain", "refusal")
+    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters")
 
     def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(snippets)
         self.explain = explain
         self.refusal = refusal
+        self.tier: str | None = None
+        self.confidence: Any = None
+        self.needs_refinement: bool | None = None
+        self.filters: Any = None
+
+    carry = SearchResult.carry
 
     def to_frame(self):
         return hits_to_frame(self)
@@ -182,6 +207,9 @@ class QueryPipeline:
 
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         tracer = Tracer() if explain else None
+        from ..assessment import default_tier
+
+        tier = default_tier(self.source)
         if self.gate is not None:
             t0 = now()
             refusal = self.gate.check(query)
@@ -189,12 +217,15 @@ class QueryPipeline:
                 tracer.add("gate", type(self.gate).__name__, now() - t0, query=query,
                            detail=f"refused: {refusal.reason}" if refusal else "passed")
             if refusal is not None:
-                return SearchResult([], tracer.freeze(query) if tracer else None, refusal)
+                res = SearchResult([], tracer.freeze(query) if tracer else None, refusal)
+                res.tier = tier
+                return res
         variants = [query]
         for name, t in self.transforms:
             t0 = now()
             out = t(variants)
             variants = list(out) or [query]
+            tier = getattr(out, "tier", "") or tier  # the adaptive tiers say which tier runs
             if tracer is not None:
                 note = getattr(out, "note", "")  # a transform may say why it did nothing
                 tracer.add("transform", name, now() - t0, detail=" | ".join(variants) + (f" ({note})" if note else ""))
@@ -267,4 +298,6 @@ class QueryPipeline:
             ex = tracer.freeze(query)
             if not include_restricted:
                 ex = ex.without_restricted()
-        return SearchResult(hits, ex)
+        res = SearchResult(hits, ex)
+        res.tier = tier
+        return res

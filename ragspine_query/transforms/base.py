@@ -96,13 +96,15 @@ def with_channels(query: str, channels: Iterable[str] | None, *, origin: str = "
 
 
 class Variants(list):
-    """A transform's output: the query variants (first = the user's query) and a ``note``."""
+    """A transform's output: the query variants (first = the user's query), a ``note`` and,
+    from the adaptive tiers, the ``tier`` that runs (recorded on the result)."""
 
-    __slots__ = ("note",)
+    __slots__ = ("note", "tier")
 
-    def __init__(self, variants: Iterable[str] = (), note: str = "") -> None:
+    def __init__(self, variants: Iterable[str] = (), note: str = "", tier: str = "") -> None:
         super().__init__(variants)
         self.note = note
+        self.tier = tier
 
 
 def ask_llm(provider: Any, system: str, user: str, *, max_tokens: int = 256) -> tuple[str | None, str]:

@@ -59,8 +59,9 @@ def test_refine_query_keeps_content_words():
     assert refine_query("What was the gross margin of Acme China in 2024?") == "gross margin Acme China 2024"
 
 
-def test_loop_uses_correct_refuses_incorrect_and_acts_on_ambiguous(sample):
-    r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(corrective="dynamic"))
+@pytest.mark.parametrize("mode", ["dynamic", "relevance", "on"])
+def test_loop_uses_correct_refuses_incorrect_and_acts_on_ambiguous(sample, mode):
+    r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(corrective=mode))
     ok = r.retrieve("Acme US gross margin 2024", top_k=5, explain=True)
     grades = [s for s in ok.explain.stages if s.stage == "grade"]
     assert ok.refusal is None and ok and grades[0].detail.startswith(("correct", "ambiguous"))
@@ -72,29 +73,63 @@ def test_loop_uses_correct_refuses_incorrect_and_acts_on_ambiguous(sample):
 class ScriptedPipeline:
     """A real sequence of results (the first ambiguous, the second agreeing) to drive the loop."""
 
-    def __init__(self, results):
-        self.results, self.calls = list(results), []
+    def __init__(self, results, tier=None):
+        self.results, self.calls, self.tier = list(results), [], tier
 
     def run(self, query, *, filters=None, top_k=10, include_restricted=False, explain=False):
         from ragspine_query.pipeline.stages import SearchResult
 
         self.calls.append((str(query), filters, getattr(query, "pinned", False)))
-        return SearchResult(self.results.pop(0))
+        res = SearchResult(self.results.pop(0))
+        res.tier = self.tier
+        return res
 
 
-def test_ambiguous_drops_filters_then_rewrites_then_widens_and_at_most_two_rounds():
-    amb = [_hit("a", 0.0164, bm25=9), _hit("b", 0.0163, vector=0.9), _hit("c", 0.016, bm25=8), _hit("d", 0.0159, vector=0.8)]
-    good = [_hit("x", 0.032, bm25=9, vector=0.9), _hit("y", 0.031, bm25=8, vector=0.8), _hit("z", 0.03, bm25=7, vector=0.7)]
-    p = ScriptedPipeline([amb, good])
+AMB = [_hit("a", 0.0164, bm25=9), _hit("b", 0.0163, vector=0.9), _hit("c", 0.016, bm25=8), _hit("d", 0.0159, vector=0.8)]
+GOOD = [_hit("x", 0.032, bm25=9, vector=0.9), _hit("y", 0.031, bm25=8, vector=0.8), _hit("z", 0.03, bm25=7, vector=0.7)]
+BAD = [_hit("n", 0.01, bm25=0.1), _hit("m", 0.009, vector=0.05)]
+
+
+def test_seed_order_drop_filters_then_rewrite_then_refuse_at_most_two_actions():
+    p = ScriptedPipeline([AMB, GOOD])
     out = CorrectiveRetrieval(p).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
     assert p.calls == [("What is the margin?", {"entity": "ACME_CN"}, False), ("What is the margin?", None, False)]
     assert [h.chunk_id for h in out] == ["x", "y", "z"] and [s.name for s in out.explain.stages if s.stage == "correct"] == ["drop_filters"]
-    p = ScriptedPipeline([amb, amb])
+    assert out.confidence.grade == "high" and out.needs_refinement is False
+    # still ambiguous after dropping the filters: the rewrite runs (without the filters), then the best set is used
+    p = ScriptedPipeline([AMB, AMB, GOOD])
+    out = CorrectiveRetrieval(p).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
+    assert [c[:2] for c in p.calls] == [("What is the margin?", {"entity": "ACME_CN"}), ("What is the margin?", None), ("margin", None)]
+    assert [s.name for s in out.explain.stages if s.stage == "correct"] == ["drop_filters", "rewrite"]
+    assert [h.chunk_id for h in out] == ["x", "y", "z"]
+    # an incorrect grade is corrected too (it used to refuse at once), and refused only when nothing helps
+    p = ScriptedPipeline([BAD, BAD, BAD])
+    out = CorrectiveRetrieval(p, config=CRAGConfig(dynamic=False)).run("What is the margin?", filters={"entity": "X"}, explain=True)
+    assert len(p.calls) == 3 and list(out) == [] and out.refusal is not None and out.refusal.kind == "low_confidence"
+    assert "after drop filters, then rewrite" in out.refusal.reason and out.confidence.grade == "low" and out.needs_refinement
+    p = ScriptedPipeline([BAD, GOOD])
+    out = CorrectiveRetrieval(p).run("What is the margin?")
+    assert p.calls[1][0] == "margin" and out.refusal is None and [h.chunk_id for h in out] == ["x", "y", "z"]
+    # ambiguous, nothing better: round 1's set, flagged for refinement
+    p = ScriptedPipeline([AMB, AMB])
     out = CorrectiveRetrieval(p).run("What is the margin?")
     assert p.calls[1][0] == "margin" and len(p.calls) == 2 and [h.chunk_id for h in out] == ["a", "b", "c", "d"]
-    p = ScriptedPipeline([amb, good])
+    assert out.confidence.grade == "medium" and out.needs_refinement
+    # nothing to drop or rewrite, but a tier restricted the channels: every channel
+    p = ScriptedPipeline([AMB, GOOD], tier="direct")
     CorrectiveRetrieval(p).run("margin")
-    assert p.calls[1] == ("margin", None, True)  # nothing to drop or rewrite: every channel
+    assert p.calls[1] == ("margin", None, True)
+
+
+def test_relevance_grader_drops_a_wrong_filter(sample):
+    """The issue's case: irrelevant hits restricted by a wrong filter must not grade 'correct'."""
+    r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(corrective="relevance", filters="off"))
+    res = r.retrieve("anti-bribery policy gifts to public officials", filters={"entity": "ACME_ENERGY", "topic": "earnings"},
+                     top_k=5, explain=True)
+    grades = [s.detail for s in res.explain.stages if s.stage == "grade"]
+    assert grades[0].startswith(("ambiguous", "incorrect")), grades
+    assert [s.name for s in res.explain.stages if s.stage == "correct"][0] == "drop_filters"
+    assert res and res.refusal is None and any("bribery" in s["doc_id"] for s in res)
 
 
 def test_llm_grader_sees_no_restricted_text_and_falls_back_on_failure():

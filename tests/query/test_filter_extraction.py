@@ -1,0 +1,157 @@
+"""Automatic filter extraction: the deterministic extractor, the LLM one behind the same
+protocol, and the preference (applied, filled, dropped — never wider than the caller's set)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragspine_query.cli import main as query_main
+from ragspine_query.errors import ConfigError
+from ragspine_query.filter_extraction import (FilterExtractor, FilterPreference, LLMFilterExtractor, RuleFilterExtractor,
+                                              make_filter_extractor)
+from ragspine_query.filters import Predicate
+from ragspine_query.glossary import Glossary
+from ragspine_query.intelligence import QueryIntelligence
+from ragspine_query.link import build_narrative_retriever
+from ragspine_query.llm import OpenAICompatibleProvider
+from tests.conftest import REPO_ROOT
+from tests.query.qi_library import shared_sample
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
+from llm_server import LocalChatServer  # noqa: E402
+
+GLOSSARY = Glossary.load(REPO_ROOT / "data" / "glossary.toml")
+PERIODS = ("2023", "2024", "2024Q1", "2024Q2", "2024Q3", "2024Q4", "2025H1")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return shared_sample(tmp_path_factory)
+
+
+def preds(query: str, **kw) -> dict[str, tuple[str, object, float]]:
+    ex = RuleFilterExtractor(GLOSSARY, period_values=kw.pop("periods", PERIODS)).extract(query)
+    return {p.predicate.field: (p.predicate.op, p.predicate.value, p.confidence) for p in ex.predicates}
+
+
+@pytest.mark.parametrize("query, period", [
+    ("Acme China revenue in 2024Q3", "2024Q3"), ("revenue Q3 2024", "2024Q3"), ("revenue 3Q24", "2024Q3"),
+    ("the third quarter of 2024", "2024Q3"), ("2024年第三季度营收", "2024Q3"), ("2024年三季度收入", "2024Q3"),
+    ("2024 Q2 margin", "2024Q2"), ("first half of 2025", "2025H1"), ("2025年上半年", "2025H1"), ("H1 2025 profit", "2025H1"),
+    ("the fourth quarter 2024", "2024Q4"),
+])
+def test_periods_in_both_languages(query, period):
+    op, value, conf = preds(query)["period"]
+    assert (op, value) == ("eq", period) and conf >= 0.8
+
+
+def test_entities_by_any_name_in_either_language_and_not_competitors():
+    assert preds("Acme China revenue")["entity"][:2] == ("eq", "ACME_CN")
+    assert preds("艾克美中国的营收")["entity"][:2] == ("eq", "ACME_CN")
+    assert preds("ACME_US gross margin")["entity"][:2] == ("eq", "ACME_US")
+    assert preds("Acme US and Acme Europe margins")["entity"][:2] == ("in", ("ACME_EU", "ACME_US"))
+    assert "entity" not in preds("Globex market share")  # a competitor: the gate's business, not a filter
+    # "Acme China" is the entity, not the geography China; a bare "China" is the geography
+    assert "geography" not in preds("Acme China revenue")
+    assert preds("revenue in China")["geography"][:2] == ("eq", "CN") and preds("欧洲的需求")["geography"][:2] == ("eq", "EU")
+
+
+def test_years_and_dates_map_to_held_periods_with_lower_confidence():
+    op, value, conf = preds("Acme US revenue in 2024")["period"]
+    assert op == "in" and value == ("2024", "2024Q1", "2024Q2", "2024Q3", "2024Q4") and conf == 0.5
+    assert preds("FY2023 results")["period"][:2] == ("eq", "2023")
+    assert preds("what happened on 2024-10-28")["period"][:2] == ("in", ("2024", "2024Q4"))
+    assert preds("risks as of 2024-06-30")["valid_as_of"][:2] == ("lte", "2024-06-30")
+    assert preds("changes since 2025-01-01")["valid_as_of"][:2] == ("gte", "2025-01-01")
+    assert preds("why did margins fall") == {}
+
+
+def test_make_filter_extractor_modes_and_protocol(sample):
+    assert make_filter_extractor("off") is None
+    assert isinstance(make_filter_extractor("rules", glossary=GLOSSARY), FilterExtractor)
+    with pytest.raises(ConfigError, match="allowed: off, rules, llm"):
+        make_filter_extractor("magic")
+    with pytest.raises(ConfigError, match="LLM provider"):
+        make_filter_extractor("llm", glossary=GLOSSARY)
+    with pytest.raises(ConfigError, match="filter extraction mode"):
+        QueryIntelligence(filters="bogus")
+
+
+def test_llm_extractor_validates_values_and_falls_back_to_the_rules():
+    rules = RuleFilterExtractor(GLOSSARY, period_values=PERIODS)
+    values = {"entity": ("ACME_CN", "ACME_US"), "period": PERIODS, "geography": ("CN", "US")}
+    replies = iter(['{"entity": ["ACME_US", "NOT_HELD"], "period": ["2024Q2"], "geography": []}', "no json here"])
+    with LocalChatServer(["ok", "ok", "500"], reply=lambda req: next(replies)) as server:
+        ex = LLMFilterExtractor(OpenAICompatibleProvider(server.base_url, "m", max_retries=0, timeout_s=5), rules, values=values)
+        got = ex.extract("How did the American unit do in Q2?")
+        assert {p.predicate for p in got.predicates} == {Predicate("entity", "eq", "ACME_US"), Predicate("period", "eq", "2024Q2")}
+        assert got.extractor == "llm"
+        bad = ex.extract("Acme China 2024Q3")  # no JSON: the rules' predicates, with a note
+        assert bad.extractor == "llm→rules" and "no JSON" in bad.note
+        assert {p.predicate.field for p in bad.predicates} == {"entity", "period"}
+        failed = ex.extract("Acme China 2024Q3")  # HTTP 500
+        assert failed.extractor == "llm→rules" and {p.predicate.field for p in failed.predicates} == {"entity", "period"}
+
+
+def _ids(res):
+    return [(s["doc_id"], s["entity"], s["period"]) for s in res]
+
+
+def test_preference_applies_fills_and_drops_but_never_widens(sample):
+    on = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="rules"))
+    off = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="off"))
+    q = "Acme China revenue in 2024Q3"
+    res = on.retrieve(q, top_k=8, explain=True)
+    assert res.filters.outcome in ("applied", "filled")
+    matching = [s for s in res if s["entity"] == "ACME_CN" and s["period"] == "2024Q3"]
+    assert matching and res[: len(matching)] == matching  # the preferred rows come first
+    extract = [s for s in res.explain.stages if s.stage == "extract"]
+    assert extract and "entity=ACME_CN" in extract[0].detail and "period=2024Q3" in extract[0].detail
+    # the off pipeline ranks the Q3 report lower: extraction changes the order, not the candidate set
+    assert _ids(res) != _ids(off.retrieve(q, top_k=8))
+    # a period no library holds empties the filtered set: the predicates are dropped
+    dropped = on.retrieve("Acme China revenue in 2031Q1", top_k=5, explain=True)
+    assert dropped.filters.outcome == "dropped" and len(dropped) == 5
+    assert _ids(dropped) == _ids(off.retrieve("Acme China revenue in 2031Q1", top_k=5))
+    assert any(s.name == "dropped" for s in dropped.explain.stages)
+    # with the caller's own filter, nothing outside it ever comes back (extracted or dropped)
+    for text in (q, "Acme China revenue in 2031Q1", "Acme US revenue in 2024Q2"):
+        got = on.retrieve(text, filters={"topic": "earnings"}, top_k=10)
+        assert got and all(s["topic"] == "earnings" for s in got)
+        baseline = {s["chunk_id"] for s in off.retrieve(text, filters={"topic": "earnings"}, top_k=500)}
+        assert {s["chunk_id"] for s in got} <= baseline
+
+
+def test_strict_preference_keeps_a_short_filtered_result(sample):
+    strict = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="rules", filter_fill=False))
+    res = strict.retrieve("Acme China revenue in 2024Q3", top_k=50)
+    assert res.filters.outcome == "applied" and res and all(s["entity"] == "ACME_CN" and s["period"] == "2024Q3" for s in res)
+
+
+def test_a_failing_extractor_never_fails_or_widens_the_query(sample):
+    class Broken:
+        def extract(self, query):
+            raise RuntimeError("boom")
+
+    base = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="off"))
+    pipe = FilterPreference(base.index.pipeline.pipeline, Broken())
+    res = pipe.run("Acme China revenue", top_k=5, explain=True)
+    assert len(res) == 5 and res.filters.outcome == "none"
+    assert "extractor failed (RuntimeError)" in next(s.detail for s in res.explain.stages if s.stage == "extract")
+
+
+def test_cli_shows_extraction_in_explain_and_json(sample, capsys):
+    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "filters (" in out and "entity=ACME_CN" in out and " extract " in out
+    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["filters"]["outcome"] in ("applied", "filled")
+    assert {(p["field"], p["value"]) for p in doc["filters"]["predicates"]} == {("entity", "ACME_CN"), ("period", "2024Q3")}
+    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain",
+                       "--filters", "off"]) == 0
+    assert "filters" not in json.loads(capsys.readouterr().out)
