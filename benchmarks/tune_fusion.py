@@ -143,6 +143,8 @@ def main(argv=None) -> int:
     p.add_argument("--embedding", default="auto")
     p.add_argument("--out", default="data/eval")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--only", default="", help="score only these settings, not the grid: 'en:dense=1.0 cross=0.0 other=1.0 earn=0.75 "
+                                               "margin=0.1|zh:...' (one per query language), several joined by ';;'")
     args = p.parse_args(argv)
     data = collect(Path(args.dataset_dir), split=args.split, qrels=args.qrels, embedding=args.embedding, out=Path(args.out))
     rl = data["row_language"]
@@ -150,7 +152,16 @@ def main(argv=None) -> int:
             ("previous-mixed", score(data, previous_mixed(rl)))]
     default = {"en": FUSION_POLICIES["mixed:en"].mixed, "zh": FUSION_POLICIES["mixed:zh"].mixed}
     rows.append(("default", score(data, mixed(default, rl))))
-    for dense, cross, earn, margin, other in itertools.product((0.0, 0.5, 1.0), (0.0, 0.25, 0.5), (0.25, 0.5, 0.75, 1.0, 1.25),
+    for setting in filter(None, args.only.split(";;")):
+        chosen = {}
+        for part in setting.split("|"):
+            lang, _, spec = part.partition(":")
+            kv = dict(item.split("=") for item in spec.split())
+            chosen[lang.strip()] = MixedLanguagePolicy(bm25=1.0, dense=float(kv["dense"]), cross_same=float(kv["cross"]),
+                                                       other_dense=float(kv["other"]), earn=float(kv["earn"]),
+                                                       margin=float(kv["margin"]))
+        rows.append((setting, score(data, mixed(chosen, rl))))
+    for dense, cross, earn, margin, other in () if args.only else itertools.product((0.0, 0.5, 1.0), (0.0, 0.25, 0.5), (0.25, 0.5, 0.75, 1.0, 1.25),
                                                                (0.02, 0.05, 0.1), (0.0, 0.5, 1.0)):
         pol = MixedLanguagePolicy(bm25=1.0, dense=dense, cross_same=cross, other_dense=other, earn=earn, margin=margin)
         rows.append((f"dense={dense} cross={cross} other={other} earn={earn} margin={margin}",

@@ -279,10 +279,11 @@ def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
     return dict(sorted(out.items()))
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool = True) -> list[ModeResult]:
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
-    ``multi_query=False``: no glossary variants (the gate still uses the glossary), to measure them."""
+    ``multi_query``: glossary multi-query variants on/off (None: the user's default,
+    ``RAGSPINE_MULTI_QUERY``); the gate uses the glossary either way."""
     from ragspine_query.eval.beir import load_beir
     from ragspine_query.eval.metrics import evaluate_run, write_trec_run
     from ragspine_query.eval.report import CURVE_KS
@@ -324,7 +325,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             run_dir = paths.root.parent.parent / "runs"
             run_dir.mkdir(parents=True, exist_ok=True)
             run_name = (f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
-                        + ("" if multi_query else "-no-multi-query"))
+                        + ("" if multi_query is None else "-multi-query" if multi_query else "-no-multi-query"))
             run_path = run_dir / f"{run_name}.trec"
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
@@ -384,8 +385,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="a _library.toml key of the evaluation library, e.g. breakpoint_percentile=25 or "
                         "summarizer=none (repeatable; see docs/configuration.md)")
     p.add_argument("--tree", default="off", help="summary-tree channel fused with each mode: off|collapsed|traversal (default off)")
-    p.add_argument("--multi-query", default="on", choices=("on", "off"),
-                   help="glossary multi-query variants, as `ragspine query` asks them (default on); off measures them")
+    p.add_argument("--multi-query", default=None, choices=("on", "off"),
+                   help="glossary multi-query variants on|off (default: RAGSPINE_MULTI_QUERY, as `ragspine query`)")
     p.add_argument("--max-queries", type=int, default=0, metavar="N",
                    help="evaluate a deterministic sample of N queries (by SHA-256 of the id), for screening (default 0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
@@ -418,7 +419,8 @@ def run_eval_cli(args: argparse.Namespace) -> int:
                                reranker=args.reranker, out=Path(args.out) if args.out else None,
                                embedding=args.embedding, quiet=args.quiet, live_progress=not args.json, chunker=args.chunker,
                                chunker_options=_parse_options(args.library_option), tree=args.tree,
-                               max_queries=args.max_queries, multi_query=args.multi_query == "on")
+                               max_queries=args.max_queries,
+                               multi_query=None if args.multi_query is None else args.multi_query == "on")
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:

@@ -140,7 +140,7 @@ def build_narrative_retriever(
     intelligence: Any | None = None,
     cache: Any | None = None,
     rerank_top_n: int = 10,
-    multi_query: bool = True,
+    multi_query: bool | None = None,
     postprocessor: Any | None = None,
     router: Any | None | str = "env",
 ) -> NarrativeIndexRetriever:
@@ -161,8 +161,9 @@ def build_narrative_retriever(
     the query-intelligence stages; ``cache`` shares a
     :class:`~ragspine_query.cache.ScopedCache` between retrievers. Time-decayed RRF
     follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``. ``rerank_top_n``: how many of the top hits
-    the reranker reorders (10). ``multi_query=False`` keeps the glossary for the gate but
-    asks no glossary variants. ``ragspine eval`` evaluates exactly this chain.
+    the reranker reorders (10). ``multi_query``: ask the glossary's multi-query variants
+    too (default ``RAGSPINE_MULTI_QUERY``, off: on the sample's judged set they measured no
+    better, docs/evaluation.md); the gate uses the glossary either way. ``ragspine eval`` evaluates exactly this chain.
 
     ``postprocessor`` (the seed's keyword): a spec such as ``"mmr,lost_in_middle"``
     (replaces the intelligence's), or what
@@ -229,6 +230,13 @@ def build_narrative_retriever(
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
+    if multi_query is None:
+        from .errors import ConfigError
+
+        value = (settings.multi_query or "off").strip().lower()
+        if value not in ("on", "off"):
+            raise ConfigError(f"RAGSPINE_MULTI_QUERY must be on or off, got {settings.multi_query!r}")
+        multi_query = value == "on"
     rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
                                                   glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
