@@ -3,7 +3,8 @@
 One directory per snapshot (``relation_graph/``, registered in ``schema.ARTIFACT_REGISTRY``)::
 
     nodes.parquet     node_id, kind (entity|chunk), key, label, source, chunk_row, df
-    edges.parquet     src, dst, type, weight, provenance, verified, label
+    edges.parquet     src, dst, type, weight, provenance, verified, label, evidence (list of the chunk ids
+                      that state the edge: the chunk itself for about/mentions, at most 8 for the rest)
     indptr.npy        int64[n_nodes+1]  symmetric adjacency in CSR (both directions of every edge)
     indices.npy       int32[nnz]        neighbour node ids, ascending within a node
     weights.npy       float32[nnz]      edge weight
