@@ -1,4 +1,5 @@
-"""``ragspine query``: search a published library from the shell (no Dagster needed)."""
+"""``ragspine query`` (search a published library) and ``ragspine graph`` (typed, cited questions
+over its relation graph) from the shell — no Dagster needed."""
 
 from __future__ import annotations
 
@@ -58,6 +59,50 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (it may register channels, transforms, post-processors); repeatable")
     return p
+
+
+def add_graph_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """``ragspine graph rollup|peers|derived``: typed questions over the relation graph, answered with cited facts."""
+    p = sub.add_parser("graph", help="typed questions over the relation graph: roll-up, peers, derivation (cited)",
+                       description=("Walk the glossary relations of a published library (subsidiary_of, peer_of, derived_from) "
+                                    "and cite the open chunks that state every fact. RESTRICTED chunks are never read."))
+    gsub = p.add_subparsers(dest="question", required=True)
+    for name, subject, help_text in (
+            ("rollup", "parent", "every subsidiary of PARENT (transitively) and, with --metric, each one's cited facts"),
+            ("peers", "entity", "the peers of ENTITY and, with --metric, the cited facts of each"),
+            ("derived", "metric", "what METRIC is derived from (transitively) and, with --entity, the cited facts of each metric")):
+        q = gsub.add_parser(name, help=help_text, description=help_text)
+        q.add_argument("library_dir", help="published library directory (data/artifacts/<library> or a snapshot)")
+        q.add_argument(subject, help=f"glossary {'metric' if subject == 'metric' else 'entity'} id or name")
+        if name == "derived":
+            q.add_argument("--entity", default="", help="the entity whose facts to cite (glossary id or name)")
+        else:
+            q.add_argument("--metric", default="", help="the metric to cite facts for (glossary id or name), e.g. revenue")
+        q.add_argument("--period", default="", help="a period prefix, e.g. 2024 or 2024Q3")
+        q.add_argument("--facts", type=_top_k_arg, default=3, help="facts per entity or metric (default 3)")
+        q.add_argument("--no-gate", action="store_true",
+                       help="also give the facts of competitor entities (default: the security gate withholds them)")
+        q.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    return p
+
+
+def run_graph(args: argparse.Namespace) -> int:
+    from .graph.questions import derivation, peers, rollup
+    from .library import open_library
+
+    gate = not args.no_gate
+    with open_library(args.library_dir) as lib:
+        if args.question == "rollup":
+            answer = rollup(lib, args.parent, args.metric, args.period, gate=gate, facts_per_subject=args.facts)
+        elif args.question == "peers":
+            answer = peers(lib, args.entity, args.metric, args.period, gate=gate, facts_per_subject=args.facts)
+        else:
+            answer = derivation(lib, args.metric, args.entity, args.period, gate=gate, facts_per_subject=args.facts)
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(printable_block(answer.format_text()))
+    return 0
 
 
 def load_plugins(modules: Sequence[str]) -> None:
@@ -151,9 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragspine")
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
+    add_graph_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return run_query(args)
+        return run_graph(args) if args.command == "graph" else run_query(args)
     except RagspineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
