@@ -54,6 +54,9 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")
     p.add_argument("--tree", default=None, choices=("collapsed", "traversal", "off"),
                    help="summary-tree channel fused with the others (default RAGSPINE_TREE or off); --explain shows its node hits")
+    p.add_argument("--global", dest="global_themes", action="store_true",
+                   help="answer with the library's themes instead of ranked chunks: the relation graph's community "
+                        "summaries and the summary tree's top themes, ranked by the query, each with the chunks it cites")
     p.add_argument("--decay-half-life", type=float, default=None, metavar="DAYS",
                    help="time-decayed RRF on valid_as_of, half-life in days (default RAGSPINE_DECAY_HALF_LIFE_DAYS or 0 = off)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
@@ -118,10 +121,52 @@ def load_plugins(modules: Sequence[str]) -> None:
             raise ConfigError(f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
+def run_global(args: argparse.Namespace) -> int:
+    """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations."""
+    from .graph.communities import community_themes
+    from .library import open_library
+    from .tree.channel import global_overview
+
+    top = args.top_k or 5
+    from .link import backend_for_library
+
+    with open_library(args.library_dir) as lib:
+        communities = community_themes(lib, args.text, top_n=top)
+        tree = []
+        if lib.summary_tree() is not None:
+            backend = backend_for_library(lib, "hybrid") if lib.embedding_model_id else None
+            tree = global_overview(lib, args.text, top_n=top, embedding_backend=backend)
+    if args.json:
+        out = {"communities": [{"community_id": t.community_id, "title": t.title, "summary": t.summary,
+                                "entities": t.n_entities, "member_chunks": t.n_chunks, "score": t.score,
+                                "citations": list(t.citations)} for t in communities],
+               "tree_themes": [{"node_id": t.node_id, "level": t.level, "summary": t.summary, "leaves": t.n_leaves,
+                                "score": t.score, "citations": list(t.citations)} for t in tree]}
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    print(f"themes: {printable(args.text)}")
+    if not communities and not tree:
+        print("  (no theme matches: the snapshot has no community or summary-tree theme for these words)")
+    for i, t in enumerate(communities, 1):
+        print(f"[community {i}] {printable(t.title)}  ({t.n_entities} entities, {t.n_chunks} member chunks, score {t.score:.3f})")
+        print(textwrap.indent(textwrap.fill(printable(t.summary), 100), "    "))
+        for c in t.citations:
+            print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
+    for i, t in enumerate(tree, 1):
+        body = " ".join(t.summary.split())
+        print(f"[tree theme {i}] node {printable(t.node_id)} level {t.level} ({t.n_leaves} chunks, score {t.score:.3f})")
+        print(textwrap.indent(textwrap.fill(printable(body[:400]) + ("…" if len(body) > 400 else ""), 100), "    "))
+        for c in t.citations:
+            print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
+    return 0
+
+
 def run_query(args: argparse.Namespace) -> int:
     from .link import build_narrative_retriever
 
     load_plugins(getattr(args, "plugin", []) or [])
+    if getattr(args, "global_themes", False):
+        return run_global(args)
     explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
     filters: dict = {}

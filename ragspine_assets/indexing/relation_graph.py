@@ -74,6 +74,11 @@ class GraphConfig:
     #: Off: CJK names come from the glossary, titles, headings, metadata and quoted/《》 spans
     #: only (mined terms were 0.57 precise on the sample's hand labels, docs/graph-labels.tsv).
     cjk_mined_terms: bool = False
+    #: Louvain communities of the entities with one extractive summary each (``.communities``):
+    #: ``auto`` builds them when networkx is importable and the graph has at most
+    #: ``max_community_entities`` entities; ``on`` / ``off`` force it.
+    communities: Literal["auto", "on", "off"] = "auto"
+    max_community_entities: int = 20000
 
     def __post_init__(self) -> None:
         if self.synonyms not in ("auto", "on", "off"):
@@ -82,6 +87,8 @@ class GraphConfig:
             raise ConfigError(f"synonym_threshold must be in (0, 1], got {self.synonym_threshold}")
         if self.max_cooccur_entities < 2 or self.max_synonym_entities < 0:
             raise ConfigError("max_cooccur_entities must be >= 2 and max_synonym_entities >= 0")
+        if self.communities not in ("auto", "on", "off"):
+            raise ConfigError(f"communities must be one of auto, on, off; got {self.communities!r}")
         if not 0.0 < self.max_entity_df_share <= 1.0:
             raise ConfigError(f"max_entity_df_share must be in (0, 1], got {self.max_entity_df_share}")
 
@@ -126,6 +133,10 @@ class RelationGraphRef:
     note: str = ""
     llm_calls: int = 0
     llm_cached: int = 0
+    #: The largest communities: (title, entities, member chunks, summary, cited chunk ids) — UI metadata.
+    communities: tuple[tuple[str, int, int, str, str], ...] = ()
+    communities_count: int = 0
+    communities_note: str = ""
 
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name -> directory (none when no graph was built)."""
@@ -404,7 +415,10 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     np.save(directory / ga.WEIGHTS_FILE, weights)
     np.save(directory / ga.ETYPE_FILE, e2[order][np.lexsort((d2[order], s2[order]))].astype(np.uint8))
     np.save(directory / ga.CHUNK_NODE_FILE, chunk_node)
+    communities = _write_communities(directory, config, n_ent, edge_list, node_of, chunks_of, open_chunks,
+                                     [labels[k] for k in entity_keys])
     params = {
+        "communities": communities,
         "version": ga.GRAPH_VERSION,
         "counts": {"nodes": {"entity": n_ent, "chunk": len(chunk_rows)},
                    "edges": {t: int(c) for t, c in sorted(Counter(types).items())},
@@ -417,6 +431,50 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     }
     (directory / ga.PARAMS_FILE).write_text(json.dumps(params, indent=1, sort_keys=True), encoding="utf-8")
     return params
+
+
+def _write_communities(directory: Path, config: GraphConfig, n_ent: int, edge_list: Sequence, node_of: Mapping[str, int],
+                       chunks_of: Mapping[str, Sequence[str]], open_chunks: Sequence[GraphChunk],
+                       labels: Sequence[str]) -> dict[str, Any]:
+    """Detect and summarise the entity communities (:mod:`.communities`) into ``communities.parquet``."""
+    from .communities import LOUVAIN_SEED, build_communities, detect_communities
+
+    why = ""
+    if config.communities == "off":
+        why = "communities = off"
+    elif n_ent > config.max_community_entities and config.communities == "auto":
+        why = f"{n_ent} entities, more than max_community_entities={config.max_community_entities}"
+    else:
+        try:
+            import networkx  # noqa: F401
+        except ImportError:
+            if config.communities == "on":
+                raise ConfigError("communities = 'on' needs networkx: pip install 'ragspine[graph]'") from None
+            why = "networkx is not installed (extra 'graph')"
+    groups: list = []
+    found: list = []
+    if not why:
+        ee = [(node_of[s], node_of[d], float(w)) for (t, s, d), w in edge_list
+              if t not in ga.CHUNK_EDGE_TYPES and s in node_of and d in node_of]
+        degree: dict[int, float] = defaultdict(float)
+        for a, z, w in ee:
+            degree[a] += w
+            degree[z] += w
+        groups = detect_communities(n_ent, ee, seed=LOUVAIN_SEED)
+        entity_chunks = {node_of[k]: v for k, v in chunks_of.items() if k in node_of}
+        found = build_communities(groups, labels=labels, entity_chunks=entity_chunks,
+                                  chunk_text={c.chunk_id: c.text for c in open_chunks}, degree=degree)
+    pq.write_table(pa.table({
+        "community_id": pa.array([c.community_id for c in found], pa.int32()),
+        "title": [c.title for c in found],
+        "size": pa.array([len(c.entity_nodes) for c in found], pa.int32()),
+        "entity_nodes": pa.array([list(c.entity_nodes) for c in found], pa.list_(pa.int32())),
+        "member_chunks": pa.array([list(c.member_chunks) for c in found], pa.list_(pa.string())),
+        "summary": [c.summary for c in found],
+        "citations": pa.array([list(c.citations) for c in found], pa.list_(pa.string())),
+        "quotes": pa.array([list(c.quotes) for c in found], pa.list_(pa.string())),
+    }), directory / ga.COMMUNITIES_FILE)
+    return {"built": not why, "count": len(found), "algorithm": "louvain", "seed": LOUVAIN_SEED, "note": why}
 
 
 def _edge_evidence(b: _Builder, edge: tuple[str, str, str], chunk_id_of: Mapping[str, str]) -> list[str]:
@@ -541,7 +599,18 @@ def verify_relation_graph(directory: Path, chunks: Sequence[GraphChunk], glossar
                 ok = True
                 break
         unsupported += not ok
-    return {"restricted_nodes": restricted_nodes, "restricted_edges": restricted_edges, "unsupported_labels": unsupported}
+    # every community summary sentence occurs in an open chunk it cites
+    unsupported_summaries = 0
+    cpath = directory / ga.COMMUNITIES_FILE
+    if cpath.is_file():
+        open_text = {c.chunk_id: c.text for c in chunks if not is_restricted(c.sensitivity)}
+        com = pq.read_table(cpath, columns=["summary", "citations", "quotes"]).to_pydict()
+        for summary, cites, quotes in zip(com["summary"], com["citations"], com["quotes"]):
+            ok = (len(cites) == len(quotes) and " ".join(quotes) == summary
+                  and all(q and q in open_text.get(cid, "") for cid, q in zip(cites, quotes)))
+            unsupported_summaries += not ok
+    return {"restricted_nodes": restricted_nodes, "restricted_edges": restricted_edges, "unsupported_labels": unsupported,
+            "unsupported_summaries": unsupported_summaries}
 
 
 def _norm(text: str) -> str:
@@ -570,7 +639,7 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
         [(c.chunk_id, c.sensitivity, c.title, c.entity, hashlib.sha256(c.text.encode("utf-8")).hexdigest()) for c in chunks],
         glossary.to_dict() if glossary is not None else None,
         [config.synonyms, config.synonym_threshold, config.max_synonym_entities, config.max_cooccur_entities, config.max_entity_df_share,
-         config.cjk_mined_terms],
+         config.cjk_mined_terms, config.communities, config.max_community_entities],
         getattr(backend, "model_id", None), None if extractor is None else [extractor.model_id, OPENIE_PROMPT_VERSION],
     ])
     target = paths.work_dir("relation_graph", key)
@@ -579,12 +648,25 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
                                                          extractor=extractor, cache_path=cache_path))
     params = json.loads((target / ga.PARAMS_FILE).read_text(encoding="utf-8"))
     top, mermaid = summarize_graph(target)
+    com = params.get("communities") or {}
     ref = RelationGraphRef(str(target), key, dict(params["counts"]["nodes"]), dict(params["counts"]["edges"]), top,
                            time.perf_counter() - t0, int(params["counts"]["restricted_chunks_skipped"]),
                            bool(params["synonyms"]), mermaid, reused,
                            llm_calls=0 if extractor is None else extractor.calls,
-                           llm_cached=0 if extractor is None else extractor.cache_hits)
+                           llm_cached=0 if extractor is None else extractor.cache_hits,
+                           communities=summarize_communities(target), communities_count=int(com.get("count", 0)),
+                           communities_note=str(com.get("note", "")))
     return ref, chunks, glossary
+
+
+def summarize_communities(directory: Path, *, top: int = 8) -> tuple[tuple[str, int, int, str, str], ...]:
+    """The ``top`` largest communities as (title, entities, member chunks, summary, cited chunk ids)."""
+    path = directory / ga.COMMUNITIES_FILE
+    if not path.is_file():
+        return ()
+    t = pq.read_table(path).to_pydict()
+    return tuple((t["title"][i], int(t["size"][i]), len(t["member_chunks"][i]), t["summary"][i],
+                  ", ".join(c[:12] for c in t["citations"][i])) for i in range(min(top, len(t["title"]))))
 
 
 def summarize_graph(directory: Path, *, top: int = 10, picture_neighbours: int = 8) -> tuple[tuple[tuple[str, int], ...], str]:
@@ -632,7 +714,8 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
             ref = RelationGraphRef("", sha256_json(["too-big", max_chunks, index_text.content_hash]), {}, {}, (), 0.0, 0,
                                    False, note=note)
             return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, True, {"restricted_nodes": 0, "restricted_edges": 0,
-                                                                               "unsupported_labels": 0}, note),))
+                                                                               "unsupported_labels": 0, "unsupported_summaries": 0},
+                                            note),))
     backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
     extractor = None
     if getattr(documents.config, "graph_extractor", "offline") == "llm":
@@ -653,7 +736,8 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
         raise ConfigError(f"the relation graph read {len(graph_chunks)} chunk rows but index_text has {index_text.n_rows}: "
                           "re-materialize chunks and downstream")
     found = verify_relation_graph(Path(ref.directory), graph_chunks, glossary)
-    bad = found["restricted_nodes"] + found["restricted_edges"] + found["unsupported_labels"]
+    bad = found["restricted_nodes"] + found["restricted_edges"] + found["unsupported_labels"] + found["unsupported_summaries"]
     return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, bad == 0, dict(found),
                                     f"{found['restricted_nodes']} RESTRICTED chunk node(s), {found['restricted_edges']} edge(s) on "
-                                    f"RESTRICTED chunks, {found['unsupported_labels']} label(s) not found in open text"),))
+                                    f"RESTRICTED chunks, {found['unsupported_labels']} label(s) not found in open text, "
+                                    f"{found['unsupported_summaries']} community summary(ies) not quoted from their cited open chunks"),))
