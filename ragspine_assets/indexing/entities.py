@@ -36,7 +36,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from typing import Container, Iterable, Mapping, Sequence
 
 from ragspine_query.graph.names import STOP_WORDS, entity_key, word_key as _word_key
 
@@ -122,8 +122,11 @@ def _useful(key: str) -> bool:
     return any(ch.isalpha() for ch in key)
 
 
-def english_spans(text: str) -> list[str]:
-    """Capitalised spans and quoted titles of one text, in order of appearance (deduplicated)."""
+def english_spans(text: str, known: "Container[str]" = frozenset()) -> list[str]:
+    """Capitalised spans and quoted titles of one text, in order of appearance (deduplicated).
+
+    ``known``: name keys (the gazetteer's) after whose possessive a span is cut
+    ("Acme Energy's Reno" -> "Acme Energy's", "Reno"; "Arthur's Magazine" stays whole)."""
     out: list[str] = []
     for m in _QUOTED.finditer(text):
         q = m.group(1).strip()
@@ -137,9 +140,13 @@ def english_spans(text: str) -> list[str]:
         pos, whole = 0, m.group(0)
         for cut in [*_SENTENCE_END.finditer(whole), None]:
             end = cut.start() if cut is not None else len(whole)
-            span = _clean_span(whole[pos:end], _sentence_initial(text, m.start() + pos))
-            if span:
-                out.append(span)
+            amount = text[m.start() + end:m.start() + end + 1] in ("%", "％")
+            parts = _possessive_parts(whole[pos:end], known)
+            for k, part in enumerate(parts):
+                span = _clean_span(part, k == 0 and _sentence_initial(text, m.start() + pos),
+                                   amount_after=amount and k == len(parts) - 1)
+                if span:
+                    out.append(span)
             if cut is not None:
                 pos = cut.end()
     seen: set[str] = set()
@@ -152,7 +159,8 @@ def english_spans(text: str) -> list[str]:
     return uniq
 
 
-_SENTENCE_END = re.compile(r"(?:(?<=[a-z])|(?<=\d)|(?<=[\s(][A-Z]{2})|(?<=[A-Z]{3}))\.[ \t]+|(?<=['’]s)[ \t]+")
+_SENTENCE_END = re.compile(r"(?:(?<=[a-z])|(?<=\d)|(?<=[\s(][A-Z]{2})|(?<=[A-Z]{3}))\.[ \t]+")
+_POSSESSIVE_WORD = re.compile(r"^(.+?)['’]s$")
 #: What precedes a sentence-initial word: the text start, a line start (bullets, headings,
 #: table cells) or a sentence end.
 _INITIAL_BEFORE = re.compile(r"(?:^|[\n.!?:;|])\s*(?:[-*+#>|]+\s*)?(?:\d+(?:\.\d+)*[.)]?\s+)?[\s\"“(*_#>-]*$")
@@ -180,7 +188,17 @@ def _number_word(w: str) -> bool:
     return bool(w) and w.replace(".", "").replace(",", "").replace("%", "").isdigit()
 
 
-def _clean_span(span: str, initial: bool) -> str:
+def _possessive_parts(span: str, known: "Container[str]") -> list[str]:
+    """``span`` cut after a possessive whose owner is a known name (the first part keeps its ``'s``)."""
+    words = span.split()
+    for i, w in enumerate(words[:-1]):
+        m = _POSSESSIVE_WORD.match(w)
+        if m is not None and entity_key(" ".join(words[:i] + [m.group(1)])) in known:
+            return [" ".join(words[:i + 1]), *_possessive_parts(" ".join(words[i + 1:]), known)]
+    return [span]
+
+
+def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
     """One capitalised span trimmed: stop words, particles and numbers off both ends
     ("In 1998 Acme", "Revenue of USD 8.7" -> "Revenue"); at a sentence start, a lone
     capitalised word is only a capitalised common word ("Added", "Battery") and a leading
@@ -196,9 +214,12 @@ def _clean_span(span: str, initial: bool) -> str:
                      or _number_word(words[0])):
         if not _number_word(words.pop(0)):  # a section number keeps the next word sentence-initial
             initial = False
+    # a trailing number is cut when it is an amount ("Huaxin 3.6", "Globex 14%"), kept when it
+    # is part of a name ("Apollo 11", "Super Bowl 50", "PowerFlex 5")
     while words and (words[-1].casefold().strip(".") in _STOP_CAPS or words[-1].casefold() in _PARTICLES
-                     or _number_word(words[-1])):
+                     or (_number_word(words[-1]) and (amount_after or not words[-1].isdigit() or len(words) == 1))):
         words.pop()
+        amount_after = False
     if initial and len(words) > 1:
         first = words[0].casefold()
         if first.endswith(("ed", "ing")) or words[1].casefold() in _PARTICLES:
@@ -403,7 +424,7 @@ def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gaze
     counts = Counter()
     labels: dict[str, str] = {}
     longer = [k for k in best if not k.startswith("g:")]
-    for span in english_spans(text):
+    for span in english_spans(text, gaz):
         k = entity_key(span)
         node = gaz.get(k, k)
         if node not in gaz and any(o != k and o.startswith(k + " ") for o in longer):

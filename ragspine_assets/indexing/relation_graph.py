@@ -79,6 +79,10 @@ class GraphConfig:
     #: ``max_community_entities`` entities; ``on`` / ``off`` force it.
     communities: Literal["auto", "on", "off"] = "auto"
     max_community_entities: int = 20000
+    #: The ``co_occurs`` edges (the ``cooccurrence`` relation extractor): off leaves the base
+    #: graph (entities, about/mentions, glossary relations, synonyms) byte-identical whatever
+    #: the chunks' co-occurrences (communities are detected from them either way).
+    cooccurrence: bool = True
 
     def __post_init__(self) -> None:
         if self.synonyms not in ("auto", "on", "off"):
@@ -217,7 +221,11 @@ class _Builder:
     labels: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     source: dict[str, str] = field(default_factory=dict)
     edges: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))
+    #: co-occurrence weights of entity pairs (``co_occurs`` edges when the extractor is on; communities always)
+    cooc: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))
     model_edges: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: model triples dropped because an endpoint names a glossary competitor
+    screened: int = 0
     #: entity-entity edge -> the chunk ids that state it (at most MAX_EVIDENCE, the first by chunk id kept)
     evidence: dict[tuple[str, str, str], set] = field(default_factory=lambda: defaultdict(set))
 
@@ -319,17 +327,29 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         spec = sorted(m.key for m in sorted(kept, key=lambda m: (df[m.key], m.key))[: config.max_cooccur_entities])
         k = len(spec)
         if k > 1:
-            inc, edges = 1.0 / (k - 1), b.edges
+            inc, edges = 1.0 / (k - 1), b.cooc
             for i in range(k):
                 a = spec[i]
                 for j in range(i + 1, k):  # spec is sorted: (a, spec[j]) is already the canonical pair
                     edges[("co_occurs", a, spec[j])] += inc
                     b.cite(("co_occurs", a, spec[j]), ch.chunk_id)
+    if config.cooccurrence:
+        for e, wt in b.cooc.items():
+            b.edges[e] += wt
+    gate = None
+    if extractor is not None and concepts:
+        from ragspine_query.gate import CompetitorGate
+
+        gate = CompetitorGate(glossary)
     if extractor is not None:
         for ch in open_chunks:
             for t in extractor.extract(ch):
                 s, o = entity_key(t.subject), entity_key(t.object)
                 if not s or not o or s == o:
+                    continue
+                # both endpoints screened by the competitor gate: a model never adds a competitor's relation
+                if gate is not None and (gate.competitors_in(t.subject) or gate.competitors_in(t.object)):
+                    b.screened += 1
                     continue
                 s, o = gaz_names.get(s, s), gaz_names.get(o, o)
                 b.entity(s, t.subject, "model")
@@ -415,8 +435,8 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     np.save(directory / ga.WEIGHTS_FILE, weights)
     np.save(directory / ga.ETYPE_FILE, e2[order][np.lexsort((d2[order], s2[order]))].astype(np.uint8))
     np.save(directory / ga.CHUNK_NODE_FILE, chunk_node)
-    communities = _write_communities(directory, config, n_ent, edge_list, node_of, chunks_of, open_chunks,
-                                     [labels[k] for k in entity_keys])
+    communities = _write_communities(directory, config, n_ent, edge_list + ([] if config.cooccurrence else sorted(b.cooc.items())),
+                                     node_of, chunks_of, open_chunks, [labels[k] for k in entity_keys])
     params = {
         "communities": communities,
         "version": ga.GRAPH_VERSION,
@@ -428,6 +448,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         "config": {"synonym_threshold": config.synonym_threshold, "max_cooccur_entities": config.max_cooccur_entities,
                    "max_entity_df_share": config.max_entity_df_share},
         "model_derived_edges": int(sum(1 for t in types if t == "model_relation")),
+        "model_triples_screened": b.screened,
     }
     (directory / ga.PARAMS_FILE).write_text(json.dumps(params, indent=1, sort_keys=True), encoding="utf-8")
     return params
@@ -639,7 +660,7 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
         [(c.chunk_id, c.sensitivity, c.title, c.entity, hashlib.sha256(c.text.encode("utf-8")).hexdigest()) for c in chunks],
         glossary.to_dict() if glossary is not None else None,
         [config.synonyms, config.synonym_threshold, config.max_synonym_entities, config.max_cooccur_entities, config.max_entity_df_share,
-         config.cjk_mined_terms, config.communities, config.max_community_entities],
+         config.cjk_mined_terms, config.communities, config.max_community_entities, config.cooccurrence],
         getattr(backend, "model_id", None), None if extractor is None else [extractor.model_id, OPENIE_PROMPT_VERSION],
     ])
     target = paths.work_dir("relation_graph", key)
@@ -718,17 +739,22 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
                                             note),))
     backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
     extractor = None
-    if getattr(documents.config, "graph_extractor", "offline") == "llm":
+    slot = str(getattr(documents.config, "relation_extractor", "cooccurrence"))
+    legacy_llm = getattr(documents.config, "graph_extractor", "offline") == "llm"  # co-occurrence and OpenIE, as before
+    config = GraphConfig(cooccurrence=slot == "cooccurrence" or (legacy_llm and slot != "none"))
+    if slot == "llm" or legacy_llm:
+        key = "relation_extractor = \"llm\"" if slot == "llm" else "graph_extractor = \"llm\""
         llm = ctx.make_llm() if getattr(ctx, "make_llm", None) is not None else None
         if llm is None:
-            raise ConfigError("this library's _library.toml sets graph_extractor = \"llm\" but no LLM is configured: set "
-                              "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set graph_extractor = \"offline\"")
+            raise ConfigError(f"this library's _library.toml sets {key} but no LLM is configured: set "
+                              "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set relation_extractor = \"cooccurrence\" "
+                              "(or \"none\")")
         extractor = OpenIETripleExtractor(llm, model_id=str(getattr(llm, "model_id", None) or getattr(llm, "model", "llm")),
                                           cache_path=Path(ctx.cache_path).parent / "openie.sqlite")
     try:
         ref, graph_chunks, glossary = build_library_relation_graph(
             ctx.paths, Path(chunks.store_path), glossary_path=settings.glossary_path, backend=backend,
-            extractor=extractor, cache_path=ctx.cache_path)
+            config=config, extractor=extractor, cache_path=ctx.cache_path)
     finally:
         if extractor is not None:
             extractor.close()
