@@ -163,7 +163,7 @@ _SENTENCE_END = re.compile(r"(?:(?<=[a-z])|(?<=\d)|(?<=[\s(][A-Z]{2})|(?<=[A-Z]{
 _POSSESSIVE_WORD = re.compile(r"^(.+?)['’]s$")
 #: What precedes a sentence-initial word: the text start, a line start (bullets, headings,
 #: table cells) or a sentence end.
-_INITIAL_BEFORE = re.compile(r"(?:^|[\n.!?:;|])\s*(?:[-*+#>|]+\s*)?(?:\d+(?:\.\d+)*[.)]?\s+)?[\s\"“(*_#>-]*$")
+_INITIAL_BEFORE = re.compile(r"(?:^|[\n.!?:;|]|\s[-–—])\s*(?:[-*+#>|]+\s*)?(?:\d+(?:\.\d+)*[.)]?\s+)?[\s\"“(*_#>-]*$")
 
 
 def _sentence_initial(text: str, start: int) -> bool:
@@ -176,12 +176,19 @@ def _sentence_initial(text: str, start: int) -> bool:
 
 _DESCRIPTIVE_SUFFIXES = ("-made", "-bound", "-based", "-owned", "-origin", "-language", "-refined", "-scale", "-only",
                          "-style", "-listed", "-led", "-funded", "-speaking")
+#: Section labels that are no names.
+_GENERIC = frozenset({"q&a", "faq", "faqs", "n/a", "tbd", "toc", "appendix", "summary"})
 _DEMONYMS = frozenset("""
 american european asian african chinese japanese korean german french dutch polish italian spanish british english
 swedish nordic danish norwegian finnish vietnamese mexican canadian indian russian brazilian australian austrian swiss
 belgian irish scottish welsh portuguese greek turkish thai indonesian malaysian filipino singaporean taiwanese
 western eastern northern southern midwestern latin arab arabic persian jewish catholic muslim christian
 """.split())
+
+
+def _NAME_HEAD(words: list[str]) -> bool:
+    """A capitalised stop word that starts a name here: "New" before a capitalised word ("New York")."""
+    return len(words) > 1 and words[0] == "New" and words[1][:1].isupper() and words[1].casefold() not in _DEMONYMS
 
 
 def _number_word(w: str) -> bool:
@@ -210,8 +217,8 @@ def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
             words = words[i + 1:]
             break
     # a leading particle is dropped, a capitalised one starts a name ("Van Dijk Regeltechniek")
-    while words and (words[0].casefold().strip(".") in _STOP_CAPS or (words[0] in _PARTICLES)
-                     or _number_word(words[0])):
+    while words and ((words[0].casefold().strip(".") in _STOP_CAPS and not _NAME_HEAD(words))
+                     or (words[0] in _PARTICLES) or _number_word(words[0])):
         if not _number_word(words.pop(0)):  # a section number keeps the next word sentence-initial
             initial = False
     # a trailing number is cut when it is an amount ("Huaxin 3.6", "Globex 14%"), kept when it
@@ -222,7 +229,8 @@ def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
         amount_after = False
     if initial and len(words) > 1:
         first = words[0].casefold()
-        if first.endswith(("ed", "ing")) or words[1].casefold() in _PARTICLES:
+        if (len(first) > 4 and first.endswith("ed")) or (len(first) > 5 and first.endswith("ing")) \
+                or words[1].casefold() in _PARTICLES:
             words.pop(0)
             while words and (words[0] in _PARTICLES or words[0].casefold().strip(".") in _STOP_CAPS):
                 words.pop(0)
@@ -231,7 +239,7 @@ def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
         return ""
     if initial and len(words) == 1 and not (words[0].isupper() and len(words[0]) >= 2):
         return ""
-    if len(words) == 1 and words[0].casefold() in _DEMONYMS:
+    if len(words) == 1 and words[0].casefold() in _DEMONYMS | _GENERIC:
         return ""  # an adjective of nationality or language ("German", "European"), not a name  # a sentence-initial capitalised word; the gazetteer still finds a known name there
     return " ".join(words).strip(" .,;:'’-")
 
@@ -424,11 +432,14 @@ def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gaze
     counts = Counter()
     labels: dict[str, str] = {}
     longer = [k for k in best if not k.startswith("g:")]
+    own_titles = [f" {entity_key(t)} " for t in title_aliases(title)]
     for span in english_spans(text, gaz):
         k = entity_key(span)
         node = gaz.get(k, k)
         if node not in gaz and any(o != k and o.startswith(k + " ") for o in longer):
             continue  # the head of a longer known name found here ("Peer Benchmark" of "Peer Benchmark 2024 - …")
+        if node not in gaz and " " in k and any(f" {k} " in t and t != f" {k} " for t in own_titles):
+            continue  # a piece of the chunk's own title ("Year-End 2024 Summary" of "… Risk Register - Year-End 2024 Summary")
         counts[node] += 1
         labels.setdefault(node, span)
     for node, c in counts.items():

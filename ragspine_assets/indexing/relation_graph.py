@@ -302,6 +302,15 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     for ch, terms in zip(open_chunks, cjk_terms):
         ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms)
         per_chunk.append(ms)
+    # a CJK name read from running text (a quoted span) must occur in two documents, as a heading's must
+    cjk_docs: dict[str, set] = defaultdict(set)
+    for ch, ms in zip(open_chunks, per_chunk):
+        for m in ms:
+            if m.source == "extracted" and _CJK_CHAR.search(m.key):
+                cjk_docs[m.key].add(ch.doc_id)
+    lone = {k for k, docs in cjk_docs.items() if len(docs) < 2}
+    if lone:
+        per_chunk = [[m for m in ms if m.key not in lone] for ms in per_chunk]
     df = Counter(m.key for ms in per_chunk for m in ms)
     n_open = max(len(open_chunks), 1)
     max_df = max(2, int(config.max_entity_df_share * n_open))
@@ -505,6 +514,7 @@ def _edge_evidence(b: _Builder, edge: tuple[str, str, str], chunk_id_of: Mapping
     return sorted(b.evidence.get(edge, ()))
 
 
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _DIGITS = re.compile(r"[\d〇零一二三四五六七八九十百千万两]+")
 _NON_ALNUM = re.compile(r"[\W_]+")
 
