@@ -132,8 +132,10 @@ def english_spans(text: str, known: "Container[str]" = frozenset()) -> list[str]
         q = m.group(1).strip()
         if _CJK_RUN.search(q) and (cjk_segments(q) != [q] or is_attribute(q) or len(q) < 3):
             continue  # a quoted CJK clause ("机器停了，我们就去"), not a name: the boundary rule
-        if q[:1].islower() or q[-1:] in ".,;:!?" or not 1 <= len(q.split()) <= 8:
-            continue  # a quoted sentence or phrase, not a title
+        q = q.rstrip(",;:").strip()  # "Hey Jude," (the comma inside the quotes)
+        n_words = len(q.split())
+        if not 1 <= n_words <= 8 or (n_words >= 4 and (q[:1].islower() or q[-1:] in ".!?")):
+            continue  # a quoted sentence or phrase ("will not cede share in core utility accounts"), not a title
         out.append(q)
     for m in _CAP_SPAN.finditer(text):
         # a span never crosses a sentence end ("Acme China. Harold Brandt"); "M. Ruiz", "U.S." do not end one
