@@ -73,7 +73,7 @@ _HEADING_LINE = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 #: What is left of an attribute once its digits, units, currencies and calendar words are gone.
 _ATTR_WORDS = re.compile(
     r"(?i)\b(?:usd|eur|rmb|cny|gbp|jpy|us\$|hk\$|\$|€|£|¥|bn|billion|million|thousand|k|m|b|pct|percent|per ?cent|bps?|"
-    r"q[1-4]|h[12]|fy|cy|end|mid|start|early|late|year|years|quarter|quarters|half|month|months|week|weeks|day|days|"
+    r"q[1-4]|h[12]|fy|cy|end|mid|start|early|late|full|full-year|year-end|year|years|quarter|quarters|half|month|months|week|weeks|day|days|"
     r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|"
     r"nov(?:ember)?|dec(?:ember)?|first|second|third|fourth|fy\d+|yoy|qoq|to|and|of|the|per|st|nd|rd|th|gwh|mwh|kwh|gw|mw|kw|"
     r"ah|wh|kg|km|m2|sqm|units?|pcs|times|x|s|hours?|h|ft|mins?|minutes?|seconds?|around|roughly|about|approximately|"
@@ -122,11 +122,16 @@ def _useful(key: str) -> bool:
     return any(ch.isalpha() for ch in key)
 
 
-def english_spans(text: str, known: "Container[str]" = frozenset()) -> list[str]:
+def english_spans(text: str, known: "Container[str]" = frozenset(), common: "Container[str] | None" = None,
+                  lower: "Container[str]" = frozenset()) -> list[str]:
     """Capitalised spans and quoted titles of one text, in order of appearance (deduplicated).
 
     ``known``: name keys (the gazetteer's) after whose possessive a span is cut
-    ("Acme Energy's Reno" -> "Acme Energy's", "Reno"; "Arthur's Magazine" stays whole)."""
+    ("Acme Energy's Reno" -> "Acme Energy's", "Reno"; "Arthur's Magazine" stays whole).
+    ``common``: casefolded words the library writes capitalised inside a sentence
+    (:func:`midsentence_capitalised`); a lone capitalised word at a sentence start is a name
+    only when it is one of them ("Arizona"), else a capitalised common word ("Added",
+    "Battery") (None: every lone sentence-initial word is dropped)."""
     out: list[str] = []
     for m in _QUOTED.finditer(text):
         q = m.group(1).strip()
@@ -140,17 +145,27 @@ def english_spans(text: str, known: "Container[str]" = frozenset()) -> list[str]
     for m in _CAP_SPAN.finditer(text):
         # a span never crosses a sentence end ("Acme China. Harold Brandt"); "M. Ruiz", "U.S." do not end one
         pos, whole = 0, m.group(0)
+        if m.end() == len(text) and not whole.endswith((".", "'", "’")) and " " in whole:
+            whole = whole.rsplit(" ", 1)[0]  # the chunk ends inside a word ("Group C|ontroller"): drop the cut word
+        elif m.end() == len(text) and " " not in whole and len(text) > len(whole):
+            continue
         for cut in [*_SENTENCE_END.finditer(whole), None]:
             end = cut.start() if cut is not None else len(whole)
             amount = text[m.start() + end:m.start() + end + 1] in ("%", "％")
             parts = _possessive_parts(whole[pos:end], known)
             for k, part in enumerate(parts):
                 span = _clean_span(part, k == 0 and _sentence_initial(text, m.start() + pos),
-                                   amount_after=amount and k == len(parts) - 1)
+                                   amount_after=amount and k == len(parts) - 1, common=common, lower=lower)
                 if span:
                     out.append(span)
             if cut is not None:
                 pos = cut.end()
+    # "US Customs and Border Protection", "Patent Trial and Appeal Board": one name, not two
+    for m in _AND_NAME.finditer(text):
+        a, b = (_clean_span(x, False) for x in (m.group(1), m.group(2)))
+        whole = _clean_span(f"{m.group(1)} and {m.group(2)}", False)
+        if whole and " and " in whole:
+            out = [x for x in out if x not in (a, b)] + [whole]
     seen: set[str] = set()
     uniq = []
     for s in out:
@@ -179,7 +194,14 @@ def _sentence_initial(text: str, start: int) -> bool:
 _DESCRIPTIVE_SUFFIXES = ("-made", "-bound", "-based", "-owned", "-origin", "-language", "-refined", "-scale", "-only",
                          "-style", "-listed", "-led", "-funded", "-speaking")
 #: Section labels that are no names.
-_GENERIC = frozenset({"q&a", "faq", "faqs", "n/a", "tbd", "toc", "appendix", "summary"})
+_GENERIC = frozenset({"q&a", "faq", "faqs", "n/a", "tbd", "toc", "appendix", "summary", "quarter", "half", "group", "note",
+                      "report", "results", "commentary", "update"})
+#: Head words of organisation and document names that may hold an "and" ("US Customs and Border Protection").
+_AND_HEADS = ("Board", "Committee", "Protection", "Policy", "Office", "Agency", "Commission", "Council", "Authority",
+              "Department", "Court", "Institute", "Association", "Society", "Foundation", "Act", "Administration",
+              "Bureau", "Service", "Services")
+_AND_NAME = re.compile(r"(?<![\w'’])((?:[A-Z][\w'’\-\.&]*[ \t]+)*[A-Z][\w'’\-\.&]*)[ \t]+and[ \t]+"
+                       r"((?:[A-Z][\w'’\-\.&]*[ \t]+)*(?:" + "|".join(_AND_HEADS) + r"))\b")
 _DEMONYMS = frozenset("""
 american european asian african chinese japanese korean german french dutch polish italian spanish british english
 swedish nordic danish norwegian finnish vietnamese mexican canadian indian russian brazilian australian austrian swiss
@@ -207,7 +229,8 @@ def _possessive_parts(span: str, known: "Container[str]") -> list[str]:
     return [span]
 
 
-def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
+def _clean_span(span: str, initial: bool, *, amount_after: bool = False, common: "Container[str] | None" = None,
+                lower: "Container[str]" = frozenset()) -> str:
     """One capitalised span trimmed: stop words, particles and numbers off both ends
     ("In 1998 Acme", "Revenue of USD 8.7" -> "Revenue"); at a sentence start, a lone
     capitalised word is only a capitalised common word ("Added", "Battery") and a leading
@@ -239,8 +262,11 @@ def _clean_span(span: str, initial: bool, *, amount_after: bool = False) -> str:
             initial = False
     if not words or len(words) > 6:
         return ""
-    if initial and len(words) == 1 and not (words[0].isupper() and len(words[0]) >= 2):
-        return ""
+    if initial and len(words) == 1 and not (words[0].isupper() and len(words[0]) >= 2) \
+            and (common is None or words[0].casefold() not in common):
+        return ""  # a sentence-initial capitalised common word; the gazetteer still finds a known name there
+    if len(words) == 1 and not words[0].isupper() and words[0].casefold() in lower:
+        return ""  # written in lower case more often than not: a common word
     if len(words) == 1 and words[0].casefold() in _DEMONYMS | _GENERIC:
         return ""  # an adjective of nationality or language ("German", "European"), not a name  # a sentence-initial capitalised word; the gazetteer still finds a known name there
     return " ".join(words).strip(" .,;:'’-")
@@ -402,8 +428,34 @@ def metadata_entities(entity_field: str) -> list[str]:
     return [p.strip() for p in re.split(r"[,;|，；]", entity_field or "") if p.strip()]
 
 
+def midsentence_capitalised(texts: Iterable[str]) -> frozenset[str]:
+    """The words (casefolded) a library writes as a lone capitalised word inside a sentence
+    (after a lower-case word or a comma, before a lower-case word or punctuation: "in
+    Arizona, ...", not "the Group CFO"): the evidence that a capitalised word at a sentence
+    start is a name."""
+    return frozenset(w.casefold() for t in texts for w in _MID_CAP.findall(t))
+
+
+def lower_dominant(texts: Iterable[str]) -> frozenset[str]:
+    """The words (casefolded) a library writes in lower case more often than capitalised."""
+    low: Counter[str] = Counter()
+    cap: Counter[str] = Counter()
+    for t in texts:
+        for w in _ANY_WORD.findall(t):
+            (low if w[0].islower() else cap)[w.casefold()] += 1
+    return frozenset(w for w, c in low.items() if c > cap.get(w, 0))
+
+
+_ANY_WORD = re.compile(r"(?<![\w'’\-])[A-Za-z][a-z'’\-]*(?![\w'’])")
+_MID_CAP = re.compile(r"(?<=[a-z,] )[A-Z][\w'’\-]*(?= [a-z(]|[.,;:)!?]|$)", re.MULTILINE)
+
+
+_TITLE_PARTS = re.compile(r"\s[-–—|]\s|,\s|\sand\s|:\s|\s/\s")
+
+
 def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gazetteer: Gazetteer | None = None,
-                     cjk_terms: Iterable[str] = ()) -> list[Mention]:
+                     cjk_terms: Iterable[str] = (), common: "Container[str] | None" = None,
+                     lower: "Container[str]" = frozenset()) -> list[Mention]:
     """Every entity mention of one chunk (deterministic; sorted by key).
 
     Keys of gazetteer hits are node keys (``g:<id>`` for glossary concepts); others are
@@ -434,14 +486,15 @@ def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gaze
     counts = Counter()
     labels: dict[str, str] = {}
     longer = [k for k in best if not k.startswith("g:")]
-    own_titles = [f" {entity_key(t)} " for t in title_aliases(title)]
-    for span in english_spans(text, gaz):
+    own_pieces = {entity_key(p) for t in title_aliases(title) for p in _TITLE_PARTS.split(t)} - {entity_key(title)}
+    for span in english_spans(text, gaz, common, lower):
         k = entity_key(span)
         node = gaz.get(k, k)
-        if node not in gaz and any(o != k and o.startswith(k + " ") for o in longer):
+        if node not in gaz and k in own_pieces:
+            continue  # a delimited piece of the chunk's own title ("Year-End 2024 Summary" of "… Register - Year-End 2024 Summary")
+        if node not in gaz and any(o != k and o.startswith(k) and o[len(k):len(k) + 1] in (" ", ",", ":", "-", "(")
+                                   for o in longer):
             continue  # the head of a longer known name found here ("Peer Benchmark" of "Peer Benchmark 2024 - …")
-        if node not in gaz and " " in k and any(f" {k} " in t and t != f" {k} " for t in own_titles):
-            continue  # a piece of the chunk's own title ("Year-End 2024 Summary" of "… Risk Register - Year-End 2024 Summary")
         counts[node] += 1
         labels.setdefault(node, span)
     for node, c in counts.items():

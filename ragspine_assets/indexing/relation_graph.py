@@ -47,7 +47,7 @@ from .chunk_store import ChunkStore, count_active_chunks
 from .chunks import ChunkUpdate
 from .documents import DocumentSet
 from .entities import (STOP_WORDS, Gazetteer, Mention, entity_key, extract_mentions, frequent_cjk_terms, heading_phrases,
-                       is_attribute, metadata_entities, title_aliases)
+                       is_attribute, lower_dominant, metadata_entities, midsentence_capitalised, title_aliases)
 from .index_text import IndexTextRef
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
@@ -297,10 +297,13 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     gazetteer = Gazetteer(gaz_names, sources={k: "heading" for k in heading_keys})
     cjk_terms = (frequent_cjk_terms([c.text for c in open_chunks], docs=[c.doc_id for c in open_chunks], names=glossary_surface)
                  if config.cjk_mined_terms else [()] * len(open_chunks))
+    common = midsentence_capitalised(c.text for c in open_chunks)
+    lower = lower_dominant(c.text for c in open_chunks)
     per_chunk: list[list[Mention]] = []
     chunks_of: dict[str, list[str]] = defaultdict(list)  # entity -> the chunk ids it is linked to (row order)
     for ch, terms in zip(open_chunks, cjk_terms):
-        ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms)
+        ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms,
+                              common=common, lower=lower)
         per_chunk.append(ms)
     # a CJK name read from running text (a quoted span) must occur in two documents, as a heading's must
     cjk_docs: dict[str, set] = defaultdict(set)
