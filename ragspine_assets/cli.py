@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ragspine_query.cli import add_query_parser, run_query
+from ragspine_query.cli import add_graph_parser, add_query_parser, run_graph, run_query
 from ragspine_query.errors import RagspineError
 from ragspine_query.failure import describe_unexpected
 
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
+    add_graph_parser(sub)
 
     p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)",
                        description="Materialize each library through the Dagster assets in this process. Dagster's "
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "bench":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + list(args.rest)
-    handlers = {"query": run_query, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
     try:
         return handlers[args.command](args)
     except RagspineError as exc:

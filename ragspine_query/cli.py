@@ -1,4 +1,5 @@
-"""``ragspine query``: search a published library from the shell (no Dagster needed)."""
+"""``ragspine query`` (search a published library) and ``ragspine graph`` (typed, cited questions
+over its relation graph) from the shell — no Dagster needed."""
 
 from __future__ import annotations
 
@@ -60,11 +61,58 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")
     p.add_argument("--tree", default=None, choices=("collapsed", "traversal", "off"),
                    help="summary-tree channel fused with the others (default RAGSPINE_TREE or off); --explain shows its node hits")
+    p.add_argument("--global", dest="global_themes", action="store_true",
+                   help="answer with the library's themes instead of ranked chunks: the relation graph's community "
+                        "summaries and the summary tree's top themes, ranked by the query, each with the chunks it cites")
     p.add_argument("--decay-half-life", type=float, default=None, metavar="DAYS",
                    help="time-decayed RRF on valid_as_of, half-life in days (default RAGSPINE_DECAY_HALF_LIFE_DAYS or 0 = off)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (it may register channels, transforms, post-processors); repeatable")
     return p
+
+
+def add_graph_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """``ragspine graph rollup|peers|derived``: typed questions over the relation graph, answered with cited facts."""
+    p = sub.add_parser("graph", help="typed questions over the relation graph: roll-up, peers, derivation (cited)",
+                       description=("Walk the glossary relations of a published library (subsidiary_of, peer_of, derived_from) "
+                                    "and cite the open chunks that state every fact. RESTRICTED chunks are never read."))
+    gsub = p.add_subparsers(dest="question", required=True)
+    for name, subject, help_text in (
+            ("rollup", "parent", "every subsidiary of PARENT (transitively) and, with --metric, each one's cited facts"),
+            ("peers", "entity", "the peers of ENTITY and, with --metric, the cited facts of each"),
+            ("derived", "metric", "what METRIC is derived from (transitively) and, with --entity, the cited facts of each metric")):
+        q = gsub.add_parser(name, help=help_text, description=help_text)
+        q.add_argument("library_dir", help="published library directory (data/artifacts/<library> or a snapshot)")
+        q.add_argument(subject, help=f"glossary {'metric' if subject == 'metric' else 'entity'} id or name")
+        if name == "derived":
+            q.add_argument("--entity", default="", help="the entity whose facts to cite (glossary id or name)")
+        else:
+            q.add_argument("--metric", default="", help="the metric to cite facts for (glossary id or name), e.g. revenue")
+        q.add_argument("--period", default="", help="a period prefix, e.g. 2024 or 2024Q3")
+        q.add_argument("--facts", type=_top_k_arg, default=3, help="facts per entity or metric (default 3)")
+        q.add_argument("--no-gate", action="store_true",
+                       help="also give the facts of competitor entities (default: the security gate withholds them)")
+        q.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    return p
+
+
+def run_graph(args: argparse.Namespace) -> int:
+    from .graph.questions import derivation, peers, rollup
+    from .library import open_library
+
+    gate = not args.no_gate
+    with open_library(args.library_dir) as lib:
+        if args.question == "rollup":
+            answer = rollup(lib, args.parent, args.metric, args.period, gate=gate, facts_per_subject=args.facts)
+        elif args.question == "peers":
+            answer = peers(lib, args.entity, args.metric, args.period, gate=gate, facts_per_subject=args.facts)
+        else:
+            answer = derivation(lib, args.metric, args.entity, args.period, gate=gate, facts_per_subject=args.facts)
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(printable_block(answer.format_text()))
+    return 0
 
 
 def load_plugins(modules: Sequence[str]) -> None:
@@ -80,12 +128,54 @@ def load_plugins(modules: Sequence[str]) -> None:
             raise ConfigError(f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
+def run_global(args: argparse.Namespace) -> int:
+    """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations."""
+    from .graph.communities import community_themes
+    from .library import open_library
+    from .tree.channel import global_overview
+
+    top = args.top_k or 5
+    from .link import backend_for_library
+
+    with open_library(args.library_dir) as lib:
+        communities = community_themes(lib, args.text, top_n=top)
+        tree = []
+        if lib.summary_tree() is not None:
+            backend = backend_for_library(lib, "hybrid") if lib.embedding_model_id else None
+            tree = global_overview(lib, args.text, top_n=top, embedding_backend=backend)
+    if args.json:
+        out = {"communities": [{"community_id": t.community_id, "title": t.title, "summary": t.summary,
+                                "entities": t.n_entities, "member_chunks": t.n_chunks, "score": t.score,
+                                "citations": list(t.citations)} for t in communities],
+               "tree_themes": [{"node_id": t.node_id, "level": t.level, "summary": t.summary, "leaves": t.n_leaves,
+                                "score": t.score, "citations": list(t.citations)} for t in tree]}
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    print(f"themes: {printable(args.text)}")
+    if not communities and not tree:
+        print("  (no theme matches: the snapshot has no community or summary-tree theme for these words)")
+    for i, t in enumerate(communities, 1):
+        print(f"[community {i}] {printable(t.title)}  ({t.n_entities} entities, {t.n_chunks} member chunks, score {t.score:.3f})")
+        print(textwrap.indent(textwrap.fill(printable(t.summary), 100), "    "))
+        for c in t.citations:
+            print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
+    for i, t in enumerate(tree, 1):
+        body = " ".join(t.summary.split())
+        print(f"[tree theme {i}] node {printable(t.node_id)} level {t.level} ({t.n_leaves} chunks, score {t.score:.3f})")
+        print(textwrap.indent(textwrap.fill(printable(body[:400]) + ("…" if len(body) > 400 else ""), 100), "    "))
+        for c in t.citations:
+            print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
+    return 0
+
+
 def run_query(args: argparse.Namespace) -> int:
     from .limits import check_query
     from .link import build_narrative_retriever
 
     check_query(args.text)  # before any index is opened
     load_plugins(getattr(args, "plugin", []) or [])
+    if getattr(args, "global_themes", False):
+        return run_global(args)
     explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
     filters: dict = {}
@@ -175,9 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragspine")
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
+    add_graph_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return run_query(args)
+        return run_graph(args) if args.command == "graph" else run_query(args)
     except RagspineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

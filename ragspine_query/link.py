@@ -186,7 +186,12 @@ def build_narrative_retriever(
         from .errors import ConfigError
 
         raise ConfigError(f"RAGSPINE_DECAY_HALF_LIFE_DAYS must be a number of days (0 = off), got {settings.decay_half_life_days!r}") from None
-    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off")
+    graph_cfg = None
+    if (settings.graph_store or "inprocess") != "inprocess":
+        from .graph.channel import GraphChannelConfig
+
+        graph_cfg = GraphChannelConfig(store=settings.graph_store)
+    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg)
     intelligence = intelligence if intelligence is not None else QueryIntelligence.from_settings(settings)
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None

@@ -64,6 +64,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_QUERY_CACHE_TTL", "query_cache_ttl_s", "300", "result cache time-to-live, seconds"),
     EnvVar("RAGSPINE_DECAY_HALF_LIFE_DAYS", "decay_half_life_days", "0", "time-decayed RRF half-life on valid_as_of, days (0 = off)"),
     EnvVar("RAGSPINE_TREE", "tree", "off", "summary-tree channel off|collapsed|traversal"),
+    EnvVar("RAGSPINE_GRAPH_STORE", "graph_store", "inprocess", "the graph channel's PPR store inprocess|networkx (extra graph)"),
     EnvVar("RAGSPINE_REINGEST_CRON", "reingest_cron", "0 3 * * *", "schedule of reingest_schedule"),
     EnvVar("RAGSPINE_REINGEST_TIMEZONE", "reingest_timezone", "UTC", "its time zone"),
     EnvVar("RAGSPINE_EXECUTOR", "executor", "multiprocess", "multiprocess|in_process|k8s|celery|dask"),
@@ -120,6 +121,7 @@ class Settings:
     query_cache_ttl_s: str = "300"
     decay_half_life_days: str = "0"
     tree: str = "off"
+    graph_store: str = "inprocess"
     reingest_cron: str = "0 3 * * *"
     reingest_timezone: str = "UTC"
     executor: str = "multiprocess"

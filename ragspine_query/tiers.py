@@ -11,8 +11,11 @@ tier               when (rule-based classifier)                channels
 ``multi_hop``      relational questions: compare/versus,       ``bm25`` + ``vector`` + ``graph``
                    "relationship between", "impact of … on",  (the relation-graph channel)
                    "which … subsidiary/parent/peer"
-``global``         overview questions: summarise, overall,     ``bm25`` + ``vector`` + the summary
-                   trends, themes, landscape, big picture      tree's channel (``tree``/``raptor``)
+``global``         overview questions: summarise, overall,     ``bm25`` + ``vector`` + the relation
+                   trends, themes, landscape, big picture      graph's ``community`` channel (chunks
+                                                               of the communities the query matches)
+                                                               and/or the summary tree's channel
+                                                               (``tree``/``raptor``, when on)
 ``multi_part``     several questions in one: two sentences,    ``bm25`` + ``vector``, and the query
                    "…; …", "X and Y" between clauses           is **decomposed** (Adaptive-RAG's
                                                                multi-step path): its sub-questions
@@ -41,7 +44,7 @@ from .transforms.base import Variants, ask_llm, with_channels
 
 TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)
-GLOBAL_CHANNELS: tuple[str, ...] = ("tree", "raptor", "summary", "summary_tree")
+GLOBAL_CHANNELS: tuple[str, ...] = ("community", "tree", "raptor", "summary", "summary_tree")
 BASE_CHANNELS: tuple[str, ...] = ("bm25", "vector")
 
 _GLOBAL = re.compile(
@@ -152,9 +155,9 @@ def tier_channels(tier: str, available: Iterable[str]) -> tuple[str, frozenset[s
         tree = frozenset(GLOBAL_CHANNELS) & have
         if tree:
             return "global", base | tree, f"channels {', '.join(sorted(base | tree))}"
-        return "semantic", base, ("global tier needs the summary-tree channel (one of " + ", ".join(GLOBAL_CHANNELS)
-                                  + "), which this retriever did not build (not registered, no summary tree, or RAGSPINE_TREE=off): "
-                                  "fell back to semantic")
+        return "semantic", base, ("global tier needs a community or summary-tree channel (one of " + ", ".join(GLOBAL_CHANNELS)
+                                  + "), which this retriever did not build (not registered, no relation graph or summary tree, or "
+                                  "RAGSPINE_TREE=off): fell back to semantic")
     if tier == "multi_part":
         return "multi_part", base, f"decomposed; channels {', '.join(sorted(base))}"
     return "semantic", base, f"channels {', '.join(sorted(base))}"

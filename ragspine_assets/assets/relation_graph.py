@@ -23,7 +23,7 @@ RELATION_GRAPH_CODE_VERSION = STEP.code_version
     kinds={"parquet", "numpy"},
     check_specs=check_specs(STEP),
     description="Typed entity/chunk graph (glossary, metadata, titles, offline extractor; mentions, co_occurs, glossary "
-                "relations, synonyms; with graph_extractor = \"llm\" also OpenIE triples from the llm resource, stamped "
+                "relations, synonyms; Louvain communities with extractive, cited summaries; with graph_extractor = \"llm\" also OpenIE triples from the llm resource, stamped "
                 "model-derived/unverified) with CSR walk arrays for personalized PageRank; RESTRICTED chunks never read; "
                 "none above graph_max_chunks open chunks.",
 )
@@ -46,6 +46,10 @@ def relation_graph(context: dg.AssetExecutionContext, ragspine: RagspineConfig, 
             "top_entities_by_degree": md_table(["entity", "degree"], list(ref.top_entities)),
             "neighbourhood_of_most_connected": dg.MetadataValue.md(f"```mermaid\n{ref.neighbourhood_mermaid}\n```"
                                                                    if ref.neighbourhood_mermaid else "_empty graph_"),
+            "communities": ref.communities_count,
+            "largest_communities": md_table(["theme (top entities)", "entities", "member chunks", "summary (quoted)", "cites"],
+                                            [list(c) for c in ref.communities]) if ref.communities
+            else dg.MetadataValue.md(f"_none: {ref.communities_note or 'no community of 3+ entities'}_"),
             "synonym_edges_built": ref.synonyms_built,
             "restricted_chunks_skipped": ref.restricted_chunks_skipped,
             "reused": ref.reused,

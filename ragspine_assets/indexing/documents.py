@@ -25,7 +25,7 @@ from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 #: ``_library.toml`` keys added after libraries were first built: at their default they are
 #: left out of :attr:`DocumentSet.config_id`, so those libraries keep their ids.
-KEYS_OMITTED_AT_DEFAULT = ("ann_min_vectors", "graph_max_chunks", "graph_extractor")
+KEYS_OMITTED_AT_DEFAULT = ("ann_min_vectors", "graph_max_chunks", "graph_extractor", "relation_extractor")
 
 
 @dataclass(frozen=True, slots=True)

@@ -367,6 +367,12 @@ class LibraryConfig:
     #: The relation graph's extra extractor: ``offline`` (the deterministic one only) or
     #: ``llm`` (also OpenIE triples from the ``llm`` resource, stamped model-derived/unverified).
     graph_extractor: str = "offline"
+    #: The relation-extractor slot of the relation graph (docs/graph.md): ``none`` (the base
+    #: graph only: entities, about/mentions, glossary relations, synonyms), ``cooccurrence``
+    #: (also ``co_occurs`` edges between a chunk's most specific entities) or ``llm`` (also
+    #: OpenIE triples from the ``llm`` resource, stamped model-derived/unverified, both
+    #: endpoints screened by the competitor gate).
+    relation_extractor: str = "cooccurrence"
     #: Build the ANN index (``ragspine_query.dense.ann``) once the library holds this many
     #: vectors (``0``: never); unset: the run-level ``RAGSPINE_ANN_MIN_VECTORS`` (200,000).
     ann_min_vectors: int | None = None
@@ -394,6 +400,8 @@ class LibraryConfig:
             raise ConfigError(f"graph_max_chunks must be an integer >= 0 (0: no limit), got {self.graph_max_chunks!r}")
         if self.graph_extractor not in ("offline", "llm"):
             raise ConfigError(f"unknown graph_extractor {self.graph_extractor!r}; allowed: offline, llm")
+        if self.relation_extractor not in ("none", "cooccurrence", "llm"):
+            raise ConfigError(f"unknown relation_extractor {self.relation_extractor!r}; allowed: none, cooccurrence, llm")
         for name in ("chunker", "analyzer", "embedding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():

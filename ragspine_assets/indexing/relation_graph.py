@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import time
 import unicodedata
@@ -45,12 +46,16 @@ from .artifacts import LibraryPaths, sha256_json, write_once
 from .chunk_store import ChunkStore, count_active_chunks
 from .chunks import ChunkUpdate
 from .documents import DocumentSet
-from .entities import STOP_WORDS, Gazetteer, Mention, entity_key, extract_mentions, frequent_cjk_terms, metadata_entities, title_aliases
+from .entities import (STOP_WORDS, Gazetteer, Mention, entity_key, extract_mentions, frequent_cjk_terms, heading_phrases,
+                       is_attribute, lower_dominant, metadata_entities, midsentence_capitalised, title_aliases)
 from .index_text import IndexTextRef
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 #: Bump when the graph written for the same input changes.
-RELATION_GRAPH_VERSION = "2"  # 2: the chunk's own title/metadata entity is an ``about`` edge
+RELATION_GRAPH_VERSION = "3"  # 2: the chunk's own title/metadata entity is an ``about`` edge; 3: attributes are
+#                                no entities, CJK boundary rule, heading names, edge evidence, screened synonyms
+#: Evidence chunks kept per entity-entity edge (the smallest chunk ids).
+MAX_EVIDENCE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,19 @@ class GraphConfig:
     max_cooccur_entities: int = 12
     #: Entities in more than this share of the chunks carry no signal (and make hubs).
     max_entity_df_share: float = 0.05
+    #: Also mine frequent CJK n-gram terms from running text (boundary-cut, in >= 2 documents).
+    #: Off: CJK names come from the glossary, titles, headings, metadata and quoted/《》 spans
+    #: only (mined terms were 0.57 precise on the sample's hand labels, docs/graph-labels.tsv).
+    cjk_mined_terms: bool = False
+    #: Louvain communities of the entities with one extractive summary each (``.communities``):
+    #: ``auto`` builds them when networkx is importable and the graph has at most
+    #: ``max_community_entities`` entities; ``on`` / ``off`` force it.
+    communities: Literal["auto", "on", "off"] = "auto"
+    max_community_entities: int = 20000
+    #: The ``co_occurs`` edges (the ``cooccurrence`` relation extractor): off leaves the base
+    #: graph (entities, about/mentions, glossary relations, synonyms) byte-identical whatever
+    #: the chunks' co-occurrences (communities are detected from them either way).
+    cooccurrence: bool = True
 
     def __post_init__(self) -> None:
         if self.synonyms not in ("auto", "on", "off"):
@@ -73,6 +91,8 @@ class GraphConfig:
             raise ConfigError(f"synonym_threshold must be in (0, 1], got {self.synonym_threshold}")
         if self.max_cooccur_entities < 2 or self.max_synonym_entities < 0:
             raise ConfigError("max_cooccur_entities must be >= 2 and max_synonym_entities >= 0")
+        if self.communities not in ("auto", "on", "off"):
+            raise ConfigError(f"communities must be one of auto, on, off; got {self.communities!r}")
         if not 0.0 < self.max_entity_df_share <= 1.0:
             raise ConfigError(f"max_entity_df_share must be in (0, 1], got {self.max_entity_df_share}")
 
@@ -117,6 +137,10 @@ class RelationGraphRef:
     note: str = ""
     llm_calls: int = 0
     llm_cached: int = 0
+    #: The largest communities: (title, entities, member chunks, summary, cited chunk ids) — UI metadata.
+    communities: tuple[tuple[str, int, int, str, str], ...] = ()
+    communities_count: int = 0
+    communities_note: str = ""
 
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name -> directory (none when no graph was built)."""
@@ -197,7 +221,21 @@ class _Builder:
     labels: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     source: dict[str, str] = field(default_factory=dict)
     edges: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))
+    #: co-occurrence weights of entity pairs (``co_occurs`` edges when the extractor is on; communities always)
+    cooc: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))
     model_edges: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: model triples dropped because an endpoint names a glossary competitor
+    screened: int = 0
+    #: entity-entity edge -> the chunk ids that state it (at most MAX_EVIDENCE, the first by chunk id kept)
+    evidence: dict[tuple[str, str, str], set] = field(default_factory=lambda: defaultdict(set))
+
+    def cite(self, edge: tuple[str, str, str], chunk_id: str) -> None:
+        ev = self.evidence[edge]
+        if len(ev) < MAX_EVIDENCE:
+            ev.add(chunk_id)
+        elif chunk_id < max(ev):
+            ev.discard(max(ev))
+            ev.add(chunk_id)
 
     def entity(self, key: str, label: str | None, source: str) -> None:
         from .entities import SOURCE_RANK
@@ -243,12 +281,39 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
                 gaz_names.setdefault(k, entity_key(ch.title))
         for name in metadata_entities(ch.entity):
             gaz_names.setdefault(entity_key(name), entity_key(name))
-    gazetteer = Gazetteer(gaz_names)
-    cjk_terms = frequent_cjk_terms([c.text for c in open_chunks])
+    glossary_surface = [n for c in concepts for n in c.names]
+    # heading phrases (boundary-cut) that occur in the text of >= 2 documents are names
+    heading_keys: dict[str, str] = {}
+    for ch in open_chunks:
+        for h in heading_phrases(ch.text, names=glossary_surface):
+            heading_keys.setdefault(entity_key(h), h)
+    for k in sorted(heading_keys):
+        if k in gaz_names:
+            continue
+        if len({c.doc_id for c in open_chunks if k in c.text}) >= 2:
+            gaz_names[k] = k
+        else:
+            del heading_keys[k]
+    gazetteer = Gazetteer(gaz_names, sources={k: "heading" for k in heading_keys})
+    cjk_terms = (frequent_cjk_terms([c.text for c in open_chunks], docs=[c.doc_id for c in open_chunks], names=glossary_surface)
+                 if config.cjk_mined_terms else [()] * len(open_chunks))
+    common = midsentence_capitalised(c.text for c in open_chunks)
+    lower = lower_dominant(c.text for c in open_chunks)
     per_chunk: list[list[Mention]] = []
+    chunks_of: dict[str, list[str]] = defaultdict(list)  # entity -> the chunk ids it is linked to (row order)
     for ch, terms in zip(open_chunks, cjk_terms):
-        ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms)
+        ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms,
+                              common=common, lower=lower)
         per_chunk.append(ms)
+    # a CJK name read from running text (a quoted span) must occur in two documents, as a heading's must
+    cjk_docs: dict[str, set] = defaultdict(set)
+    for ch, ms in zip(open_chunks, per_chunk):
+        for m in ms:
+            if m.source == "extracted" and _CJK_CHAR.search(m.key):
+                cjk_docs[m.key].add(ch.doc_id)
+    lone = {k for k, docs in cjk_docs.items() if len(docs) < 2}
+    if lone:
+        per_chunk = [[m for m in ms if m.key not in lone] for ms in per_chunk]
     df = Counter(m.key for ms in per_chunk for m in ms)
     n_open = max(len(open_chunks), 1)
     max_df = max(2, int(config.max_entity_df_share * n_open))
@@ -264,6 +329,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
             if m.source == "title" and m.key == entity_key(ch.title):
                 label = ch.title
             b.entity(m.key, label, m.source)
+            chunks_of[m.key].append(ch.chunk_id)
             if m.key in about:  # a type of its own (its query-time weight: GraphChannelConfig.type_weights)
                 b.edges[("about", m.key, ckey)] = 3.0
             else:
@@ -273,16 +339,29 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         spec = sorted(m.key for m in sorted(kept, key=lambda m: (df[m.key], m.key))[: config.max_cooccur_entities])
         k = len(spec)
         if k > 1:
-            inc, edges = 1.0 / (k - 1), b.edges
+            inc, edges = 1.0 / (k - 1), b.cooc
             for i in range(k):
                 a = spec[i]
                 for j in range(i + 1, k):  # spec is sorted: (a, spec[j]) is already the canonical pair
                     edges[("co_occurs", a, spec[j])] += inc
+                    b.cite(("co_occurs", a, spec[j]), ch.chunk_id)
+    if config.cooccurrence:
+        for e, wt in b.cooc.items():
+            b.edges[e] += wt
+    gate = None
+    if extractor is not None and concepts:
+        from ragspine_query.gate import CompetitorGate
+
+        gate = CompetitorGate(glossary)
     if extractor is not None:
         for ch in open_chunks:
             for t in extractor.extract(ch):
                 s, o = entity_key(t.subject), entity_key(t.object)
                 if not s or not o or s == o:
+                    continue
+                # both endpoints screened by the competitor gate: a model never adds a competitor's relation
+                if gate is not None and (gate.competitors_in(t.subject) or gate.competitors_in(t.object)):
+                    b.screened += 1
                     continue
                 s, o = gaz_names.get(s, s), gaz_names.get(o, o)
                 b.entity(s, t.subject, "model")
@@ -291,6 +370,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
                 b.edges[("mentions", o, f"c:{ch.row}")] += 1.0
                 b.edges[("model_relation", s, o)] += 1.0
                 b.model_edges[(s, o)] = t.predicate
+                b.cite(("model_relation", s, o), ch.chunk_id)
     # glossary relations (concept ids that exist)
     ids = {c.id for c in concepts}
     for c in concepts:
@@ -303,12 +383,18 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         for d in c.derived_from:
             if d in ids and d != c.id:
                 b.edges[("derived_from", f"g:{c.id}", f"g:{d}")] += 1.0
+    # a typed glossary relation is stated by the chunks that name both of its ends
+    for (t, a, z) in [e for e in b.edges if e[0] in ("subsidiary_of", "peer_of", "derived_from")]:
+        both = sorted(set(chunks_of.get(a, ())) & set(chunks_of.get(z, ())))
+        for cid in both[:MAX_EVIDENCE]:
+            b.cite((t, a, z), cid)
     entity_keys = sorted(b.labels)
     labels = {k: _best_label(b.labels[k], k) for k in entity_keys}
     synonyms_built = False
     if backend is not None and (config.synonyms == "on" or (config.synonyms == "auto" and len(entity_keys) <= config.max_synonym_entities)):
         for a, z in synonym_pairs([labels[k] for k in entity_keys], backend, threshold=config.synonym_threshold, cache_path=cache_path):
-            b.edges[("synonym", entity_keys[a], entity_keys[z])] = 1.0
+            if synonym_allowed(labels[entity_keys[a]], labels[entity_keys[z]]):
+                b.edges[("synonym", entity_keys[a], entity_keys[z])] = 1.0
         synonyms_built = True
     elif config.synonyms == "on":
         raise ConfigError("synonyms='on' needs an embedding backend (set the library's embedding)")
@@ -320,6 +406,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         chunk_node[row] = n_ent + j
         node_of[f"c:{row}"] = n_ent + j
     n_nodes = n_ent + len(chunk_rows)
+    chunk_id_of = {f"c:{c.row}": c.chunk_id for c in open_chunks}
     edge_list = sorted(b.edges.items())
     src = np.asarray([node_of[s] for (_, s, _), _ in edge_list], dtype=np.int64)
     dst = np.asarray([node_of[d] for (_, _, d), _ in edge_list], dtype=np.int64)
@@ -347,6 +434,8 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         "provenance": [ga.PROVENANCE_MODEL if t == "model_relation" else ga.PROVENANCE_DETERMINISTIC for t in types],
         "verified": [t != "model_relation" for t in types],
         "label": [b.model_edges.get((s, d), "") if t == "model_relation" else t for (t, s, d), _ in edge_list],
+        # the chunks that state the edge: the chunk itself for an entity-chunk edge
+        "evidence": pa.array([_edge_evidence(b, e, chunk_id_of) for e, _ in edge_list], pa.list_(pa.string())),
     }), directory / ga.EDGES_FILE)
     # symmetric CSR with the type of each entry (the walk ignores direction)
     s2, d2 = np.concatenate([src, dst]), np.concatenate([dst, src])
@@ -358,7 +447,10 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     np.save(directory / ga.WEIGHTS_FILE, weights)
     np.save(directory / ga.ETYPE_FILE, e2[order][np.lexsort((d2[order], s2[order]))].astype(np.uint8))
     np.save(directory / ga.CHUNK_NODE_FILE, chunk_node)
+    communities = _write_communities(directory, config, n_ent, edge_list + ([] if config.cooccurrence else sorted(b.cooc.items())),
+                                     node_of, chunks_of, open_chunks, [labels[k] for k in entity_keys])
     params = {
+        "communities": communities,
         "version": ga.GRAPH_VERSION,
         "counts": {"nodes": {"entity": n_ent, "chunk": len(chunk_rows)},
                    "edges": {t: int(c) for t, c in sorted(Counter(types).items())},
@@ -368,9 +460,93 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         "config": {"synonym_threshold": config.synonym_threshold, "max_cooccur_entities": config.max_cooccur_entities,
                    "max_entity_df_share": config.max_entity_df_share},
         "model_derived_edges": int(sum(1 for t in types if t == "model_relation")),
+        "model_triples_screened": b.screened,
     }
     (directory / ga.PARAMS_FILE).write_text(json.dumps(params, indent=1, sort_keys=True), encoding="utf-8")
     return params
+
+
+def _write_communities(directory: Path, config: GraphConfig, n_ent: int, edge_list: Sequence, node_of: Mapping[str, int],
+                       chunks_of: Mapping[str, Sequence[str]], open_chunks: Sequence[GraphChunk],
+                       labels: Sequence[str]) -> dict[str, Any]:
+    """Detect and summarise the entity communities (:mod:`.communities`) into ``communities.parquet``."""
+    from .communities import LOUVAIN_SEED, build_communities, detect_communities
+
+    why = ""
+    if config.communities == "off":
+        why = "communities = off"
+    elif n_ent > config.max_community_entities and config.communities == "auto":
+        why = f"{n_ent} entities, more than max_community_entities={config.max_community_entities}"
+    else:
+        try:
+            import networkx  # noqa: F401
+        except ImportError:
+            if config.communities == "on":
+                raise ConfigError("communities = 'on' needs networkx: pip install 'ragspine[graph]'") from None
+            why = "networkx is not installed (extra 'graph')"
+    groups: list = []
+    found: list = []
+    if not why:
+        ee = [(node_of[s], node_of[d], float(w)) for (t, s, d), w in edge_list
+              if t not in ga.CHUNK_EDGE_TYPES and s in node_of and d in node_of]
+        degree: dict[int, float] = defaultdict(float)
+        for a, z, w in ee:
+            degree[a] += w
+            degree[z] += w
+        groups = detect_communities(n_ent, ee, seed=LOUVAIN_SEED)
+        entity_chunks = {node_of[k]: v for k, v in chunks_of.items() if k in node_of}
+        found = build_communities(groups, labels=labels, entity_chunks=entity_chunks,
+                                  chunk_text={c.chunk_id: c.text for c in open_chunks}, degree=degree)
+    pq.write_table(pa.table({
+        "community_id": pa.array([c.community_id for c in found], pa.int32()),
+        "title": [c.title for c in found],
+        "size": pa.array([len(c.entity_nodes) for c in found], pa.int32()),
+        "entity_nodes": pa.array([list(c.entity_nodes) for c in found], pa.list_(pa.int32())),
+        "member_chunks": pa.array([list(c.member_chunks) for c in found], pa.list_(pa.string())),
+        "summary": [c.summary for c in found],
+        "citations": pa.array([list(c.citations) for c in found], pa.list_(pa.string())),
+        "quotes": pa.array([list(c.quotes) for c in found], pa.list_(pa.string())),
+    }), directory / ga.COMMUNITIES_FILE)
+    return {"built": not why, "count": len(found), "algorithm": "louvain", "seed": LOUVAIN_SEED, "note": why}
+
+
+def _edge_evidence(b: _Builder, edge: tuple[str, str, str], chunk_id_of: Mapping[str, str]) -> list[str]:
+    t, s, d = edge
+    if t in ga.CHUNK_EDGE_TYPES:
+        return [chunk_id_of[d]]
+    return sorted(b.evidence.get(edge, ()))
+
+
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_DIGITS = re.compile(r"[\d〇零一二三四五六七八九十百千万两]+")
+_NON_ALNUM = re.compile(r"[\W_]+")
+
+
+def synonym_allowed(a: str, b: str) -> bool:
+    """Whether two entity names may be joined by an embedding ``synonym`` edge: neither is an
+    attribute (a number, date, period or amount), their numbers agree (``PowerFlex 5`` is not
+    ``PowerFlex 7``, ``第二季度`` not ``第三季度``), one spelling holds the other (``Korea`` /
+    ``South Korea``, ``Inverter`` / ``Inverters``: not ``启航计划`` / ``领航计划``, two programmes)
+    and they share most of their spelling (character-bigram Dice >= 0.5) — not two neighbours
+    in an embedding space that cannot read the script."""
+    if is_attribute(a) or is_attribute(b):
+        return False
+    if _DIGITS.findall(a) != _DIGITS.findall(b):
+        return False
+    na, nb = (_NON_ALNUM.sub("", unicodedata.normalize("NFKC", x).casefold()) for x in (a, b))
+    if not na or not nb or (na not in nb and nb not in na):
+        return False
+    return _dice(a, b) >= 0.5
+
+
+def _dice(a: str, b: str) -> float:
+    def grams(s: str) -> Counter:
+        s = "".join(unicodedata.normalize("NFKC", s).casefold().split())
+        return Counter(s[i:i + 2] for i in range(len(s) - 1)) if len(s) > 1 else Counter(s)
+
+    ga_, gb = grams(a), grams(b)
+    total = sum(ga_.values()) + sum(gb.values())
+    return 2.0 * sum((ga_ & gb).values()) / total if total else 0.0
 
 
 def _best_label(counts: Counter, key: str) -> str:
@@ -457,7 +633,18 @@ def verify_relation_graph(directory: Path, chunks: Sequence[GraphChunk], glossar
                 ok = True
                 break
         unsupported += not ok
-    return {"restricted_nodes": restricted_nodes, "restricted_edges": restricted_edges, "unsupported_labels": unsupported}
+    # every community summary sentence occurs in an open chunk it cites
+    unsupported_summaries = 0
+    cpath = directory / ga.COMMUNITIES_FILE
+    if cpath.is_file():
+        open_text = {c.chunk_id: c.text for c in chunks if not is_restricted(c.sensitivity)}
+        com = pq.read_table(cpath, columns=["summary", "citations", "quotes"]).to_pydict()
+        for summary, cites, quotes in zip(com["summary"], com["citations"], com["quotes"]):
+            ok = (len(cites) == len(quotes) and " ".join(quotes) == summary
+                  and all(q and q in open_text.get(cid, "") for cid, q in zip(cites, quotes)))
+            unsupported_summaries += not ok
+    return {"restricted_nodes": restricted_nodes, "restricted_edges": restricted_edges, "unsupported_labels": unsupported,
+            "unsupported_summaries": unsupported_summaries}
 
 
 def _norm(text: str) -> str:
@@ -485,7 +672,8 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
         RELATION_GRAPH_VERSION, ga.GRAPH_VERSION,
         [(c.chunk_id, c.sensitivity, c.title, c.entity, hashlib.sha256(c.text.encode("utf-8")).hexdigest()) for c in chunks],
         glossary.to_dict() if glossary is not None else None,
-        [config.synonyms, config.synonym_threshold, config.max_synonym_entities, config.max_cooccur_entities, config.max_entity_df_share],
+        [config.synonyms, config.synonym_threshold, config.max_synonym_entities, config.max_cooccur_entities, config.max_entity_df_share,
+         config.cjk_mined_terms, config.communities, config.max_community_entities, config.cooccurrence],
         getattr(backend, "model_id", None), None if extractor is None else [extractor.model_id, OPENIE_PROMPT_VERSION],
     ])
     target = paths.work_dir("relation_graph", key)
@@ -494,12 +682,25 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
                                                          extractor=extractor, cache_path=cache_path))
     params = json.loads((target / ga.PARAMS_FILE).read_text(encoding="utf-8"))
     top, mermaid = summarize_graph(target)
+    com = params.get("communities") or {}
     ref = RelationGraphRef(str(target), key, dict(params["counts"]["nodes"]), dict(params["counts"]["edges"]), top,
                            time.perf_counter() - t0, int(params["counts"]["restricted_chunks_skipped"]),
                            bool(params["synonyms"]), mermaid, reused,
                            llm_calls=0 if extractor is None else extractor.calls,
-                           llm_cached=0 if extractor is None else extractor.cache_hits)
+                           llm_cached=0 if extractor is None else extractor.cache_hits,
+                           communities=summarize_communities(target), communities_count=int(com.get("count", 0)),
+                           communities_note=str(com.get("note", "")))
     return ref, chunks, glossary
+
+
+def summarize_communities(directory: Path, *, top: int = 8) -> tuple[tuple[str, int, int, str, str], ...]:
+    """The ``top`` largest communities as (title, entities, member chunks, summary, cited chunk ids)."""
+    path = directory / ga.COMMUNITIES_FILE
+    if not path.is_file():
+        return ()
+    t = pq.read_table(path).to_pydict()
+    return tuple((t["title"][i], int(t["size"][i]), len(t["member_chunks"][i]), t["summary"][i],
+                  ", ".join(c[:12] for c in t["citations"][i])) for i in range(min(top, len(t["title"]))))
 
 
 def summarize_graph(directory: Path, *, top: int = 10, picture_neighbours: int = 8) -> tuple[tuple[tuple[str, int], ...], str]:
@@ -547,20 +748,26 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
             ref = RelationGraphRef("", sha256_json(["too-big", max_chunks, index_text.content_hash]), {}, {}, (), 0.0, 0,
                                    False, note=note)
             return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, True, {"restricted_nodes": 0, "restricted_edges": 0,
-                                                                               "unsupported_labels": 0}, note),))
+                                                                               "unsupported_labels": 0, "unsupported_summaries": 0},
+                                            note),))
     backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
     extractor = None
-    if getattr(documents.config, "graph_extractor", "offline") == "llm":
+    slot = str(getattr(documents.config, "relation_extractor", "cooccurrence"))
+    legacy_llm = getattr(documents.config, "graph_extractor", "offline") == "llm"  # co-occurrence and OpenIE, as before
+    config = GraphConfig(cooccurrence=slot == "cooccurrence" or (legacy_llm and slot != "none"))
+    if slot == "llm" or legacy_llm:
+        key = "relation_extractor = \"llm\"" if slot == "llm" else "graph_extractor = \"llm\""
         llm = ctx.make_llm() if getattr(ctx, "make_llm", None) is not None else None
         if llm is None:
-            raise ConfigError("this library's _library.toml sets graph_extractor = \"llm\" but no LLM is configured: set "
-                              "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set graph_extractor = \"offline\"")
+            raise ConfigError(f"this library's _library.toml sets {key} but no LLM is configured: set "
+                              "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set relation_extractor = \"cooccurrence\" "
+                              "(or \"none\")")
         extractor = OpenIETripleExtractor(llm, model_id=str(getattr(llm, "model_id", None) or getattr(llm, "model", "llm")),
                                           cache_path=Path(ctx.cache_path).parent / "openie.sqlite")
     try:
         ref, graph_chunks, glossary = build_library_relation_graph(
             ctx.paths, Path(chunks.store_path), glossary_path=settings.glossary_path, backend=backend,
-            extractor=extractor, cache_path=ctx.cache_path)
+            config=config, extractor=extractor, cache_path=ctx.cache_path)
     finally:
         if extractor is not None:
             extractor.close()
@@ -568,7 +775,8 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
         raise ConfigError(f"the relation graph read {len(graph_chunks)} chunk rows but index_text has {index_text.n_rows}: "
                           "re-materialize chunks and downstream")
     found = verify_relation_graph(Path(ref.directory), graph_chunks, glossary)
-    bad = found["restricted_nodes"] + found["restricted_edges"] + found["unsupported_labels"]
+    bad = found["restricted_nodes"] + found["restricted_edges"] + found["unsupported_labels"] + found["unsupported_summaries"]
     return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, bad == 0, dict(found),
                                     f"{found['restricted_nodes']} RESTRICTED chunk node(s), {found['restricted_edges']} edge(s) on "
-                                    f"RESTRICTED chunks, {found['unsupported_labels']} label(s) not found in open text"),))
+                                    f"RESTRICTED chunks, {found['unsupported_labels']} label(s) not found in open text, "
+                                    f"{found['unsupported_summaries']} community summary(ies) not quoted from their cited open chunks"),))

@@ -3,13 +3,18 @@
 One directory per snapshot (``relation_graph/``, registered in ``schema.ARTIFACT_REGISTRY``)::
 
     nodes.parquet     node_id, kind (entity|chunk), key, label, source, chunk_row, df
-    edges.parquet     src, dst, type, weight, provenance, verified, label
+    edges.parquet     src, dst, type, weight, provenance, verified, label, evidence (list of the chunk ids
+                      that state the edge: the chunk itself for about/mentions, at most 8 for the rest)
     indptr.npy        int64[n_nodes+1]  symmetric adjacency in CSR (both directions of every edge)
     indices.npy       int32[nnz]        neighbour node ids, ascending within a node
     weights.npy       float32[nnz]      edge weight
     etype.npy         uint8[nnz]        index into EDGE_TYPES (query-time type weights)
     chunk_node.npy    int32[n_rows]     snapshot chunk row -> node id (-1: not in the graph, e.g. RESTRICTED)
     aliases.parquet   alias (match key), node_id: every other name of an entity (glossary aliases, short titles)
+    communities.parquet community_id, title, size, entity_nodes, member_chunks, summary, citations, quotes:
+                      Louvain communities of the entities, each with an extractive summary (the quotes joined;
+                      quotes[i] is a sentence of member chunk citations[i]) (empty when not built;
+                      params.json "communities" says why)
     params.json       version, counts by node kind and edge type, build settings
 
 Entity nodes come first (sorted by key), then one node per non-RESTRICTED chunk row in row
@@ -36,6 +41,7 @@ ETYPE_FILE = "etype.npy"
 CHUNK_NODE_FILE = "chunk_node.npy"
 PARAMS_FILE = "params.json"
 ALIASES_FILE = "aliases.parquet"
+COMMUNITIES_FILE = "communities.parquet"
 
 #: Edge types, in the order of ``etype.npy`` codes.
 #: (New types are appended: a code never changes meaning; ``about`` is in graphs built since relation_graph 2.)

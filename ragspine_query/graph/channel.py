@@ -35,6 +35,10 @@ DEFAULT_TYPE_WEIGHTS: tuple[tuple[str, float], ...] = (
     ("about", 3.0))
 
 
+#: The selectable PPR stores (:class:`~ragspine_query.graph.store.GraphStore` implementations).
+GRAPH_STORES = ("inprocess", "networkx")
+
+
 @dataclass(frozen=True, slots=True)
 class GraphChannelConfig:
     """Knobs of the graph channel (validated)."""
@@ -59,8 +63,13 @@ class GraphChannelConfig:
     fusion_rrf_k: int | None = 20
     #: a chunk's score is its PPR mass / (weighted degree) ** chunk_degree_power (0: the mass itself)
     chunk_degree_power: float = 0.0
+    #: the PPR store: ``inprocess`` (numpy/scipy CSR) or ``networkx`` (extra ``graph``; the same
+    #: PageRank definition, slower; ``RAGSPINE_GRAPH_STORE``)
+    store: str = "inprocess"
 
     def __post_init__(self) -> None:
+        if self.store not in GRAPH_STORES:
+            raise ConfigError(f"unknown graph store {self.store!r}; allowed: {', '.join(GRAPH_STORES)} (RAGSPINE_GRAPH_STORE)")
         if not 0.0 <= self.damping < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {self.damping}")
         if self.fusion_rrf_k is not None and (isinstance(self.fusion_rrf_k, bool) or not isinstance(self.fusion_rrf_k, int)
@@ -98,7 +107,12 @@ class GraphChannel:
         tw.update(dict(config.type_weights))
         factor = np.asarray([tw.get(t, 1.0) for t in EDGE_TYPES], dtype=np.float64)
         w = np.asarray(g.weights, dtype=np.float64) * factor[np.asarray(g.etype)]
-        self.store = InProcessGraphStore(g.indptr, g.indices, w)
+        if config.store == "networkx":
+            from .networkx_store import NetworkXGraphStore
+
+            self.store = NetworkXGraphStore.from_csr(np.asarray(g.indptr), np.asarray(g.indices), w)
+        else:
+            self.store = InProcessGraphStore(g.indptr, g.indices, w)
         nodes = pq.read_table(directory / NODES_FILE, columns=["kind", "key", "label", "df", "chunk_row", "source"])
         n_ent = g.n_entities
         keys = nodes.column("key").to_pylist()[:n_ent]
@@ -115,7 +129,8 @@ class GraphChannel:
                 self._node_of.setdefault(a, int(n))
         self._node_row = np.asarray(nodes.column("chunk_row").to_numpy(), dtype=np.int64)
         self._n_ent = n_ent
-        deg = np.bincount(self.store._rows, weights=self.store.weights, minlength=self.store.n_nodes)[n_ent:]
+        rows_of_entries = np.repeat(np.arange(g.n_nodes, dtype=np.int64), np.diff(np.asarray(g.indptr)))
+        deg = np.bincount(rows_of_entries, weights=w, minlength=g.n_nodes)[n_ent:]
         self._chunk_norm = (np.maximum(deg, 1e-12) ** -config.chunk_degree_power) if config.chunk_degree_power else None
         self._lexical = LexicalChannel(library, doc_weight) if config.passage_seeds else None
         self._dense = DenseChannel(library, backend) if (config.passage_seeds and backend is not None) else None

@@ -19,6 +19,8 @@ hashed-lexical space of :class:`~ragspine_query.dense.deterministic.Deterministi
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -324,8 +326,10 @@ def global_overview(library: Any, query: str | None = None, *, top_n: int = 5, l
     """Questions about a whole library ("what are the main risks across all filings"):
     the top level's themes, best first, each grounded in its best leaf chunks.
 
-    With ``query`` the themes and their leaves are ranked by it; without, themes by the
-    number of chunks they cover and leaves by closeness to the theme. A theme whose
+    With ``query`` the themes are ranked by it; without, by the number of chunks they
+    cover. A theme cites exactly the leaves its summary quotes (an extractive summary is
+    built only from its members' sentences), in quoting order; a generated summary quotes
+    none, and then cites the ``leaves_per_node`` leaves closest to the node. A theme whose
     leaves are RESTRICTED now (never, for a consistent snapshot) is left out.
     """
     tree = library.summary_tree()
@@ -347,19 +351,48 @@ def global_overview(library: Any, query: str | None = None, *, top_n: int = 5, l
         if restricted[cover].any():
             continue
         pos = tree.leaves_pos[tree.leaves_indptr[i]:tree.leaves_indptr[i + 1]]
-        target = space.query_vector(query) if query else np.asarray(tree.node_vectors[i], dtype=np.float32)
-        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)
-        best = pos[np.lexsort((pos, -ls))][:leaves_per_node]
-        chunks = library.chunks_by_rows([int(tree.leaf_rows[p]) for p in best])
-        cites = []
-        for c, p in zip(chunks, best.tolist()):
-            s = float(ls[np.flatnonzero(pos == p)[0]])
-            cites.append(tree_snippet(TreeHit(Hit(c, s, {"tree": s, "fused": s}, tree.node_ids[i]), tree.node_ids[i])))
         n = tree.node(i)
+        # grounded: cite exactly the leaves the node's (extractive) summary quotes, in the order it quotes them
+        quoted = _quoted_leaves(library, n.text, [int(tree.leaf_rows[p]) for p in pos.tolist()])
+        target = np.asarray(tree.node_vectors[i], dtype=np.float32)
+        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)
+        if quoted:
+            chunks = [c for c, _ in quoted]
+            score_of = {int(tree.leaf_rows[p]): float(ls[k]) for k, p in enumerate(pos.tolist())}
+            scores = [score_of[r] for _, r in quoted]
+        else:  # a generated (LLM) summary quotes nothing: the leaves closest to the node itself
+            best = pos[np.lexsort((pos, -ls))][:leaves_per_node]
+            chunks = library.chunks_by_rows([int(tree.leaf_rows[p]) for p in best])
+            scores = [float(ls[np.flatnonzero(pos == p)[0]]) for p in best.tolist()]
+        cites = []
+        for c, s in zip(chunks, scores):
+            cites.append(tree_snippet(TreeHit(Hit(c, s, {"tree": s, "fused": s}, tree.node_ids[i]), tree.node_ids[i])))
         themes.append(Theme(n.node_id, n.level, n.text, n.n_leaves, n.doc_ids, float(node_scores[j]), tuple(cites)))
         if len(themes) >= top_n:
             break
     return themes
+
+
+_QUOTE_END = re.compile(r"(?<=[。！？；])|(?<=[.!?;])\s+")
+
+
+def _quoted_leaves(library: Any, summary: str, rows: Sequence[int]) -> list[tuple[Any, int]]:
+    """``(chunk, row)`` of the leaves (among ``rows``) holding a sentence of ``summary``, in
+    the order the summary quotes them, each once; RESTRICTED rows never (a tree has none)."""
+    sents = [x.strip() for x in _QUOTE_END.split(summary) if x and len(x.strip()) >= 8]
+    if not sents:
+        return []
+    chunks = library.chunks_by_rows(list(rows))
+    out: list[tuple[Any, int]] = []
+    seen: set[int] = set()
+    for sent in sents:
+        for c, r in zip(chunks, rows):
+            if sent in c.text and not c.is_restricted:
+                if r not in seen:
+                    seen.add(r)
+                    out.append((c, r))
+                break
+    return out
 
 
 def cite_nodes(nodes: Sequence[TreeNode]) -> None:

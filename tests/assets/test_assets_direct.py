@@ -157,6 +157,8 @@ def test_relation_graph_asset_reports_counts_top_entities_and_picture(chain):
     assert meta["restricted_chunks_skipped"] >= 4
     assert "| entity | degree |" in meta["top_entities_by_degree"]
     assert meta["neighbourhood_of_most_connected"].startswith("```mermaid\ngraph LR")
+    # communities with their grounded summaries are shown in the UI (issue 26)
+    assert meta["communities"] >= 3 and "| theme (top entities) | entities | member chunks |" in meta["largest_communities"]
     assert output.data_version is not None
     assert checks["no_restricted_graph_labels"].passed
     shown = json.dumps(meta, default=str).lower()

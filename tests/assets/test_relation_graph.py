@@ -93,7 +93,8 @@ def test_graph_has_typed_edges_titles_glossary_relations_and_walk_arrays(tmp_pat
     indptr, indices = np.load(d / ga.INDPTR_FILE), np.load(d / ga.INDICES_FILE)
     etype = np.load(d / ga.ETYPE_FILE)
     assert indptr[-1] == indices.shape[0] == 2 * len(edges["src"]) == etype.shape[0]
-    assert verify_relation_graph(d, CHUNKS, GLOSSARY) == {"restricted_nodes": 0, "restricted_edges": 0, "unsupported_labels": 0}
+    assert verify_relation_graph(d, CHUNKS, GLOSSARY) == {"restricted_nodes": 0, "restricted_edges": 0, "unsupported_labels": 0,
+                                                          "unsupported_summaries": 0}
     top, mermaid = summarize_graph(d)
     assert top and mermaid.startswith("graph LR")
 
