@@ -49,8 +49,8 @@ def env(tmp_path, monkeypatch):
     lines = [json.dumps({"doc_id": "pr-good", "text": "Acme opened the Quokka plant in 2024."}),
              '{"doc_id": "pr-huge", "text": "x", "year": ' + HUGE + "}"]
     (raw / "press.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (raw / "scan.pdf").write_bytes(b"%PDF-1.4 not read")
-    (raw / "notes.docx").write_bytes(b"PK\x03\x04 not read")
+    (raw / "scan.tiff").write_bytes(b"II*\x00 not read")
+    (raw / "notes.parquet").write_bytes(b"PAR1 not read")
     return raw
 
 
@@ -71,7 +71,7 @@ def test_ingest_publishes_the_rest_and_lists_skipped_and_withdrawn(env, monkeypa
     rc, out, err = run_cli("ingest", str(env))
     assert rc == 0, err
     assert "press.jsonl#L2" in out and "Traceback" not in out + err
-    assert "2 files skipped" in out and "scan.pdf" in out and "notes.docx" in out
+    assert "2 files skipped" in out and "scan.tiff" in out and "notes.parquet" in out
     assert "withdrawn" not in out
     (env / "acme-cn-hr-faq.md").unlink()
     rc, out, err = run_cli("ingest", str(env))
