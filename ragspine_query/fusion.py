@@ -112,10 +112,19 @@ def weighted_score_fusion(
         vals = np.asarray(scores, dtype=np.float64)[:depth]
         if rows.shape[0] == 0:
             continue
-        lo, hi = vals.min(), vals.max()
-        norm = (vals - lo) / (hi - lo) if hi > lo else np.ones_like(vals)
         parts_rows.append(rows)
-        parts_vals.append(float(w) * norm)
+        parts_vals.append(float(w) * _minmax(vals))
+    return _sum_by_row(parts_rows, parts_vals)
+
+
+def _minmax(vals: np.ndarray) -> np.ndarray:
+    """``vals`` mapped to [0, 1] by their own minimum and maximum (all 1.0 when equal)."""
+    lo, hi = (vals.min(), vals.max()) if vals.shape[0] else (0.0, 0.0)
+    return (vals - lo) / (hi - lo) if hi > lo else np.ones_like(vals)
+
+
+def _sum_by_row(parts_rows: list[np.ndarray], parts_vals: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's contributions summed (in order), rows best first, ties by row ascending."""
     if not parts_rows:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
     uniq, inv = np.unique(np.concatenate(parts_rows), return_inverse=True)
@@ -204,11 +213,6 @@ class MixedLanguagePolicy:
                 "earn": self.earn, "margin": self.margin, "depth": self.depth}
 
 
-def _minmax(vals: np.ndarray) -> np.ndarray:
-    lo, hi = (float(vals.min()), float(vals.max())) if vals.shape[0] else (0.0, 0.0)
-    return (vals - lo) / (hi - lo) if hi > lo else np.ones_like(vals)
-
-
 def fuse_mixed_languages(
     rankings: Sequence[tuple[str, np.ndarray, np.ndarray]],
     *,
@@ -272,13 +276,7 @@ def fuse_mixed_languages(
     if credit_rows:  # in units of the best score a same-language row can reach
         parts_rows.extend(credit_rows)
         parts_vals.extend(policy.earn * max(same_top, 1e-9) * v / len(judges) for v in credit_vals)
-    if not parts_rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    uniq, inv = np.unique(np.concatenate(parts_rows), return_inverse=True)
-    fused = np.zeros(uniq.shape[0], dtype=np.float64)
-    np.add.at(fused, inv, np.concatenate(parts_vals))
-    order = np.lexsort((uniq, -fused))
-    return uniq[order], fused[order]
+    return _sum_by_row(parts_rows, parts_vals)
 
 
 @dataclass(frozen=True, slots=True)
