@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                                    analyzer=make_analyzer("english"))
         blend_mb = sum(f.stat().st_size for f in (Path(d) / schema.BM25_BLEND_DIR).iterdir()) / 1e6
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KB on Linux
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # KiB on Linux, to MB like _rss_mb
     print(json.dumps({"chunks": n, "documents": n_docs, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
                       "rss_before_mb": round(before), "peak_rss_mb": round(peak), "growth_mb": round(peak - before),
                       "postings": stats["postings"], "blend_mb": round(blend_mb, 1)}))
