@@ -102,6 +102,54 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _ensemble_parts(backend: Any) -> tuple:
+    return tuple(getattr(backend, "parts", ())) if hasattr(backend, "assemble") else ()
+
+
+def cached_vectors(cache: EmbeddingCache, backend: Any, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    """The cached vectors of ``hashes`` for ``backend``: its own entries, and for an ensemble
+    also the rows every part model has a vector of (assembled as the ensemble's ``embed``)."""
+    found = cache.get_many(backend.model_id, hashes)
+    parts = _ensemble_parts(backend)
+    rest = [h for h in hashes if h not in found]
+    if parts and rest:
+        per_part = [cache.get_many(p.backend.model_id, rest) for p in parts]
+        complete = [h for h in rest if all(h in got for got in per_part)]
+        if complete:
+            rows = backend.assemble([np.stack([got[h] for h in complete]) for got in per_part])
+            found.update(zip(complete, rows))
+    return found
+
+
+def embed_through_cache(cache: EmbeddingCache, backend: Any, texts: Sequence[str], hashes: Sequence[str], *,
+                        batch_size: int) -> np.ndarray:
+    """Embed ``texts`` (keys ``hashes``) with ``backend`` and store the vectors in ``cache``.
+
+    An ensemble (a backend with ``parts`` and ``assemble``, e.g. ``minilm+e5+multilingual``)
+    is cached per part model: each part embeds only the texts it has no cached vector for,
+    and the rows are assembled exactly as the ensemble's own ``embed`` would. A library
+    that moves from ``minilm+e5`` to ``minilm+e5+multilingual`` (it gained a language)
+    then embeds its existing chunks with the new model alone.
+    """
+    parts = _ensemble_parts(backend)
+    if not parts:
+        vecs = np.asarray(backend.embed(list(texts), kind="passage", batch_size=batch_size), dtype=np.float32)
+        cache.put_many(backend.model_id, list(zip(hashes, vecs)))
+        return vecs
+    part_vectors = []
+    for p in parts:
+        have = cache.get_many(p.backend.model_id, sorted(set(hashes)))
+        need = sorted({h for h in hashes if h not in have})
+        if need:
+            text_of = dict(zip(hashes, texts))
+            new = np.asarray(p.backend.embed([text_of[h] for h in need], kind="passage", batch_size=batch_size),
+                             dtype=np.float32)
+            cache.put_many(p.backend.model_id, list(zip(need, new)))
+            have.update(zip(need, new))
+        part_vectors.append(np.stack([have[h] for h in hashes]))
+    return backend.assemble(part_vectors)
+
+
 def restricted_text_hashes(store_path: Path) -> list[str]:
     """Hashes of the index text of every version of every document that is RESTRICTED now.
 
@@ -148,17 +196,15 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
     hashes = [text_hash(texts[r]) for r in rows]
     cache = EmbeddingCache(cache_path)
     try:
-        cached = cache.get_many(backend.model_id, sorted(set(hashes)))
+        cached = cached_vectors(cache, backend, sorted(set(hashes)))
         missing = sorted({h for h in hashes if h not in cached})
         text_of = {h: texts[r] for h, r in zip(hashes, rows)}
         new_items: list[tuple[str, np.ndarray]] = []
         step = 512
         for i in range(0, len(missing), step):
             part = missing[i:i + step]
-            vecs = np.asarray(backend.embed([text_of[h] for h in part], kind="passage", batch_size=batch_size), dtype=np.float32)
-            items = list(zip(part, vecs))
-            cache.put_many(backend.model_id, items)
-            new_items.extend(items)
+            vecs = embed_through_cache(cache, backend, [text_of[h] for h in part], part, batch_size=batch_size)
+            new_items.extend(zip(part, vecs))
             if progress:
                 progress(min(i + step, len(missing)), len(missing))
         cached.update(dict(new_items))
