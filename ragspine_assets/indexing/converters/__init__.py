@@ -4,7 +4,7 @@
 :class:`ConvertedFiles`, which converts it (one module per format), reads its metadata
 (sidecar ``<file>.meta.toml``, folder defaults in ``_library.toml``, the file's own
 properties, sensitivity markings; :mod:`.metadata`) and returns a
-:class:`~ragspine_assets.indexing.parsing.SourceDocument` whose ``regions`` let every
+:class:`~ragspine_assets.indexing.source_documents.model.SourceDocument` whose ``regions`` let every
 chunk cite the page, slide, sheet and cell range or heading it came from.
 
 PDF, DOCX, PPTX and XLSX need the ``formats`` extra (pypdf, python-docx, python-pptx,
