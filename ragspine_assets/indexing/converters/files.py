@@ -51,7 +51,8 @@ from ..source_documents.metadata import _make_document, default_doc_id
 from ..source_documents.model import SourceDocument
 from ..source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ..sources.paths import printable_path
-from . import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, ConversionError, ConversionLimits, convert_bytes
+from .base import ConversionError, ConversionLimits
+from .registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
 #: text: lineage on every chunk row, and part of the content hash.

@@ -9,13 +9,18 @@ Defaults when a field is absent or empty:
 * ``title`` — the first markdown heading (``.md``/``.markdown``), else the file stem
   (``.txt``); the ``doc_id`` for ``.jsonl``.
 * ``source_locator`` — the source path (``notes/a.md``, or ``file.jsonl#L<line>``).
-* ``sensitivity`` — ``INTERNAL`` (see above); ``language`` — detected (``zh``/``en``).
+* ``sensitivity`` — ``INTERNAL``, only when nothing tries to mark the document
+  (:mod:`.sensitivity`); ``language`` — detected (``zh``/``en``).
 
 Control and invisible formatting characters in a file name (Unicode categories Cc, Cf,
 Zl, Zp, and undecodable bytes) are percent-encoded as UTF-8 in the ``source_path``, the
 default ``source_locator``, the default title and error paths (a newline shows as
 ``%0A``), so every one stays on one printable line. A ``doc_id`` or ``source_locator``
 value containing such a character is an error.
+
+Error messages never quote document text: a ``doc_id`` only when it is a plain
+identifier, a sensitivity only when it is a short word and a date only when it is made of
+digits and ``-``/``.``/``/``.
 """
 
 from __future__ import annotations

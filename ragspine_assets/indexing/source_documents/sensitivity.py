@@ -5,7 +5,6 @@ error for that file, never the default (the decision itself is taken in
 :func:`.metadata._make_document` with the functions here; the key rules are in
 :mod:`.keys`).
 
-
 * ``sensitivity`` must be ``PUBLIC``, ``INTERNAL`` or ``RESTRICTED`` — ASCII,
   case-insensitive, surrounding whitespace ignored. Anything else (``RESTRICTED!``,
   ``PUBLIC # was RESTRICTED``, full-width letters, an empty value) is an error.
