@@ -16,7 +16,7 @@ from .chunking import SemanticChunker, build_chunks, chunker_signature, make_chu
 from .chunking.semantic_embedding import SentenceEmbeddings
 from .documents import DocumentSet
 from .library_settings import chunker_kwargs, resolve_library_settings
-from .parsing import SourceDocument
+from .source_documents.model import SourceDocument
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 from .workers import batches, ordered_map
 

@@ -20,7 +20,9 @@ from ragspine_query.errors import DocumentError, RagspineError
 from .artifacts import LibraryPaths, sha256_json, write_once
 from .converters import converted_file
 from .marking_scan import mentions_restricted
-from .parsing import LibraryConfig, ParseResult, SourceDocument, load_library_config, parse_library
+from .library_config import LibraryConfig, load_library_config
+from .source_documents.library import parse_library
+from .source_documents.model import ParseResult, SourceDocument
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 #: ``_library.toml`` keys added after libraries were first built: at their default they are

@@ -6,18 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragspine_query.errors import ConfigError
 from ragspine_query.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
 
-from .chunking import CHUNKER_NAMES, chunker_params, make_chunker
+# the chunker settings of a library config live with LibraryConfig (it validates them);
+# re-exported here, where they were first defined
+from .library_config import CHUNKER_OPTION_KEYS, check_chunker_options, chunker_kwargs, chunker_options  # noqa: F401
 
-if TYPE_CHECKING:  # parsing (LibraryConfig) imports this module: no runtime import back
+if TYPE_CHECKING:
     from .documents import DocumentSet
-
-#: ``_library.toml`` keys that tune one chunker (unset: the chunker's default), and the
-#: chunkers that take each. The budget keys (``max_chars``, ``overlap_chars``) apply to all.
-CHUNKER_OPTION_KEYS: tuple[str, ...] = (
-    "parent_max_chars", "window", "breakpoint_percentile", "embed_window", "boundary_embedder")
 
 
 #: BM25 ``k1`` of a library whose dense channel is the English ONNX model (MiniLM) when
@@ -105,41 +101,3 @@ def bm25_params_for(config: Any, embedding_spec: str) -> BM25Params:
     if k1 is None:
         k1 = FUSION_BM25_K1 if embedding_spec in FUSION_K1_EMBEDDINGS else DEFAULT_BM25_K1
     return BM25Params(float(k1), float(DEFAULT_BM25_B if b is None else b))
-
-
-def chunker_options(config: Any) -> dict[str, Any]:
-    """The chunker-specific keys a library config sets (``None`` values left out)."""
-    return {k: v for k in CHUNKER_OPTION_KEYS if (v := getattr(config, k, None)) is not None}
-
-
-def chunker_kwargs(config: Any) -> dict[str, Any]:
-    """The :func:`~.chunking.make_chunker` keyword arguments of a library config."""
-    params: dict[str, Any] = {}
-    if getattr(config, "max_chars", None):
-        params["max_chars"] = config.max_chars
-    if getattr(config, "overlap_chars", None) is not None:
-        params["overlap_chars"] = config.overlap_chars
-    params.update(chunker_options(config))
-    return params
-
-
-def check_chunker_options(config: Any) -> None:
-    """Raise unless every chunker key of ``config`` applies to its chunker with a valid value.
-
-    Raises:
-        ConfigError: a key the configured chunker does not take (the message names the
-            chunkers that do) or a value out of range (the message names key and value).
-    """
-    name = config.chunker
-    allowed = chunker_params(name)
-    for key, value in chunker_options(config).items():
-        if key not in allowed:
-            takers = [c for c in CHUNKER_NAMES if key in chunker_params(c)]
-            raise ConfigError(
-                f"{key} = {value!r} does not apply to chunker {name!r}; it is a setting of "
-                f"{', '.join(map(repr, takers))}: remove it or set chunker to one of those")
-    try:
-        make_chunker(name, **chunker_kwargs(config))
-    except ValueError as exc:
-        raise ConfigError(f"invalid chunker setting for chunker {name!r}: {exc}") from exc
-

@@ -18,10 +18,10 @@ import pytest
 
 from ragspine_assets.indexing import chunks as chunks_mod
 from ragspine_assets.indexing import lexical as lexical_mod
-from ragspine_assets.indexing import parsing as parsing_mod
 from ragspine_assets.indexing import workers
 from ragspine_assets.indexing.artifacts import LibraryPaths
 from ragspine_assets.indexing.pipeline import build_library
+from ragspine_assets.indexing.source_documents import jsonl as jsonl_mod
 from ragspine_query.errors import ConfigError, RagspineError
 from ragspine_query.lexical.bm25 import build_bm25_arrays, build_bm25_from_counts, count_rows
 
@@ -66,7 +66,7 @@ def test_parallel_ingest_publishes_the_bytes_of_the_serial_one(tmp_path, monkeyp
 
     monkeypatch.setattr(workers, "ProcessPoolExecutor", CountingPool)
     monkeypatch.setenv(workers.WORKERS_ENV, "2")
-    for module, names in ((parsing_mod, {"JSONL_LINES_PER_TASK": 7, "JSONL_MIN_TASKS_IN_WORKERS": 2}),
+    for module, names in ((jsonl_mod, {"JSONL_LINES_PER_TASK": 7, "JSONL_MIN_TASKS_IN_WORKERS": 2}),
                           (chunks_mod, {"DOCS_PER_TASK": 5, "MIN_TASKS_IN_WORKERS": 2, "DOCS_PER_TRANSACTION": 13}),
                           (lexical_mod, {"TEXTS_PER_TASK": 11, "MIN_TASKS_IN_WORKERS": 2})):
         for name, value in names.items():

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 from ragspine_query.records import Chunk
 
+from ..converters.regions import fragment_for
 from .contextual import index_text
 from .ids import make_chunk_id, make_parent_id
 from .registry import Chunker, chunker_signature
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 
 def build_chunks(doc: SourceDocument, chunker: Chunker, *, contextual: bool = True) -> list[Chunk]:
@@ -80,8 +81,6 @@ def _located(doc: SourceDocument, start: int, end: int) -> str:
     regions = getattr(doc, "regions", ())
     if not regions:
         return doc.source_locator
-    from ..converters.regions import fragment_for
-
     fragment = fragment_for(regions, start, end)
     if not fragment:
         return doc.source_locator

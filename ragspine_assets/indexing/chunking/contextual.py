@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .spans import ChunkSpan
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 HEADER_SEPARATOR = " · "
 

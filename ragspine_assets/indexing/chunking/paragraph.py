@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .spans import ChunkSpan, Span, skip_space, trim, validate_budget
 
-if TYPE_CHECKING:  # the chunkers only read ``doc.body``; no runtime dependency on parsing
-    from ..parsing import SourceDocument
+if TYPE_CHECKING:  # the chunkers only read ``doc.body``; no runtime dependency on the model
+    from ..source_documents.model import SourceDocument
 
 DEFAULT_CHUNK_CHARS = 480
 DEFAULT_OVERLAP_CHARS = 80

@@ -14,7 +14,7 @@ from .spans import ChunkSpan
 from .structured import BookChunker, LawsChunker, LayoutChunker, ParentChildChunker, QAChunker
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 DEFAULT_CHUNKER = "paragraph"
 

@@ -42,7 +42,7 @@ from .paragraph import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, hard_cut, par
 from .spans import ChunkSpan, validate_budget
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 #: Gaps whose similarity is at or below this percentile of the document's gaps become
 #: breakpoints. This and the window were chosen on SciFact *train* (BM25, lexical

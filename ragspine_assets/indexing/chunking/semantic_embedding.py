@@ -29,7 +29,7 @@ from ragspine_query.records import is_restricted
 from .semantic import LexicalEmbedder, SemanticChunker
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 
 def _hash(text: str) -> str:

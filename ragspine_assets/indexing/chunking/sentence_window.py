@@ -17,7 +17,7 @@ from .paragraph import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, hard_cut, par
 from .spans import ChunkSpan, validate_budget
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 DEFAULT_WINDOW_SENTENCES = 2
 

@@ -23,7 +23,7 @@ from .paragraph import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_range
 from .spans import ChunkSpan, validate_budget
 
 if TYPE_CHECKING:
-    from ..parsing import SourceDocument
+    from ..source_documents.model import SourceDocument
 
 #: Default parent budget of ``parent_child`` and ``qa``: four default chunks.
 DEFAULT_PARENT_CHARS = 4 * DEFAULT_CHUNK_CHARS

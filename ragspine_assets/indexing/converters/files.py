@@ -11,7 +11,8 @@ Metadata of a converted file, later sources winning key by key:
 3. the sidecar ``<file>.meta.toml`` (``reports/q3.pdf.meta.toml``): ``key = "value"``
    lines, the same keys as front matter.
 
-Sensitivity fails closed, with the front-matter rules of :mod:`..parsing`:
+Sensitivity fails closed, with the front-matter rules of :mod:`..source_documents.keys` and
+:mod:`..source_documents.sensitivity`:
 
 * set in the sidecar: exactly ``PUBLIC``/``INTERNAL``/``RESTRICTED`` or an error;
 * else a document property that names a sensitivity (``classification``,
@@ -44,7 +45,14 @@ from ragspine_query.errors import ConfigError, DocumentError, MissingExtraError
 from ragspine_query.records import METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
 from ..library_config_guard import read_config_bytes
-from . import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, ConversionError, ConversionLimits, convert_bytes
+from ..source_documents.folding import _norm_key
+from ..source_documents.keys import _check_key  # the front-matter key rules, shared
+from ..source_documents.metadata import _make_document, default_doc_id
+from ..source_documents.model import SourceDocument
+from ..source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
+from ..sources.paths import printable_path
+from .base import ConversionError, ConversionLimits
+from .registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
 #: text: lineage on every chunk row, and part of the content hash.
@@ -125,8 +133,6 @@ class ConvertedFiles:
             if isinstance(raw, DocumentError):
                 return [raw]
             sidecar = raw
-        from ..parsing import printable_path
-
         return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage(),
                          sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
 
@@ -187,8 +193,6 @@ class ConvertedFiles:
 def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str, str], list[DocumentError]]:
     """Validate a TOML table of metadata: keys as in front matter, values strings (a TOML
     date is read as ``YYYY-MM-DD``), ``sensitivity`` exactly a level."""
-    from ..parsing import _check_key, _norm_key  # the front-matter key rules, shared
-
     values: dict[str, str] = {}
     errors: list[DocumentError] = []
     seen: dict[str, str] = {}
@@ -230,9 +234,6 @@ def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str,
 
 def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, sidecar: bytes | None,
               sidecar_shown: str, defaults) -> list:
-    from ..parsing import (SourceDocument, _first_body_lines, _first_marking, _make_document, _norm_key,
-                           _sensitivity_like, default_doc_id)
-
     default_values, errors, default_lines = defaults
     errors = list(errors)
     meta: dict[str, str] = {k: v for k, v in default_values.items() if k != "sensitivity"}
@@ -325,8 +326,6 @@ _RESTRICTED_LABELS = ("restricted", "confidential", "secret", "机密", "绝密"
 
 def _property_level(value: str) -> str | None:
     """A sensitivity property's value: exactly a level, or a restricted-type label → RESTRICTED."""
-    from ..parsing import _norm_key
-
     if value.isascii() and value.strip().upper() in SENSITIVITIES:
         return value.strip().upper()
     norm = _norm_key(value)

@@ -28,7 +28,7 @@ def _serve(conn, limits: ConversionLimits) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not on this platform
         pass
-    from . import convert_bytes
+    from .registry import convert_bytes
 
     while True:
         try:
