@@ -134,7 +134,7 @@ def plan_embedding_shards(ctx: StepContext, index_text: IndexTextRef, documents:
                          (EmbeddingShard(0, 1, spec, None, 0),), time.perf_counter() - t0)
     cache = EmbeddingCache(ctx.cache_path)
     try:
-        _, missing = missing_hashes(cache, backend.model_id, inp.hashes)
+        _, missing = missing_hashes(cache, backend, inp.hashes)
     finally:
         cache.close()
     row_of = dict(zip(inp.hashes, inp.rows))
@@ -215,11 +215,15 @@ def merge_embedding_shards(ctx: StepContext, index_text: IndexTextRef, documents
     inp = embedding_input(index_text, ctx.paths.chunk_store)
     if plan.model_id is None:
         return embedding_step_result(no_backend_ref(index_text, inp.skipped, plan.purged_restricted), index_text)
+    backend = ctx.backend(plan.spec)  # an ensemble's rows are assembled from its parts' cache entries
+    if backend is None or backend.model_id != plan.model_id:
+        raise RagspineError(f"the merge step's backend for {plan.spec!r} is {getattr(backend, 'model_id', None)!r}, "
+                            f"the planner's was {plan.model_id!r}; give every worker the same RAGSPINE_EMBEDDING* "
+                            "settings and model files")
     cache = EmbeddingCache(ctx.cache_path)
     try:
-        vectors, lost = missing_hashes(cache, plan.model_id, inp.hashes)
+        vectors, lost = missing_hashes(cache, backend, inp.hashes)
         if lost:
-            backend = ctx.backend(plan.spec)
             text_of = inp.text_of()
             for i in range(0, len(lost), EMBED_BLOCK):
                 part = lost[i:i + EMBED_BLOCK]

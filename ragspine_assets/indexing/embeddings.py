@@ -102,6 +102,54 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _ensemble_parts(backend: Any) -> tuple:
+    return tuple(getattr(backend, "parts", ())) if hasattr(backend, "assemble") else ()
+
+
+def cached_vectors(cache: EmbeddingCache, backend: Any, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    """The cached vectors of ``hashes`` for ``backend``: its own entries, and for an ensemble
+    also the rows every part model has a vector of (assembled as the ensemble's ``embed``)."""
+    found = cache.get_many(backend.model_id, hashes)
+    parts = _ensemble_parts(backend)
+    rest = [h for h in hashes if h not in found]
+    if parts and rest:
+        per_part = [cache.get_many(p.backend.model_id, rest) for p in parts]
+        complete = [h for h in rest if all(h in got for got in per_part)]
+        if complete:
+            rows = backend.assemble([np.stack([got[h] for h in complete]) for got in per_part])
+            found.update(zip(complete, rows))
+    return found
+
+
+def embed_through_cache(cache: EmbeddingCache, backend: Any, texts: Sequence[str], hashes: Sequence[str], *,
+                        batch_size: int) -> np.ndarray:
+    """Embed ``texts`` (keys ``hashes``) with ``backend`` and store the vectors in ``cache``.
+
+    An ensemble (a backend with ``parts`` and ``assemble``, e.g. ``minilm+e5+multilingual``)
+    is cached per part model: each part embeds only the texts it has no cached vector for,
+    and the rows are assembled exactly as the ensemble's own ``embed`` would. A library
+    that moves from ``minilm+e5`` to ``minilm+e5+multilingual`` (it gained a language)
+    then embeds its existing chunks with the new model alone.
+    """
+    parts = _ensemble_parts(backend)
+    if not parts:
+        vecs = np.asarray(backend.embed(list(texts), kind="passage", batch_size=batch_size), dtype=np.float32)
+        cache.put_many(backend.model_id, list(zip(hashes, vecs)))
+        return vecs
+    part_vectors = []
+    for p in parts:
+        have = cache.get_many(p.backend.model_id, sorted(set(hashes)))
+        need = sorted({h for h in hashes if h not in have})
+        if need:
+            text_of = dict(zip(hashes, texts))
+            new = np.asarray(p.backend.embed([text_of[h] for h in need], kind="passage", batch_size=batch_size),
+                             dtype=np.float32)
+            cache.put_many(p.backend.model_id, list(zip(need, new)))
+            have.update(zip(need, new))
+        part_vectors.append(np.stack([have[h] for h in hashes]))
+    return backend.assemble(part_vectors)
+
+
 def restricted_text_hashes(store_path: Path) -> list[str]:
     """Hashes of the index text of every version of every document that is RESTRICTED now.
 
@@ -159,19 +207,18 @@ def purge_restricted_vectors(cache_path: Path, purge: set[str]) -> int:
         cache.close()
 
 
-def missing_hashes(cache: EmbeddingCache, model_id: str, hashes: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
-    """``(cached vectors, sorted hashes not in the cache)`` of ``hashes`` for ``model_id``."""
-    cached = cache.get_many(model_id, sorted(set(hashes)))
+def missing_hashes(cache: EmbeddingCache, backend: Any, hashes: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """``(cached vectors, sorted hashes without one)`` of ``hashes`` for ``backend``
+    (an ensemble's rows assembled from its parts' entries, :func:`cached_vectors`)."""
+    cached = cached_vectors(cache, backend, sorted(set(hashes)))
     return cached, sorted({h for h in hashes if h not in cached})
 
 
 def embed_block(backend: Any, cache: EmbeddingCache, texts: Sequence[str], block: Sequence[str], *,
                 batch_size: int = 32) -> list[tuple[str, np.ndarray]]:
-    """Embed one block (``texts[i]`` has hash ``block[i]``) and store the vectors in the cache."""
-    vecs = np.asarray(backend.embed(list(texts), kind="passage", batch_size=batch_size), dtype=np.float32)
-    items = list(zip(block, vecs))
-    cache.put_many(backend.model_id, items)
-    return items
+    """Embed one block (``texts[i]`` has hash ``block[i]``) through the cache
+    (:func:`embed_through_cache`: an ensemble per part model)."""
+    return list(zip(block, embed_through_cache(cache, backend, texts, block, batch_size=batch_size)))
 
 
 def no_backend_ref(ref: IndexTextRef, skipped: int, purged: int) -> EmbeddingRef:
@@ -204,7 +251,7 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
     t0 = time.perf_counter()
     cache = EmbeddingCache(cache_path)
     try:
-        cached, missing = missing_hashes(cache, backend.model_id, inp.hashes)
+        cached, missing = missing_hashes(cache, backend, inp.hashes)
         text_of = inp.text_of()
         for i in range(0, len(missing), EMBED_BLOCK):
             part = missing[i:i + EMBED_BLOCK]

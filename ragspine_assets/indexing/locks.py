@@ -39,6 +39,23 @@ class ConcurrentIngestError(RagspineError):
     """Another ingest of the same library is running, or ran during this one."""
 
 
+def flock_within(fh, timeout_s: float, *, poll_s: float) -> bool:
+    """Take an exclusive ``flock`` on ``fh``, retrying every ``poll_s`` for up to ``timeout_s``.
+
+    Returns False when another holder kept it that long (the caller raises its own error).
+    The lock goes with the file description: released on unlock, close or process death.
+    """
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
+
 @contextlib.contextmanager
 def library_run_lock(paths: LibraryPaths, *, wait_s: float = 0.0):
     """Hold ``<library>/.ingest.lock`` for a whole ingest run.
@@ -52,18 +69,11 @@ def library_run_lock(paths: LibraryPaths, *, wait_s: float = 0.0):
     lock_path = paths.root / INGEST_LOCK_FILE
     fh = open(lock_path, "a+b")
     try:
-        deadline = time.monotonic() + max(0.0, wait_s)
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ConcurrentIngestError(
-                        f"another ingest of library {paths.library_id!r} is running ({_holder(lock_path)}); "
-                        "wait for it to finish, then run again (two ingests of one library at once would "
-                        "publish a snapshot mixed from two chunk-store states)") from None
-                time.sleep(0.2)
+        if not flock_within(fh, wait_s, poll_s=0.2):
+            raise ConcurrentIngestError(
+                f"another ingest of library {paths.library_id!r} is running ({_holder(lock_path)}); "
+                "wait for it to finish, then run again (two ingests of one library at once would "
+                "publish a snapshot mixed from two chunk-store states)")
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n".encode())

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,7 +30,7 @@ from ragspine_query.integrity import FILE_SHA256, content_snapshot_id, verify_sn
 from .artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
                         sha256_json, work_record)
 from .chunk_store import CACHE_KIB, init_schema
-from .locks import CHUNK_STATE_KEY, check_chunk_state
+from .locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
 from .reclassification import quarantine_unservable, unservable_count, was_quarantined
 
 HISTORY_FILE = "history.jsonl"
@@ -93,17 +92,10 @@ def publication_lock(paths: LibraryPaths, *, timeout: float = LOCK_TIMEOUT_S):
     paths.root.mkdir(parents=True, exist_ok=True)
     lock_path = paths.root / LOCK_FILE
     with open(lock_path, "a+b") as fh:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise RagspineError(
-                        f"another process has been publishing library {paths.library_id!r} for over {timeout:.0f} s "
-                        f"(it holds {lock_path}); wait for it to finish, or stop it, then run again") from None
-                time.sleep(0.1)
+        if not flock_within(fh, timeout, poll_s=0.1):
+            raise RagspineError(
+                f"another process has been publishing library {paths.library_id!r} for over {timeout:.0f} s "
+                f"(it holds {lock_path}); wait for it to finish, or stop it, then run again")
         try:
             yield
         finally:

@@ -69,7 +69,18 @@ class EnsembleEmbeddingBackend(BaseEmbeddingBackend):
         check_kind(kind)
         check_batch_size(batch_size)
         items = as_text_list(texts)
-        out = np.empty((len(items), self.dim), dtype=np.float32)
-        for p in self.parts:
-            out[:, p.start : p.stop] = np.asarray(p.backend.embed(items, kind=kind, batch_size=batch_size), dtype=np.float32) * self._scale
+        return self.assemble([p.backend.embed(items, kind=kind, batch_size=batch_size) for p in self.parts])
+
+    def assemble(self, part_vectors: Sequence[np.ndarray]) -> np.ndarray:
+        """The ensemble rows from each part's own vectors of the same texts (in part order).
+
+        What :meth:`embed` returns, bit for bit, when given what the parts' ``embed`` gave:
+        the indexing step caches vectors per part model and assembles rows with this, so
+        a library whose ensemble gains or loses a model re-embeds only with that model.
+        """
+        if len(part_vectors) != len(self.parts):
+            raise ConfigError(f"this ensemble has {len(self.parts)} models, got vectors of {len(part_vectors)}")
+        out = np.empty((len(part_vectors[0]), self.dim), dtype=np.float32)
+        for p, vectors in zip(self.parts, part_vectors):
+            out[:, p.start : p.stop] = np.asarray(vectors, dtype=np.float32) * self._scale
         return out

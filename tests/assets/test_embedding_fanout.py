@@ -162,3 +162,23 @@ def test_sharded_minilm_is_byte_identical_although_batching_moves_last_bits(tmp_
     assert materialization(first)["shards"] == 2
     a, b = embeddings_dir(sharded), embeddings_dir(serial)
     assert a.name == b.name and folder_bytes(a) == folder_bytes(b)
+
+
+def test_fanned_out_definitions_keep_the_asset_graph() -> None:
+    """Same asset keys, dependencies, checks and code version with and without shards:
+    downstream assets, sensors and the UI's lineage see one ``chunk_embeddings``."""
+    from ragspine_assets.definitions import build_definitions
+
+    def graph(env: dict) -> dict:
+        asset_graph = build_definitions(env).resolve_asset_graph()
+        return {key.to_user_string(): (sorted(p.to_user_string() for p in asset_graph.get(key).parent_keys),
+                                       sorted(c.name for c in asset_graph.get(key).check_keys),
+                                       asset_graph.get(key).code_version)
+                for key in asset_graph.get_all_asset_keys()}
+
+    one, sharded = graph({}), graph({"RAGSPINE_EMBEDDING_SHARDS": "4"})
+    assert one == sharded and "chunk_embeddings" in sharded
+    job = build_definitions({"RAGSPINE_EMBEDDING_SHARDS": "4"}).resolve_job_def("ingest_job")
+    assert "chunk_embeddings" in job.graph.node_dict  # the graph asset's node
+    assert build_definitions({"RAGSPINE_EMBEDDING_SHARDS": "1"}).resolve_job_def("ingest_job").graph.node_dict[
+        "chunk_embeddings"].definition.node_type_str == "op"

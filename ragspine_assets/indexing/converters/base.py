@@ -119,6 +119,30 @@ class TextBuilder:
             self.regions.append((start, self.length, fragment))
         return start, self.length
 
+    def add_table(self, rows: list[tuple[int, list[str]]], *, fragment: str = "", split_hint: str) -> None:
+        """Append ``rows`` (source row number, cell texts) as one Markdown table, a region per row.
+
+        The first row is the header (a ``|---|`` line follows it); short rows are padded to
+        the widest. Each row's region is ``cells=A<r>:<last column><r>``, after
+        ``fragment&`` when given (e.g. the sheet).
+        """
+        width = max(len(t) for _, t in rows)
+        for i, (r, texts) in enumerate(rows):
+            line = "| " + " | ".join(texts + [""] * (width - len(texts))) + " |"
+            lead = "\n" if i else ("\n\n" if self.parts else "")
+            self.parts.append(lead + line)
+            start = self.length + len(lead)
+            self.length = start + len(line)
+            cells = f"cells=A{r}:{column_letter(width)}{r}"
+            self.regions.append((start, self.length, f"{fragment}&{cells}" if fragment else cells))
+            if i == 0:
+                sep = "|" + "|".join(["---"] * width) + "|"
+                self.parts.append("\n" + sep)
+                self.length += 1 + len(sep)
+        if self.length > self.limits.max_text_chars:
+            raise ConversionError(f"the extracted text passes {self.limits.max_text_chars:,} characters",
+                                  split_hint, field="limits")
+
     def text(self) -> str:
         return "".join(self.parts)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv as _csv
 import io
 
-from .base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, column_letter
+from .base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
 
 VERSION = "1"
 EXTRA_MODULE = ""  # the standard library
@@ -47,18 +47,5 @@ def convert_csv(data: bytes, limits: ConversionLimits) -> Converted:
     if not rows:
         raise ConversionError("has no values", "add data, or remove it from the library", field="body")
     out = TextBuilder(limits)
-    width = max(len(t) for _, t in rows)
-    for i, (r, texts) in enumerate(rows):
-        line = "| " + " | ".join(texts + [""] * (width - len(texts))) + " |"
-        start = out.length + (1 if i else 0)
-        out.parts.append(("\n" if i else "") + line)
-        out.length = start + len(line)
-        out.regions.append((start, out.length, f"cells=A{r}:{column_letter(width)}{r}"))
-        if i == 0:
-            sep = "|" + "|".join(["---"] * width) + "|"
-            out.parts.append("\n" + sep)
-            out.length += 1 + len(sep)
-    if out.length > limits.max_text_chars:
-        raise ConversionError(f"the extracted text passes {limits.max_text_chars:,} characters", "split the file",
-                              field="limits")
+    out.add_table(rows, split_hint="split the file")
     return Converted(text=out.text(), regions=tuple(out.regions))

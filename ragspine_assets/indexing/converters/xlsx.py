@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from .base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip, column_letter
+from .base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip
 from .ooxml import package_properties
 from .regions import region_fragment
 
@@ -61,22 +61,4 @@ def _add_sheet(out: TextBuilder, name: str, rows: list[tuple[int, list[str]]]) -
     if not rows:
         return
     out.add(f"## Sheet: {' '.join(name.split())}")
-    width = max(len(t) for _, t in rows)
-    sheet = region_fragment("sheet", name)
-    for i, (r, texts) in enumerate(rows):
-        cells = texts + [""] * (width - len(texts))
-        line = "| " + " | ".join(cells) + " |"
-        start = out.length + (2 if i == 0 else 1)
-        if i == 0:
-            out.parts.append("\n\n" + line)
-        else:
-            out.parts.append("\n" + line)
-        out.length = start + len(line)
-        out.regions.append((start, out.length, f"{sheet}&cells=A{r}:{column_letter(width)}{r}"))
-        if i == 0:
-            sep = "|" + "|".join(["---"] * width) + "|"
-            out.parts.append("\n" + sep)
-            out.length += 1 + len(sep)
-    if out.length > out.limits.max_text_chars:
-        raise ConversionError(f"the extracted text passes {out.limits.max_text_chars:,} characters",
-                              "split the workbook", field="limits")
+    out.add_table(rows, fragment=region_fragment("sheet", name), split_hint="split the workbook")
