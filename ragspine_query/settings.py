@@ -75,7 +75,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "build the ANN index for libraries with at least this many vectors (0 = never; _library.toml ann_min_vectors wins)"),
     EnvVar("RAGSPINE_EMBEDDING_SHARDS", "embedding_shards", "1",
            "split one library's chunk_embeddings into up to this many steps, each free to run on another worker "
-           "(1 = one step; the same on every worker and the run launcher)"),
+           "(1 = one step; the Dagster code location only, set alike on every worker and the run launcher; "
+           "`ragspine ingest` embeds in one step)"),
     EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
            "worker processes a large library's parsing, chunking and BM25 counting use within a step "
            "(0 = one per CPU up to 8, 1 = serial)"),
