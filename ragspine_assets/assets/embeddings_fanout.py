@@ -13,7 +13,7 @@ import dagster as dg
 
 from ..indexing.documents import DocumentSet
 from ..indexing.embedding_fanout import (EmbeddingShard, ShardPlan, ShardResult, embed_shard as embed_shard_step,
-                                         fanout_ref_metadata, merge_embedding_shards as merge_step,
+                                         fanout_metadata, merge_embedding_shards as merge_step,
                                          plan_embedding_shards, shard_summary)
 from ..indexing.embeddings import EmbeddingRef
 from ..indexing.index_text import IndexTextRef
@@ -67,7 +67,7 @@ def merge_embedding_shards(context: dg.OpExecutionContext, ragspine: RagspineCon
         raise dg.Failure(str(exc)) from exc
     ref: EmbeddingRef = result.value
     yield dg.Output(ref, "result", data_version=dg.DataVersion(ref.content_hash[:32]), metadata={
-        **embedding_metadata(ref), **fanout_ref_metadata(ref, plan, results),
+        **embedding_metadata(ref), **fanout_metadata(plan, results),
         "shard_table": md_table(("shard", "blocks", "texts", "seconds", "ran on"), shard_summary(plan, results),
                                 limit=50),
     })

@@ -13,7 +13,8 @@ functions, each a step the executor may send to any worker.
 2. :func:`embed_shard` (one step per shard, on any worker) embeds its blocks and writes
    the vectors into the shared embedding cache (SQLite in WAL mode with a 60 s busy
    timeout, so steps in several processes can fill it at once).
-3. :func:`merge_embedding_shards` reads every row's vector from the cache and writes the
+3. :func:`merge_embedding_shards` reads every row's vector from the cache (it builds the
+   backend: an ensemble's rows are assembled from its part models' entries) and writes the
    one ``embeddings`` artifact (and the ANN index, in this step, when the library wants
    one), with the serial step's checks.
 
@@ -39,15 +40,15 @@ from ragspine_query.errors import RagspineError
 from ragspine_query.records import is_restricted
 
 from .documents import DocumentSet
-from .embeddings import (EMBED_BLOCK, EmbeddingCache, EmbeddingRef, assemble_embeddings, embed_block,
+from .embeddings import (EMBED_BLOCK, EmbeddingCache, assemble_embeddings, embed_block,
                          embedding_input, embedding_step_result, library_ann_config, missing_hashes, no_backend_ref,
                          purge_restricted_vectors, text_hash)
 from .index_text import IndexTextRef, read_index_text
 from .library_settings import resolve_library_settings
 from .step_api import StepContext, StepResult
 
-__all__ = ["EmbeddingShard", "ShardPlan", "ShardResult", "embed_shard", "merge_embedding_shards",
-           "plan_embedding_shards", "shard_count", "split_blocks"]
+__all__ = ["EmbeddingShard", "ShardPlan", "ShardResult", "embed_shard", "fanout_metadata", "merge_embedding_shards",
+           "plan_embedding_shards", "shard_count", "shard_summary", "split_blocks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +251,7 @@ def shard_summary(plan: ShardPlan, results: Sequence[ShardResult]) -> list[tuple
     return rows
 
 
-def fanout_ref_metadata(ref: EmbeddingRef, plan: ShardPlan, results: Sequence[ShardResult]) -> dict:
+def fanout_metadata(plan: ShardPlan, results: Sequence[ShardResult]) -> dict:
     """Plain counts of the fan-out for the asset's metadata (no text, no document names)."""
     return {"shards": len(plan.shards), "texts_planned": plan.missing, "texts_cached_at_plan": plan.cached,
             "shard_workers": sorted({r.worker or f"{r.host}:{r.pid}" for r in results if r.texts})}

@@ -25,8 +25,9 @@ from .library_settings import resolve_embedding_spec, resolve_library_settings
 from .publish import current_snapshot_id
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
-__all__ = ["EmbeddingCache", "EmbeddingRef", "build_embeddings", "embeddings_step", "resolve_embedding_spec",
-           "restricted_text_hashes", "text_hash", "verify_embeddings"]
+__all__ = ["EMBED_BLOCK", "EmbeddingCache", "EmbeddingInput", "EmbeddingRef", "assemble_embeddings", "build_embeddings",
+           "embed_block", "embedding_input", "embeddings_step", "missing_hashes", "purge_restricted_vectors",
+           "resolve_embedding_spec", "restricted_text_hashes", "text_hash", "verify_embeddings"]
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingRef:
