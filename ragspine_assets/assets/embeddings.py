@@ -25,20 +25,21 @@ EMBEDDINGS_CODE_VERSION = STEP.code_version
 def chunk_embeddings(context: dg.AssetExecutionContext, ragspine: RagspineConfig, index_text: IndexTextRef, documents: DocumentSet):
     result = run_asset_step(STEP, context, ragspine, index_text=index_text, documents=documents)
     ref: EmbeddingRef = result.value
-    yield dg.Output(
-        ref,
-        data_version=dg.DataVersion(ref.content_hash[:32]),
-        metadata={
-            "backend": ref.backend or "none",
-            "model_id": ref.model_id or "none (BM25 only)",
-            "dim": ref.dim,
-            "vectors": ref.count,
-            "embedded": ref.embedded,
-            "reused_from_cache": ref.reused,
-            "restricted_skipped": ref.skipped_restricted,
-            "restricted_vectors_purged_from_cache": ref.purged_restricted,
-            "seconds": round(ref.seconds, 3),
-            "directory": dg.MetadataValue.path(ref.directory or "-"),
-        },
-    )
+    yield dg.Output(ref, data_version=dg.DataVersion(ref.content_hash[:32]), metadata=embedding_metadata(ref))
     yield from check_results(result)
+
+
+def embedding_metadata(ref: EmbeddingRef) -> dict:
+    """The asset's materialization metadata (the one-step and the fanned-out asset alike)."""
+    return {
+        "backend": ref.backend or "none",
+        "model_id": ref.model_id or "none (BM25 only)",
+        "dim": ref.dim,
+        "vectors": ref.count,
+        "embedded": ref.embedded,
+        "reused_from_cache": ref.reused,
+        "restricted_skipped": ref.skipped_restricted,
+        "restricted_vectors_purged_from_cache": ref.purged_restricted,
+        "seconds": round(ref.seconds, 3),
+        "directory": dg.MetadataValue.path(ref.directory or "-"),
+    }

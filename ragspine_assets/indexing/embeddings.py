@@ -25,8 +25,9 @@ from .library_settings import resolve_embedding_spec, resolve_library_settings
 from .publish import current_snapshot_id
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
-__all__ = ["EmbeddingCache", "EmbeddingRef", "build_embeddings", "embeddings_step", "resolve_embedding_spec",
-           "restricted_text_hashes", "text_hash", "verify_embeddings"]
+__all__ = ["EMBED_BLOCK", "EmbeddingCache", "EmbeddingInput", "EmbeddingRef", "assemble_embeddings", "build_embeddings",
+           "embed_block", "embedding_input", "embeddings_step", "missing_hashes", "purge_restricted_vectors",
+           "resolve_embedding_spec", "restricted_text_hashes", "text_hash", "verify_embeddings"]
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingRef:
@@ -160,6 +161,73 @@ def restricted_text_hashes(store_path: Path) -> list[str]:
         return sorted({text_hash(t) for t in store.restricted_index_texts()})
 
 
+#: Texts per ``backend.embed`` call. It is also the unit a fanned-out embedding is split
+#: by (``embedding_fanout``): a shard embeds whole blocks of the same sorted list of missing
+#: texts, so every ``backend.embed`` call receives exactly the texts, in the order, a serial
+#: build gives it, and batching (length-sorted, padded within a call) cannot change a bit.
+EMBED_BLOCK = 512
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingInput:
+    """What is embedded: the non-RESTRICTED rows of the index text, their texts' hashes,
+    and the hashes whose cached vectors are purged first (RESTRICTED now)."""
+
+    texts: list[str]
+    #: Non-RESTRICTED chunk rows, ascending (the embeddings artifact's ``rows``).
+    rows: list[int]
+    #: ``text_hash`` of each row's index text (same order as ``rows``).
+    hashes: list[str]
+    skipped: int
+    purge: set[str]
+
+    def text_of(self) -> dict[str, str]:
+        return {h: self.texts[r] for h, r in zip(self.hashes, self.rows)}
+
+
+def embedding_input(ref: IndexTextRef, store_path: Path | None = None) -> EmbeddingInput:
+    """Read the index text: the rows to embed (never a RESTRICTED one) and the hashes to purge."""
+    table = read_index_text(ref)
+    sens = table.column("sensitivity").to_pylist()
+    texts = table.column("index_text").to_pylist()
+    rows = [i for i, s in enumerate(sens) if not is_restricted(s)]
+    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if is_restricted(s)}
+    if store_path is not None:
+        purge.update(restricted_text_hashes(store_path))
+    return EmbeddingInput(texts, rows, [text_hash(texts[r]) for r in rows], len(sens) - len(rows), purge)
+
+
+def purge_restricted_vectors(cache_path: Path, purge: set[str]) -> int:
+    """Delete every cached vector (every model) of these RESTRICTED texts; returns the count."""
+    if not purge or not Path(cache_path).exists():
+        return 0
+    cache = EmbeddingCache(cache_path)
+    try:
+        return cache.purge(sorted(purge))
+    finally:
+        cache.close()
+
+
+def missing_hashes(cache: EmbeddingCache, backend: Any, hashes: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """``(cached vectors, sorted hashes without one)`` of ``hashes`` for ``backend``
+    (an ensemble's rows assembled from its parts' entries, :func:`cached_vectors`)."""
+    cached = cached_vectors(cache, backend, sorted(set(hashes)))
+    return cached, sorted({h for h in hashes if h not in cached})
+
+
+def embed_block(backend: Any, cache: EmbeddingCache, texts: Sequence[str], block: Sequence[str], *,
+                batch_size: int = 32) -> list[tuple[str, np.ndarray]]:
+    """Embed one block (``texts[i]`` has hash ``block[i]``) through the cache
+    (:func:`embed_through_cache`: an ensemble per part model)."""
+    return list(zip(block, embed_through_cache(cache, backend, texts, block, batch_size=batch_size)))
+
+
+def no_backend_ref(ref: IndexTextRef, skipped: int, purged: int) -> EmbeddingRef:
+    """The embeddings step's value for a library embedded with ``none`` (BM25 only)."""
+    return EmbeddingRef(None, sha256_json(["none", ref.content_hash]), None, None, 0, 0, 0, 0, skipped,
+                        purged_restricted=purged)
+
+
 def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None, *, backend_spec: str, cache_path: Path, batch_size: int = 32, progress=None, store_path: Path | None = None, ann: AnnConfig = AnnConfig()) -> EmbeddingRef:
     """Embed the index text of non-RESTRICTED chunks, reusing cached vectors.
 
@@ -172,62 +240,56 @@ def build_embeddings(paths: LibraryPaths, ref: IndexTextRef, backend: Any | None
     vector of a RESTRICTED chunk's text is deleted (for every model), and with
     ``store_path`` also those of every earlier version of a document that is RESTRICTED
     now: reclassification is retroactive.
+
+    The missing texts (sorted by hash) are embedded in blocks of :data:`EMBED_BLOCK`;
+    ``embedding_fanout`` runs the same blocks as separate steps and gives the same bytes.
     """
-    table = read_index_text(ref)
-    sens = table.column("sensitivity").to_pylist()
-    texts = table.column("index_text").to_pylist()
-    rows = [i for i, s in enumerate(sens) if not is_restricted(s)]
-    skipped = len(sens) - len(rows)
-    purge = {text_hash(texts[i]) for i, s in enumerate(sens) if is_restricted(s)}
-    if store_path is not None:
-        purge.update(restricted_text_hashes(store_path))
-    purged = 0
-    if purge and Path(cache_path).exists():
-        cache = EmbeddingCache(cache_path)
-        try:
-            purged = cache.purge(sorted(purge))
-        finally:
-            cache.close()
+    inp = embedding_input(ref, store_path)
+    purged = purge_restricted_vectors(cache_path, inp.purge)
     if backend is None:
-        return EmbeddingRef(None, sha256_json(["none", ref.content_hash]), None, None, 0, 0, 0, 0, skipped,
-                            purged_restricted=purged)
+        return no_backend_ref(ref, inp.skipped, purged)
 
     t0 = time.perf_counter()
-    hashes = [text_hash(texts[r]) for r in rows]
     cache = EmbeddingCache(cache_path)
     try:
-        cached = cached_vectors(cache, backend, sorted(set(hashes)))
-        missing = sorted({h for h in hashes if h not in cached})
-        text_of = {h: texts[r] for h, r in zip(hashes, rows)}
-        new_items: list[tuple[str, np.ndarray]] = []
-        step = 512
-        for i in range(0, len(missing), step):
-            part = missing[i:i + step]
-            vecs = embed_through_cache(cache, backend, [text_of[h] for h in part], part, batch_size=batch_size)
-            new_items.extend(zip(part, vecs))
+        cached, missing = missing_hashes(cache, backend, inp.hashes)
+        text_of = inp.text_of()
+        for i in range(0, len(missing), EMBED_BLOCK):
+            part = missing[i:i + EMBED_BLOCK]
+            cached.update(embed_block(backend, cache, [text_of[h] for h in part], part, batch_size=batch_size))
             if progress:
-                progress(min(i + step, len(missing)), len(missing))
-        cached.update(dict(new_items))
+                progress(min(i + EMBED_BLOCK, len(missing)), len(missing))
     finally:
         cache.close()
-    dim = int(backend.dim)
-    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    return assemble_embeddings(paths, ref, inp, cached, model_id=backend.model_id, backend_spec=backend_spec,
+                               dim=int(backend.dim), embedded=len(missing), purged=purged, ann=ann,
+                               store_path=store_path, t0=t0)
+
+
+def assemble_embeddings(paths: LibraryPaths, ref: IndexTextRef, inp: EmbeddingInput, vectors: dict[str, np.ndarray], *,
+                        model_id: str, backend_spec: str, dim: int, embedded: int, purged: int, ann: AnnConfig,
+                        store_path: Path | None, t0: float) -> EmbeddingRef:
+    """Write the embeddings artifact (one row per ``inp.rows``) from ``vectors`` (hash -> vector),
+    and the ANN index when ``ann`` wants one; ``embedded`` of the distinct texts were new."""
+    hashes = inp.hashes
+    matrix = np.zeros((len(inp.rows), dim), dtype=np.float32)
     for j, h in enumerate(hashes):
-        matrix[j] = cached[h]
+        matrix[j] = vectors[h]
     if not np.isfinite(matrix).all():
-        raise ValueError(f"embedding backend {backend.model_id!r} produced NaN/inf vectors")
-    h = sha256_json([backend.model_id, ref.content_hash, sha256_json(hashes)])
+        raise ValueError(f"embedding backend {model_id!r} produced NaN/inf vectors")
+    h = sha256_json([model_id, ref.content_hash, sha256_json(hashes)])
     target = paths.work_dir("embeddings", h)
+    rows = inp.rows
 
     def build(tmp: Path) -> None:
         np.save(tmp / schema.EMB_VECTORS, matrix)
         np.save(tmp / schema.EMB_ROWS, np.asarray(rows, dtype=np.int32))
 
     write_once(target, build)
-    ann_dir, ann_meta = _build_ann(paths, h, matrix, ann, model_id=backend.model_id, text_hashes=hashes,
-                                   restricted_hashes=purge, store_path=store_path)
-    return EmbeddingRef(str(target), h, backend.model_id, backend_spec, dim, len(rows), len(missing),
-                        len(set(hashes)) - len(missing), skipped, time.perf_counter() - t0, purged_restricted=purged,
+    ann_dir, ann_meta = _build_ann(paths, h, matrix, ann, model_id=model_id, text_hashes=hashes,
+                                   restricted_hashes=inp.purge, store_path=store_path)
+    return EmbeddingRef(str(target), h, model_id, backend_spec, dim, len(rows), embedded,
+                        len(set(hashes)) - embedded, inp.skipped, time.perf_counter() - t0, purged_restricted=purged,
                         ann_directory=ann_dir, ann=ann_meta)
 
 
@@ -347,17 +409,17 @@ FINITE_NORMALISED = CheckSpec("vectors_finite_and_normalised", blocking=True,
 EMBEDDING_CHECKS = (NO_RESTRICTED_VECTORS, FINITE_NORMALISED)
 
 
-def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
-    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
-    backend = ctx.backend(spec)
+def library_ann_config(ctx: StepContext, documents: DocumentSet) -> AnnConfig:
+    """The run's ANN settings, with the library's ``_library.toml`` ``ann_min_vectors`` winning."""
     ann = ctx.ann or AnnConfig()
     own = getattr(documents.config, "ann_min_vectors", None)
     if own is not None:  # the library's _library.toml wins over the run-level setting
         ann = replace(ann, min_vectors=own)
-    ref = build_embeddings(
-        ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
-        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store,
-        ann=ann)
+    return ann
+
+
+def embedding_step_result(ref: EmbeddingRef, index_text: IndexTextRef) -> StepResult:
+    """The step's value with the outcomes of :data:`EMBEDDING_CHECKS` on what was written."""
     found = verify_embeddings(ref, index_text)
     return StepResult(ref, (
         outcome(NO_RESTRICTED_VECTORS, not found["restricted_rows"], {"restricted_rows_with_vectors": found["restricted_rows"]},
@@ -365,3 +427,13 @@ def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: Docum
         outcome(FINITE_NORMALISED, not found["bad_vectors"], {"bad_vectors": found["bad_vectors"]},
                 f"{found['bad_vectors']} vector(s) are not finite or not unit length"),
     ))
+
+
+def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
+    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+    backend = ctx.backend(spec)
+    ref = build_embeddings(
+        ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
+        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store,
+        ann=library_ann_config(ctx, documents))
+    return embedding_step_result(ref, index_text)

@@ -125,6 +125,37 @@ def await_listening(proc, port: int, name: str, log: Path, timeout: float, *, st
         raise
 
 
+# ----------------------------------------------------------------------------- Celery
+def write_celery_run_config(path: Path, redis: Redis) -> Path:
+    """The run config of a ``celery_executor`` run on ``redis`` (broker db 0, results db 1)."""
+    path.write_text("execution:\n  config:\n"
+                    f"    broker: \"{redis.url}/0\"\n    backend: \"{redis.url}/1\"\n", encoding="utf-8")
+    return path
+
+
+def start_celery_workers(work: Path, run_config: Path, env: dict[str, str], procs: list, *,
+                         names: Sequence[str] = ("w1", "w2"), cwd: Path | None = None,
+                         timeout: float = 90.0) -> dict[str, tuple[subprocess.Popen, Path]]:
+    """``dagster-celery worker start`` once per name (``--pool solo``: each executes its
+    steps in its own process; ``-n`` gives each its own Celery node name), and wait until
+    each says it is ready. Every started process is appended to ``procs`` at once, so the
+    caller's ``finally`` stops it even when a wait fails."""
+    workers: dict[str, tuple[subprocess.Popen, Path]] = {}
+    for name in names:
+        log = work / f"{name}.log"
+        proc = spawn([f"{VENV_BIN}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                      "-y", str(run_config), "-n", name, "--", "--pool", "solo", "--without-gossip",
+                      "--without-mingle", "--without-heartbeat"], log=log, env=env, cwd=cwd)
+        procs.append(proc)
+        workers[name] = (proc, log)
+    for name, (proc, log) in workers.items():
+        wait_until(lambda: " ready." in tail(log) or proc.poll() is not None, timeout,
+                   f"celery worker {name}", on_timeout=lambda: tail(log))
+        if proc.poll() is not None:
+            pytest.fail(f"worker {name} exited {proc.returncode}:\n{tail(log)}")
+    return workers
+
+
 # ------------------------------------------------------------------------ PostgreSQL
 PG_VERSIONS_DIR = Path("/usr/lib/postgresql")
 

@@ -37,7 +37,8 @@ from ragspine_query import schema  # noqa: E402
 from tests.assets.ops.helpers import make_dagster_home  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, ingest, python_env  # noqa: E402
 
-from .services import VENV_BIN, spawn, start_redis, stop_group, tail, wait_until  # noqa: E402
+from .services import (VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail,  # noqa: E402
+                       write_celery_run_config)
 
 pytestmark = pytest.mark.slow
 
@@ -98,23 +99,10 @@ def test_two_partitions_on_celery_workers_publish_what_in_process_publishes(tmp_
 
         redis = start_redis(work)
         procs.append(redis.proc)
-        run_config = work / "run_config.yaml"
-        run_config.write_text(
-            "execution:\n  config:\n"
-            f"    broker: \"{redis.url}/0\"\n    backend: \"{redis.url}/1\"\n", encoding="utf-8")
+        run_config = write_celery_run_config(work / "run_config.yaml", redis)
         env = python_env(DAGSTER_HOME=str(home), RAGSPINE_DATA_ROOT=str(data), RAGSPINE_EMBEDDING="deterministic",
                          RAGSPINE_EXECUTOR="celery", PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        workers = {}
-        for name in ("w1", "w2"):
-            log = work / f"{name}.log"
-            workers[name] = (spawn([f"{VENV_BIN}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                                    "-y", str(run_config), "-n", name, "--", "--pool", "solo", "--without-gossip",
-                                    "--without-mingle", "--without-heartbeat"], log=log, env=env, cwd=REPO_ROOT), log)
-            procs.append(workers[name][0])
-        for name, (proc, log) in workers.items():
-            wait_until(lambda: " ready." in tail(log) or proc.poll() is not None, WORKER_READY_S,
-                       f"celery worker {name}", on_timeout=lambda: tail(log))
-            assert proc.poll() is None, f"worker {name} exited {proc.returncode}:\n{tail(log)}"
+        workers = start_celery_workers(work, run_config, env, procs, cwd=REPO_ROOT, timeout=WORKER_READY_S)
 
         runs = {}
         for lib in LIBRARIES:
