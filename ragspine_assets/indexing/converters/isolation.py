@@ -86,9 +86,10 @@ class ConverterProcess:
                                   "split the file or re-export it; a normal document converts in seconds",
                                   field="limits")
         if kind == "died":
-            code = self._proc.exitcode if self._proc is not None else None
+            # no exit code in the message: read before the child is reaped it is None, after
+            # it 1 — and the message lands in the manifest, whose bytes make the snapshot id
             self.close()
-            raise ConversionError(f"the converter process ended while reading it (exit code {code}: out of memory "
+            raise ConversionError(f"the converter process ended while reading it (out of memory "
                                   f"past {self.limits.memory_bytes // (1 << 20):,} MiB, or a crash in the parser)",
                                   "re-export the file; if it is large, split it", field="limits")
         if kind == "error":
