@@ -40,6 +40,7 @@ def write_bm25_arrays(directory: Path, arrays: BM25Arrays, analyzer_id: str, **e
         "vocab_size": len(arrays.tokens),
         "nnz": int(arrays.postings.shape[0]),
         "analyzer": analyzer_id,
+        **({"k1_by_language": [list(x) for x in arrays.params.k1_by_language]} if arrays.params.k1_by_language else {}),
         **extra_params,
     }
     (directory / schema.BM25_PARAMS).write_text(json.dumps(params, indent=2, sort_keys=True), encoding="utf-8")
@@ -56,6 +57,8 @@ def build_library_bm25(
     params: BM25Params = BM25Params(),
     open_chunks: Sequence[bool] | None = None,
     open_docs: Sequence[bool] | None = None,
+    chunk_languages: Sequence[str] | None = None,
+    doc_languages: Sequence[str] | None = None,
 ) -> dict:
     """Write ``bm25/`` (one row per chunk), ``bm25_doc/`` (one row per document) and
     ``bm25_blend/`` (one row per chunk, impacts = chunk + ``DEFAULT_DOC_WEIGHT`` × document
@@ -65,6 +68,8 @@ def build_library_bm25(
     the BM25 statistics (``N``, ``df``, ``avgdl``) of each field. The library passes its
     open (not RESTRICTED) rows, so no RESTRICTED text changes an open row's score
     (:func:`~ragspine_query.lexical.bm25.build_bm25_from_counts`).
+    ``chunk_languages`` / ``doc_languages``: each row's language, used when
+    ``params.k1_by_language`` keeps each language's statistics apart.
 
     Returns summary statistics for materialization metadata.
     """
@@ -72,8 +77,10 @@ def build_library_bm25(
     # workers.py); only the postings are kept (bounded memory), merged in row order
     chunk_mask = None if open_chunks is None else np.asarray(open_chunks, dtype=bool)
     doc_mask = None if open_docs is None else np.asarray(open_docs, dtype=bool)
-    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params, stat_rows=chunk_mask)
-    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params, stat_rows=doc_mask)
+    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params, stat_rows=chunk_mask,
+                                          row_languages=chunk_languages)
+    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params, stat_rows=doc_mask,
+                                        row_languages=doc_languages)
     write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
     np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
     write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
@@ -84,6 +91,7 @@ def build_library_bm25(
     return {
         "k1": params.k1,
         "b": params.b,
+        **({"k1_by_language": dict(params.k1_by_language)} if params.k1_by_language else {}),
         "chunk_rows": chunk_arrays.n_rows,
         "doc_rows": doc_arrays.n_rows,
         "vocab_size": len(chunk_arrays.tokens),
@@ -159,8 +167,15 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
     # a document is open when any of its chunks is (all of them are: sensitivity is per document)
     open_doc_rows = {doc_row[d] for d, shown in zip(doc_of_chunk, open_chunks) if shown}
     open_docs = [i in open_doc_rows for i in range(len(doc_ids))]
-    h = sha256_json([ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts],
-                     ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows"]])
+    languages = None
+    if params.k1_by_language:  # each row's language: its document's label (as the chunk store's)
+        doc_language = {d: (by_id[d].language if d in by_id else "") or "en" for d in doc_ids}
+        languages = ([doc_language[d] for d in doc_of_chunk], [doc_language[d] for d in doc_ids])
+    key = [ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts],
+           ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows"]]
+    if params.k1_by_language:
+        key.append(["stats-by-language", [list(x) for x in params.k1_by_language], sha256_json(languages)])
+    h = sha256_json(key)
     target = paths.work_dir("bm25", h)
     stats: dict = {}
 
@@ -168,7 +183,8 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
         built = build_library_bm25(
             tmp, chunk_texts=texts, chunk_doc_rows=[doc_row[d] for d in doc_of_chunk],
             doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params,
-            open_chunks=open_chunks, open_docs=open_docs)
+            open_chunks=open_chunks, open_docs=open_docs,
+            chunk_languages=languages[0] if languages else None, doc_languages=languages[1] if languages else None)
         (tmp / "stats.json").write_text(json.dumps(built, sort_keys=True), encoding="utf-8")
 
     write_once(target, build)

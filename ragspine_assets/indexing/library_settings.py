@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ragspine_query.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
+from ragspine_query.text.language import MIXED_LIBRARY_THRESHOLD
 
 # the chunker settings of a library config live with LibraryConfig (it validates them);
 # re-exported here, where they were first defined
@@ -87,17 +88,35 @@ def resolve_library_settings(docs: DocumentSet, *, embedding: str = "auto", glos
     spec = resolve_embedding_spec(embedding if own == "auto" else own, docs)
     glossary = Path(glossary_path) if glossary_path else None
     return LibrarySettings(spec, glossary if glossary is not None and glossary.is_file() else None,
-                           bm25_params_for(docs.config, spec))
+                           bm25_params_for(docs.config, spec, chunk_language_shares(docs)))
 
 
-def bm25_params_for(config: Any, embedding_spec: str) -> BM25Params:
+#: The embedding specs of a mixed library whose *English* rows get :data:`FUSION_BM25_K1`:
+#: the ensemble that ranks them with MiniLM and e5, as in an English library.
+FUSION_K1_MIXED_EMBEDDINGS: tuple[str, ...] = ("minilm+e5+multilingual",)
+
+
+def bm25_params_for(config: Any, embedding_spec: str, language_shares: Mapping[str, float] | None = None) -> BM25Params:
     """BM25 ``k1``/``b``: the library's ``bm25_k1``/``bm25_b`` when set; otherwise ``b`` 0.75
     and ``k1`` :data:`FUSION_BM25_K1` for a library embedded with the ONNX (MiniLM, English)
     backend or the MiniLM + e5 ensemble (:data:`FUSION_K1_EMBEDDINGS`), 1.5 for every other
-    (Chinese and mixed libraries get the multilingual model and keep 1.5; a library without
-    vectors is searched by BM25 alone and keeps 1.5 too)."""
+    (Chinese libraries and a library without vectors, searched by BM25 alone, keep 1.5).
+
+    A library that holds both English and Chinese (each at least
+    :data:`~ragspine_query.text.language.MIXED_LIBRARY_THRESHOLD` of ``language_shares``,
+    the chunk shares) and sets no ``bm25_k1`` keeps each language's statistics apart
+    (``BM25Params.k1_by_language``): its English rows are weighted as in a library of its
+    English documents alone (``k1`` :data:`FUSION_BM25_K1` under the MiniLM + e5 + USE
+    ensemble, :data:`FUSION_K1_MIXED_EMBEDDINGS`), its Chinese rows as in a Chinese one
+    (``k1`` 1.5). On mixed-dev the short Chinese titles had pulled the shared ``avgdl``
+    down and with it every English chunk's score (docs/evaluation.md)."""
     k1 = getattr(config, "bm25_k1", None)
     b = getattr(config, "bm25_b", None)
     if k1 is None:
+        shares = language_shares or {}
+        if min(shares.get("en", 0.0), shares.get("zh", 0.0)) >= MIXED_LIBRARY_THRESHOLD:
+            en_k1 = FUSION_BM25_K1 if embedding_spec in FUSION_K1_MIXED_EMBEDDINGS else DEFAULT_BM25_K1
+            return BM25Params(DEFAULT_BM25_K1, float(DEFAULT_BM25_B if b is None else b),
+                              k1_by_language=(("en", float(en_k1)), ("zh", float(DEFAULT_BM25_K1))))
         k1 = FUSION_BM25_K1 if embedding_spec in FUSION_K1_EMBEDDINGS else DEFAULT_BM25_K1
     return BM25Params(float(k1), float(DEFAULT_BM25_B if b is None else b))

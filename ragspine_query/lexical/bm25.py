@@ -12,6 +12,12 @@ a RESTRICTED chunk changes no open chunk's score (docs/security.md). Every row s
 gets postings (an ``include_restricted`` search still finds RESTRICTED rows), scored
 with the open rows' statistics.
 
+A library that holds two languages may keep each language's statistics apart
+(``row_groups`` with one :class:`BM25Params` per group): a row is then weighted with its
+own language's ``N``, ``df``, ``avgdl`` and ``k1``, so an English chunk scores as it would
+in a library of the English documents alone (Chinese titles do not shorten its
+``avgdl``), whatever the other collection holds.
+
 Both the build (:func:`build_bm25_arrays`) and the scoring (:class:`BM25Index`) live in
 this module because index time and query time must agree on them. Files are written
 by ``ragspine_assets``; this module only reads them (memory-mapped).
@@ -43,10 +49,17 @@ class BM25Params:
 
     k1: float = DEFAULT_BM25_K1
     b: float = DEFAULT_BM25_B
+    #: ``(language, k1)`` pairs: when given, each row is weighted with the statistics
+    #: (``N``, ``df``, ``avgdl``) of the rows of its own language and that language's
+    #: ``k1`` (a row of another language counts with the first); empty: one set for all.
+    k1_by_language: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.k1) and self.k1 >= 0):
             raise ConfigError(f"BM25 k1 must be a finite number >= 0, got {self.k1!r}")
+        for language, k1 in self.k1_by_language:
+            if not (isinstance(k1, (int, float)) and math.isfinite(k1) and k1 >= 0):
+                raise ConfigError(f"BM25 k1 of language {language!r} must be a finite number >= 0, got {k1!r}")
         if not (math.isfinite(self.b) and 0.0 <= self.b <= 1.0):
             raise ConfigError(f"BM25 b must be within [0, 1], got {self.b!r}")
 
@@ -112,7 +125,7 @@ def count_rows(token_lists: Iterable[Sequence[str]]) -> RowCounts:
 
 
 def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params(), *,
-                      stat_rows: np.ndarray | None = None) -> BM25Arrays:
+                      stat_rows: np.ndarray | None = None, row_languages: Sequence[str] | None = None) -> BM25Arrays:
     """Build BM25 postings with precomputed impacts; row ``i`` is the ``i``-th token list.
 
     ``token_lists`` may be a generator: rows are consumed one at a time and only their
@@ -120,11 +133,11 @@ def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params =
     build never holds every row's tokens at once (a million chunks' token lists as
     Python strings were ~6 GB; docs/scaling.md).
     """
-    return build_bm25_from_counts([count_rows(token_lists)], params, stat_rows=stat_rows)
+    return build_bm25_from_counts([count_rows(token_lists)], params, stat_rows=stat_rows, row_languages=row_languages)
 
 
 def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25Params(), *,
-                           stat_rows: np.ndarray | None = None) -> BM25Arrays:
+                           stat_rows: np.ndarray | None = None, row_languages: Sequence[str] | None = None) -> BM25Arrays:
     """Build BM25 arrays from :class:`RowCounts` of consecutive row blocks, in row order.
 
     The result does not depend on how the rows were cut into parts (term ids are
@@ -136,6 +149,10 @@ def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25
     row outside the mask changes no score of a row inside it: those scores are the
     bytes a build over the masked rows alone gives. When the mask selects no row, all
     rows count (nothing would be scored otherwise).
+    
+    ``row_languages`` (a language label per row) with ``params.k1_by_language``: each
+    language's rows are weighted with their own statistics and ``k1`` (see the module
+    docstring); a row's score is then what a build over its language's rows alone gives.
     """
     vocab: dict[str, int] = {}
     setdefault = vocab.setdefault
@@ -186,9 +203,12 @@ def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25
     del postings_per_term
     avgdl = float(stat_lengths.mean()) if n_stat and stat_lengths.sum() > 0 else 1.0
     k1, b = params.k1, params.b
-    norm = k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl)
     tf64 = tfs.astype(np.float64)
-    impacts = (idf(df, n_stat)[terms] * tf64 * (k1 + 1.0) / (tf64 + norm[rows])).astype(np.float32)
+    if params.k1_by_language and row_languages is not None:
+        impacts = _impacts_by_language(params, row_languages, counted, terms, rows, tf64, lengths, n_terms)
+    else:
+        norm = k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl)
+        impacts = (idf(df, n_stat)[terms] * tf64 * (k1 + 1.0) / (tf64 + norm[rows])).astype(np.float32)
     max_impact = np.zeros(n_terms, dtype=np.float32)
     if impacts.size:
         np.maximum.at(max_impact, terms, impacts)
@@ -202,6 +222,35 @@ def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25
         params=params,
         avgdl=avgdl,
     )
+
+
+def _impacts_by_language(params: BM25Params, row_languages: Sequence[str], counted: np.ndarray | None,
+                         terms: np.ndarray, rows: np.ndarray, tf64: np.ndarray, lengths: np.ndarray,
+                         n_terms: int) -> np.ndarray:
+    """Impacts with each language's own ``N``/``df``/``avgdl`` (over its counted rows) and ``k1``."""
+    n_rows = int(lengths.shape[0])
+    if len(row_languages) != n_rows:
+        raise ValueError(f"row_languages has {len(row_languages)} entries for {n_rows} BM25 rows")
+    index = {lang: i for i, (lang, _) in enumerate(params.k1_by_language)}
+    group = np.fromiter((index.get(lang, 0) for lang in row_languages), dtype=np.int32, count=n_rows)
+    impacts = np.zeros(terms.shape[0], dtype=np.float32)
+    posting_group = group[rows]
+    for g, (_, k1) in enumerate(params.k1_by_language):
+        members = group == g
+        stat = members if counted is None else members & counted
+        if not stat.any():  # no open row of this language: its (unshown) rows count
+            stat = members
+        n_stat = int(stat.sum())
+        if not n_stat:
+            continue
+        df = np.bincount(terms[stat[rows]], minlength=n_terms).astype(np.int64)
+        stat_lengths = lengths[stat]
+        avgdl = float(stat_lengths.mean()) if stat_lengths.sum() > 0 else 1.0
+        sel = posting_group == g
+        norm = k1 * (1.0 - params.b + params.b * lengths[rows[sel]].astype(np.float64) / avgdl)
+        tf = tf64[sel]
+        impacts[sel] = (idf(df, n_stat)[terms[sel]] * tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+    return impacts
 
 
 def _stat_mask(stat_rows: np.ndarray | None, n_rows: int) -> np.ndarray | None:
