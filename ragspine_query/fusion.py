@@ -27,6 +27,8 @@ from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .runtime.kernels import query_kernels
+
 DEFAULT_RRF_K = 60
 
 #: A query is *cross-lingual* when its language holds less than this share of the
@@ -75,8 +77,27 @@ def weighted_rrf(
 
 
 def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`weighted_rrf` over int row arrays (each row at most once per list)."""
+    """Vectorised :func:`weighted_rrf` over int row arrays (each row at most once per list).
+
+    With the compiled kernels (:mod:`ragspine_query.runtime.kernels`) several lists are
+    fused in one GIL-free loop, with the same float64 operations in the same order."""
     lists = [np.asarray(r, dtype=np.int64) for r in lists]
+    if len(lists) > 1:
+        jit = query_kernels()
+        if jit is not None:
+            return jit.fuse_rrf(np.concatenate(lists), _bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k))
+    return _fuse_rows_numpy(lists, ws, rrf_k)
+
+
+def _bounds(lists: Sequence[np.ndarray]) -> np.ndarray:
+    """Where each of ``lists`` starts and ends in their concatenation."""
+    out = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([r.shape[0] for r in lists], out=out[1:])
+    return out
+
+
+def _fuse_rows_numpy(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_fuse_rows` in numpy (int64 ``lists``)."""
     contrib = [w / (rrf_k + np.arange(1, r.shape[0] + 1, dtype=np.float64)) for w, r in zip(ws, lists)]
     if len(lists) == 1:  # already ordered: strictly decreasing scores (w > 0) in rank order
         if ws[0] > 0:
@@ -104,8 +125,23 @@ def weighted_score_fusion(
     Each ranking is cut to ``depth``, its scores mapped to [0, 1] by its own minimum and
     maximum (all 1.0 when they are equal) and multiplied by its weight; a row missing from
     a ranking gets 0 from it. Returns ``(rows, fused)`` best first, ties by row ascending.
-    The result depends on ``depth`` (the normalisation range), so callers fix it.
+    The result depends on ``depth`` (the normalisation range), so callers fix it. With
+    the compiled kernels (:mod:`ragspine_query.runtime.kernels`) it runs as one GIL-free
+    loop, with the same float64 operations in the same order (the same bytes).
     """
+    jit = query_kernels()
+    if jit is not None and len(weights) == len(rankings):
+        rows_l = [np.asarray(r, dtype=np.int64)[:depth] for r, _ in rankings]
+        vals_l = [np.asarray(s)[:depth] for _, s in rankings]
+        if all(r.ndim == 1 and r.shape == v.shape for r, v in zip(rows_l, vals_l)):
+            return jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), _bounds(rows_l),
+                                   np.array([float(w) for w in weights], dtype=np.float64))
+    return _weighted_score_fusion_numpy(rankings, weights=weights, depth=depth)
+
+
+def _weighted_score_fusion_numpy(rankings: Sequence[tuple[np.ndarray, np.ndarray]], *, weights: Sequence[float],
+                                 depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_score_fusion` in numpy."""
     parts_rows, parts_vals = [], []
     for (rows, scores), w in zip(rankings, weights):
         rows = np.asarray(rows, dtype=np.int64)[:depth]
