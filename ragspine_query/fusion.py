@@ -85,15 +85,16 @@ def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[
     if len(lists) > 1:
         jit = query_kernels()
         if jit is not None:
-            return jit.fuse_rrf(np.concatenate(lists), _bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k))
+            return jit.fuse_rrf(np.concatenate(lists), ranking_bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k))
     return _fuse_rows_numpy(lists, ws, rrf_k)
 
 
-def _bounds(lists: Sequence[np.ndarray]) -> np.ndarray:
+def ranking_bounds(lists: Sequence[np.ndarray]) -> np.ndarray:
     """Where each of ``lists`` starts and ends in their concatenation."""
-    out = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum([r.shape[0] for r in lists], out=out[1:])
-    return out
+    out = [0]
+    for r in lists:
+        out.append(out[-1] + r.shape[0])
+    return np.array(out, dtype=np.int64)
 
 
 def _fuse_rows_numpy(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[np.ndarray, np.ndarray]:
@@ -130,11 +131,11 @@ def weighted_score_fusion(
     loop, with the same float64 operations in the same order (the same bytes).
     """
     jit = query_kernels()
-    if jit is not None and len(weights) == len(rankings):
+    if jit is not None and 0 < len(rankings) == len(weights):
         rows_l = [np.asarray(r, dtype=np.int64)[:depth] for r, _ in rankings]
         vals_l = [np.asarray(s)[:depth] for _, s in rankings]
         if all(r.ndim == 1 and r.shape == v.shape for r, v in zip(rows_l, vals_l)):
-            return jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), _bounds(rows_l),
+            return jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), ranking_bounds(rows_l),
                                    np.array([float(w) for w in weights], dtype=np.float64))
     return _weighted_score_fusion_numpy(rankings, weights=weights, depth=depth)
 

@@ -36,7 +36,7 @@ def _disabled() -> bool:
 
 
 def query_kernels() -> SimpleNamespace | None:
-    """The compiled kernels (``scores_top_k``, ``fuse_minmax``, ``fuse_rrf``), or None
+    """The compiled kernels (``scores_top_k``, ``fuse_minmax``, ``fuse_rrf``, ``pick_scores``), or None
     (not compiled yet, numba missing, or ``RAGSPINE_QUERY_JIT=0``)."""
     global _calls, _state
     k = _kernels
@@ -86,10 +86,12 @@ def _load() -> None:
             jit.scores_top_k(f32, 2, i64, True, 0)
             jit.fuse_minmax(i64, f64, bounds, weights)
             jit.fuse_rrf(i64, bounds, weights, 60.0)
+            jit.pick_scores(i64, i64, f64, bounds)
         except Exception:  # a numba that cannot compile them: the numpy code stays
             _state = "missing"
             return
-        _kernels = SimpleNamespace(scores_top_k=jit.scores_top_k, fuse_minmax=jit.fuse_minmax, fuse_rrf=jit.fuse_rrf)
+        _kernels = SimpleNamespace(scores_top_k=jit.scores_top_k, fuse_minmax=jit.fuse_minmax, fuse_rrf=jit.fuse_rrf,
+                                   pick_scores=jit.pick_scores)
         _state = "ready"
 
 

@@ -204,3 +204,22 @@ def fuse_rrf(rows, bounds, weights, rrf_k):  # pragma: no cover - compiled
     uniq, fused = _sum_sorted(rows, vals)
     order = _order(fused, uniq)
     return uniq[order], fused[order]
+
+
+@njit(cache=True, nogil=True)
+def pick_scores(top, rows, scores, bounds):  # pragma: no cover - compiled
+    """Each channel's score of each of the ``top`` rows: ``(values float64[t, c], found
+    bool[t, c])``. Channel ``c`` ranked ``rows[bounds[c]:bounds[c+1]]`` with ``scores``;
+    a row listed twice by one channel keeps its last score."""
+    t = top.shape[0]
+    n_ch = bounds.shape[0] - 1
+    vals = np.zeros((t, n_ch), dtype=np.float64)
+    found = np.zeros((t, n_ch), dtype=np.bool_)
+    for c in range(n_ch):
+        for i in range(bounds[c], bounds[c + 1]):
+            r = rows[i]
+            for j in range(t):
+                if top[j] == r:
+                    vals[j, c] = scores[i]
+                    found[j, c] = True
+    return vals, found
