@@ -112,7 +112,12 @@ def top_k_cosine(
             block = block.astype(work_dtype)
         scores = block @ q
         if jit is not None and scores.dtype == np.float32:  # the same top-k, GIL-free
-            cand_rows, cand_scores = jit.scores_top_k(scores, k, _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
+            if not np.isfinite(scores).all():  # only a corrupt row: nan_to_num's fixed cost skipped otherwise
+                np.nan_to_num(scores, copy=False, nan=-np.inf)
+            m = scores.shape[0]
+            threshold = np.partition(scores, m - k)[m - k] if m > k else np.float32(-np.inf)
+            cand_rows, cand_scores = jit.scores_top_k(scores, k, threshold,
+                                                      _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
                                                       block_rows is not None, start)
             if start == 0 and stop == total:  # one block: that is the answer
                 return cand_rows, cand_scores

@@ -83,7 +83,7 @@ def _load() -> None:
         try:  # compile now, for the argument types of every later call
             f32, f64, i64 = np.zeros(3, np.float32), np.zeros(3, np.float64), np.zeros(3, np.int64)
             bounds, weights = np.array([0, 1, 3], np.int64), np.ones(2, np.float64)
-            jit.scores_top_k(f32, 2, i64, True, 0)
+            jit.scores_top_k(f32, 2, np.float32(0.0), i64, True, 0)
             jit.fuse_minmax(i64, f64, bounds, weights)
             jit.fuse_rrf(i64, bounds, weights, 60.0)
             jit.pick_scores(i64, i64, f64, bounds)

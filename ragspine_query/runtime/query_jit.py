@@ -30,73 +30,65 @@ def _before(s1, r1, s2, r2):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _sift_down(heap_s, heap_r, size, s, r):  # pragma: no cover - compiled
-    """Put (s, r) at the root of the worst-at-root heap ``heap[:size]`` and sift it down."""
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _before(heap_s[child], heap_r[child], heap_s[child + 1], heap_r[child + 1]):
-            child += 1  # the worse child
-        if _before(s, r, heap_s[child], heap_r[child]):
-            heap_s[i] = heap_s[child]
-            heap_r[i] = heap_r[child]
-            i = child
-        else:
-            break
-    heap_s[i] = s
-    heap_r[i] = r
+def _ordered_bits(x, bits):  # pragma: no cover - compiled
+    """An int64 that orders like the float32 ``x`` (not NaN; ``bits``: its int32 view),
+    in ``(-2**31, 2**31)``; -0.0 and 0.0 map alike."""
+    if x == 0:
+        return np.int64(0)
+    b = np.int64(bits)
+    return b if b >= 0 else b ^ np.int64(0x7FFFFFFF)
 
 
 @njit(cache=True, nogil=True)
-def scores_top_k(scores, k, ids, use_ids, offset):  # pragma: no cover - compiled
-    """Top ``k`` of a block of float32 ``scores``: ``(ids int64, scores float32)`` best first.
+def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+    """Top ``k`` of a block of float32 ``scores`` (no NaN) whose ``k``-th largest value is
+    ``threshold`` (found by the caller, with numpy's selection, which releases the GIL
+    too): ``(ids int64, scores float32)`` best first, ties by the smaller id.
 
-    An entry's id is ``ids[i]`` when ``use_ids``, else ``offset + i``; ties break on the
-    smaller id. Non-finite scores (a corrupt row) are mapped as ``np.nan_to_num(scores,
-    nan=-inf)`` maps them (NaN to ``-inf``, ``±inf`` to ``±`` the largest float32) — the
-    result of :func:`ragspine_query.dense.vector_store.top_k_cosine`'s numpy block
-    (tie-inclusive partition, then ``lexsort``), for distinct ids.
+    An entry's id is ``ids[i]`` when ``use_ids``, else ``offset + i``. The result of
+    :func:`ragspine_query.dense.vector_store.top_k_cosine`'s numpy block (every entry at
+    least ``threshold``, then ``lexsort``) for distinct ids, without its small-array
+    numpy calls, each of which held the GIL.
     """
     n = scores.shape[0]
     if use_ids and ids.shape[0] < n:
         n = ids.shape[0]
-    heap_s = np.empty(max(k, 1), dtype=np.float32)
-    heap_r = np.empty(max(k, 1), dtype=np.int64)
-    size = 0
-    neg_inf = np.float32(-np.inf)
-    big = np.float32(np.finfo(np.float32).max)
+    if k <= 0 or n == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    m = 0
     for i in range(n):
-        s = scores[i]
-        if s != s:
-            s = neg_inf
-        elif s == np.inf:
-            s = big
-        elif s == -np.inf:
-            s = -big
-        r = ids[i] if use_ids else offset + i
-        if size < k:  # sift up in a heap whose root is the worst entry
-            j = size
-            size += 1
-            while j > 0:
-                parent = (j - 1) // 2
-                if _before(heap_s[parent], heap_r[parent], s, r):
-                    heap_s[j] = heap_s[parent]
-                    heap_r[j] = heap_r[parent]
-                    j = parent
-                else:
-                    break
-            heap_s[j] = s
-            heap_r[j] = r
-        elif k > 0 and _before(s, r, heap_s[0], heap_r[0]):  # better than the worst: replace it
-            _sift_down(heap_s, heap_r, size, s, r)
-    out_s = np.empty(size, dtype=np.float32)
-    out_r = np.empty(size, dtype=np.int64)
-    for last in range(size - 1, -1, -1):  # pop the worst entry to the back: best first
-        out_s[last] = heap_s[0]
-        out_r[last] = heap_r[0]
-        _sift_down(heap_s, heap_r, last, heap_s[last], heap_r[last])
+        if scores[i] >= threshold:
+            m += 1
+    pos = np.empty(m, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if scores[i] >= threshold:
+            pos[m] = i
+            m += 1
+    cand_id = np.empty(m, dtype=np.int64)
+    ascending = True
+    for j in range(m):
+        cand_id[j] = ids[pos[j]] if use_ids else offset + pos[j]
+        if j > 0 and cand_id[j] < cand_id[j - 1]:
+            ascending = False
+    if not ascending:  # ids out of order: by id first (they are distinct), then j is the id's rank
+        by_id = np.argsort(cand_id)
+        pos = pos[by_id]
+        cand_id = cand_id[by_id]
+    # one sort of distinct int64 keys: score descending (an order-preserving integer of
+    # the float32, -0.0 as 0.0), then j, the rank of the id
+    packed = np.empty(m, dtype=np.int64)
+    bits = scores.view(np.int32)
+    for j in range(m):
+        packed[j] = -_ordered_bits(scores[pos[j]], bits[pos[j]]) * np.int64(4294967296) + j
+    packed.sort()
+    t = min(k, m)
+    out_r = np.empty(t, dtype=np.int64)
+    out_s = np.empty(t, dtype=np.float32)
+    for j in range(t):
+        c = packed[j] & np.int64(4294967295)
+        out_r[j] = cand_id[c]
+        out_s[j] = scores[pos[c]]
     return out_r, out_s
 
 
@@ -135,11 +127,28 @@ def _order(fused, rows):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _rank(fused, uniq):  # pragma: no cover - compiled
+    """Positions of ``fused`` by score descending, ties by ``uniq`` (ascending already)."""
+    for i in range(fused.shape[0]):
+        if fused[i] != fused[i]:
+            return _order(fused, uniq)  # a NaN: the comparison sort that puts it last
+    return np.argsort(-fused, kind="mergesort")  # stable: ties keep the ascending rows
+
+
+@njit(cache=True, nogil=True)
 def _sum_sorted(rows, vals):  # pragma: no cover - compiled
     """Distinct ``rows`` ascending and each one's ``vals`` summed from 0.0 in input order
     (``np.unique`` + unbuffered ``np.add.at``)."""
     n = rows.shape[0]
-    by_row = np.argsort(rows, kind="mergesort")  # stable: a row's entries keep their order
+    # by row, a row's entries in input order: one sort of (row, position) packed in int64
+    span = np.int64(n + 1)
+    packed = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        packed[i] = rows[i] * span + i
+    packed.sort()
+    by_row = np.empty(n, dtype=np.int64)
+    for p in range(n):
+        by_row[p] = packed[p] % span
     uniq = np.empty(n, dtype=np.int64)
     fused = np.empty(n, dtype=np.float64)
     m = -1
@@ -188,7 +197,7 @@ def fuse_minmax(rows, scores, bounds, weights):  # pragma: no cover - compiled
             for i in range(s, e):
                 vals[i] = w * 1.0
     uniq, fused = _sum_sorted(rows, vals)
-    order = _order(fused, uniq)
+    order = _rank(fused, uniq)
     return uniq[order], fused[order]
 
 
@@ -202,7 +211,7 @@ def fuse_rrf(rows, bounds, weights, rrf_k):  # pragma: no cover - compiled
         for i in range(bounds[c], bounds[c + 1]):
             vals[i] = w / (rrf_k + np.float64(i - bounds[c] + 1))
     uniq, fused = _sum_sorted(rows, vals)
-    order = _order(fused, uniq)
+    order = _rank(fused, uniq)
     return uniq[order], fused[order]
 
 
