@@ -383,9 +383,9 @@ class HybridRetriever:
         if plan is not None and plan.method == "mixed":
             fused_rows, fused = self._fuse_mixed(plan, channels, lists)
         elif plan is not None and plan.method == "convex":
-            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth)
+            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth, top=None if decay else top_k)
         else:
-            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k)
+            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=None if decay else top_k)
         if decay:
             from .cortex import time_decayed
 

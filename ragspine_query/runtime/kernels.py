@@ -84,8 +84,8 @@ def _load() -> None:
             f32, f64, i64 = np.zeros(3, np.float32), np.zeros(3, np.float64), np.zeros(3, np.int64)
             bounds, weights = np.array([0, 1, 3], np.int64), np.ones(2, np.float64)
             jit.scores_top_k(f32, 2, np.float32(0.0), i64, True, 0)
-            jit.fuse_minmax(i64, f64, bounds, weights)
-            jit.fuse_rrf(i64, bounds, weights, 60.0)
+            jit.fuse_minmax(i64, f64, bounds, weights, 0)
+            jit.fuse_rrf(i64, bounds, weights, 60.0, 0)
             jit.pick_scores(i64, i64, f64, bounds)
         except Exception:  # a numba that cannot compile them: the numpy code stays
             _state = "missing"

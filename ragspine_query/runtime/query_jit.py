@@ -127,11 +127,27 @@ def _order(fused, rows):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _rank(fused, uniq):  # pragma: no cover - compiled
-    """Positions of ``fused`` by score descending, ties by ``uniq`` (ascending already)."""
-    for i in range(fused.shape[0]):
+def _rank(fused, uniq, limit):  # pragma: no cover - compiled
+    """Positions of ``fused`` by score descending, ties by ``uniq`` (ascending already);
+    only the first ``limit`` when ``0 < limit``."""
+    n = fused.shape[0]
+    for i in range(n):
         if fused[i] != fused[i]:
             return _order(fused, uniq)  # a NaN: the comparison sort that puts it last
+    if 0 < limit < n // 4:  # a few best: insertion into a short sorted list
+        best = np.empty(limit, dtype=np.int64)
+        size = 0
+        for i in range(n):  # positions ascending: an equal score already kept stays ahead
+            if size == limit and not fused[i] > fused[best[size - 1]]:
+                continue
+            p = size if size < limit else limit - 1
+            while p > 0 and fused[i] > fused[best[p - 1]]:
+                best[p] = best[p - 1]
+                p -= 1
+            best[p] = i
+            if size < limit:
+                size += 1
+        return best[:size]
     return np.argsort(-fused, kind="mergesort")  # stable: ties keep the ascending rows
 
 
@@ -141,14 +157,17 @@ def _sum_sorted(rows, vals):  # pragma: no cover - compiled
     (``np.unique`` + unbuffered ``np.add.at``)."""
     n = rows.shape[0]
     # by row, a row's entries in input order: one sort of (row, position) packed in int64
-    span = np.int64(n + 1)
+    shift = 1
+    while (np.int64(1) << shift) <= n:
+        shift += 1
+    mask = (np.int64(1) << shift) - 1
     packed = np.empty(n, dtype=np.int64)
     for i in range(n):
-        packed[i] = rows[i] * span + i
+        packed[i] = (np.int64(rows[i]) << shift) | i
     packed.sort()
     by_row = np.empty(n, dtype=np.int64)
     for p in range(n):
-        by_row[p] = packed[p] % span
+        by_row[p] = packed[p] & mask
     uniq = np.empty(n, dtype=np.int64)
     fused = np.empty(n, dtype=np.float64)
     m = -1
@@ -163,14 +182,14 @@ def _sum_sorted(rows, vals):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def fuse_minmax(rows, scores, bounds, weights):  # pragma: no cover - compiled
+def fuse_minmax(rows, scores, bounds, weights, limit):  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_score_fusion` over concatenated rankings.
 
     Ranking ``c`` is ``rows[bounds[c]:bounds[c+1]]`` with float64 ``scores`` (already cut
     to the fusion depth); each is min-max normalised by its own range (all 1.0 when the
     range is empty or NaN), times ``weights[c]``, summed per row in ranking order; rows
-    best first, ties by row ascending. Same float64 operations, in the same order, as the
-    numpy code.
+    best first, ties by row ascending (only the first ``limit`` when ``limit > 0``). Same
+    float64 operations, in the same order, as the numpy code.
     """
     vals = np.empty(rows.shape[0], dtype=np.float64)
     for c in range(bounds.shape[0] - 1):
@@ -197,21 +216,22 @@ def fuse_minmax(rows, scores, bounds, weights):  # pragma: no cover - compiled
             for i in range(s, e):
                 vals[i] = w * 1.0
     uniq, fused = _sum_sorted(rows, vals)
-    order = _rank(fused, uniq)
+    order = _rank(fused, uniq, limit)
     return uniq[order], fused[order]
 
 
 @njit(cache=True, nogil=True)
-def fuse_rrf(rows, bounds, weights, rrf_k):  # pragma: no cover - compiled
+def fuse_rrf(rows, bounds, weights, rrf_k, limit):  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_rrf` over concatenated int row rankings:
-    ``weights[c] / (rrf_k + rank)`` per ranking, summed per row in ranking order."""
+    ``weights[c] / (rrf_k + rank)`` per ranking, summed per row in ranking order (only
+    the first ``limit`` rows when ``limit > 0``)."""
     vals = np.empty(rows.shape[0], dtype=np.float64)
     for c in range(bounds.shape[0] - 1):
         w = weights[c]
         for i in range(bounds[c], bounds[c + 1]):
             vals[i] = w / (rrf_k + np.float64(i - bounds[c] + 1))
     uniq, fused = _sum_sorted(rows, vals)
-    order = _rank(fused, uniq)
+    order = _rank(fused, uniq, limit)
     return uniq[order], fused[order]
 
 
