@@ -14,11 +14,13 @@ misbehaves); :func:`compile_query_kernels` compiles now, blocking (tests, benchm
 
 from __future__ import annotations
 
-import os
 import threading
 from types import SimpleNamespace
 
 import numpy as np
+
+from ..errors import ConfigError
+from ..settings import Settings
 
 ENV_QUERY_JIT = "RAGSPINE_QUERY_JIT"
 #: calls of :func:`query_kernels` before the background compile starts
@@ -32,7 +34,11 @@ _calls = 0
 
 
 def _disabled() -> bool:
-    return os.environ.get(ENV_QUERY_JIT, "").strip().lower() in ("0", "false", "no", "off")
+    try:
+        flag = Settings.from_env().query_jit
+    except ConfigError:  # another variable is malformed: that is reported where it is used
+        return False
+    return flag.strip().lower() in ("0", "false", "no", "off")
 
 
 def query_kernels() -> SimpleNamespace | None:
