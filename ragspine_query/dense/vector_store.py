@@ -82,7 +82,7 @@ def top_k_cosine(
     # is upcast per block since numpy has no fast float16 matmul.
     work_dtype = np.float64 if matrix.dtype == np.float64 else np.float32
     q = q.astype(work_dtype, copy=False)
-    if not np.all(np.isfinite(q)):
+    if not np.isfinite(q).all():
         raise ConfigError("query vector contains NaN or infinity; check the embedding backend")
     if rows is not None:
         rows = np.asarray(rows)
