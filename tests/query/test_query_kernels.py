@@ -144,3 +144,49 @@ def test_no_kernels_before_jit_after_calls_and_with_the_switch_off():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["missing", "False", "False"]
+
+
+def test_a_retriever_answers_the_same_bytes_with_and_without_the_kernels(jit, tmp_path, monkeypatch):
+    """auto (convex fusion), hybrid (RRF) and bm25 on a small library built by the pipeline:
+    hits, fused scores and per-channel scores are identical on both paths."""
+    import json
+
+    from ragspine_assets.indexing.artifacts import LibraryPaths
+    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_query import retriever as retriever_mod
+    from ragspine_query.library import open_library
+
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(120)]
+    p = 1.0 / np.arange(1, len(words) + 1)
+    raw = tmp_path / "raw" / "kern"
+    raw.mkdir(parents=True)
+    (raw / "_library.toml").write_text('max_chars = 8000\noverlap_chars = 0\nsummarizer = "none"\n', encoding="utf-8")
+    with open(raw / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for i in range(400):
+            text = " ".join(rng.choice(words, size=int(rng.integers(3, 25)), p=p / p.sum()))
+            f.write(json.dumps({"doc_id": f"d{i:04d}", "title": "", "text": text, "sensitivity": "INTERNAL"}) + "\n")
+    monkeypatch.setenv("RAGSPINE_INGEST_WORKERS", "1")
+    res = build_library(LibraryPaths("kern", raw, tmp_path / "artifacts" / "kern"), embedding="deterministic",
+                        cache_path=tmp_path / "cache.sqlite", run_id="test-kernels")
+    lib = open_library(res.snapshot_dir)
+    queries = [" ".join(rng.choice(words, size=int(rng.integers(1, 6)))) for _ in range(80)]
+
+    def answers():
+        out = []
+        for mode in ("auto", "hybrid", "bm25"):
+            r = retriever_mod.HybridRetriever(lib, config=retriever_mod.RetrievalConfig(mode=mode))
+            for q in queries:
+                for k in (1, 10):
+                    out.append([(h.chunk_id, h.score.hex(), [(n, float(v).hex()) for n, v in h.scores.items()])
+                                for h in r.search(q, top_k=k)])
+        return out
+
+    try:
+        with_kernels = answers()
+        for module in (retriever_mod, fusion, vector_store):
+            monkeypatch.setattr(module, "query_kernels", lambda: None)
+        assert answers() == with_kernels
+        assert any(with_kernels)
+    finally:
+        lib.close()
