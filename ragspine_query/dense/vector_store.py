@@ -111,17 +111,16 @@ def top_k_cosine(
         if block.dtype != work_dtype:
             block = block.astype(work_dtype)
         scores = block @ q
-        if jit is not None and scores.dtype == np.float32:  # the same top-k, GIL-free
-            if not np.isfinite(scores).all():  # only a corrupt row: nan_to_num's fixed cost skipped otherwise
-                np.nan_to_num(scores, copy=False, nan=-np.inf)
+        found = False
+        if jit is not None and scores.dtype == np.float32:  # the same top-k, GIL-free (a NaN: numpy below)
             m = scores.shape[0]
             threshold = np.partition(scores, m - k)[m - k] if m > k else np.float32(-np.inf)
-            cand_rows, cand_scores = jit.scores_top_k(scores, k, threshold,
-                                                      _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
-                                                      block_rows is not None, start)
-            if start == 0 and stop == total:  # one block: that is the answer
+            cand_rows, cand_scores, found = jit.scores_top_k(scores, k, threshold,
+                                                             _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
+                                                             block_rows is not None, start)
+            if found and start == 0 and stop == total:  # one block: that is the answer
                 return cand_rows, cand_scores
-        else:
+        if not found:
             cand_rows, cand_scores = _block_top_k(scores, k, start, block_rows)
         if best_rows.size:
             cand_rows = np.concatenate((best_rows, cand_rows))

@@ -41,20 +41,27 @@ def _ordered_bits(x, bits):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
-    """Top ``k`` of a block of float32 ``scores`` (no NaN) whose ``k``-th largest value is
+    """Top ``k`` of a block of float32 ``scores`` whose ``k``-th largest value is
     ``threshold`` (found by the caller, with numpy's selection, which releases the GIL
-    too): ``(ids int64, scores float32)`` best first, ties by the smaller id.
+    too): ``(ids int64, scores float32, True)`` best first, ties by the smaller id; or
+    ``(…, False)`` when a score is NaN or infinite (a corrupt row: the caller's numpy code,
+    which maps them, answers instead).
 
     An entry's id is ``ids[i]`` when ``use_ids``, else ``offset + i``. The result of
     :func:`ragspine_query.dense.vector_store.top_k_cosine`'s numpy block (every entry at
-    least ``threshold``, then ``lexsort``) for distinct ids, without its small-array
-    numpy calls, each of which held the GIL.
+    least ``threshold``, then ``lexsort``) for distinct ids, in one GIL-free call instead
+    of several numpy calls (a finiteness check, a mask, a small sort), each of which
+    held the GIL or handed it over.
     """
     n = scores.shape[0]
     if use_ids and ids.shape[0] < n:
         n = ids.shape[0]
     if k <= 0 or n == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), True
+    for i in range(n):
+        s = scores[i]
+        if s - s != 0:  # NaN or infinity (a corrupt row): the caller's numpy code answers
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), False
     m = 0
     for i in range(n):
         if scores[i] >= threshold:
@@ -89,7 +96,7 @@ def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cove
         c = packed[j] & np.int64(4294967295)
         out_r[j] = cand_id[c]
         out_s[j] = scores[pos[c]]
-    return out_r, out_s
+    return out_r, out_s, True
 
 
 @njit(cache=True, nogil=True)
@@ -235,7 +242,7 @@ def fuse_rrf(rows, bounds, weights, rrf_k, limit):  # pragma: no cover - compile
     return uniq[order], fused[order]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)  # keeps the GIL: a few µs, less than handing the GIL to another thread and back
 def pick_scores(top, rows, scores, bounds):  # pragma: no cover - compiled
     """Each channel's score of each of the ``top`` rows: ``(values float64[t, c], found
     bool[t, c])``. Channel ``c`` ranked ``rows[bounds[c]:bounds[c+1]]`` with ``scores``;
