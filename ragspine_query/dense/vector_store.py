@@ -112,12 +112,13 @@ def top_k_cosine(
             block = block.astype(work_dtype)
         scores = block @ q
         found = False
-        if jit is not None and scores.dtype == np.float32:  # the same top-k, GIL-free (a NaN: numpy below)
+        if jit is not None and scores.dtype == np.float32:  # the same top-k, compiled (a NaN: numpy below)
             m = scores.shape[0]
             threshold = np.partition(scores, m - k)[m - k] if m > k else np.float32(-np.inf)
-            cand_rows, cand_scores, found = jit.scores_top_k(scores, k, threshold,
-                                                             _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
-                                                             block_rows is not None, start)
+            select = jit.scores_top_k_nogil if m >= jit.nogil_min_rows else jit.scores_top_k  # see query_jit
+            cand_rows, cand_scores, found = select(scores, k, threshold,
+                                                   _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
+                                                   block_rows is not None, start)
             if found and start == 0 and stop == total:  # one block: that is the answer
                 return cand_rows, cand_scores
         if not found:

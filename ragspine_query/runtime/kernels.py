@@ -42,7 +42,8 @@ def _disabled() -> bool:
 
 
 def query_kernels() -> SimpleNamespace | None:
-    """The compiled kernels (``scores_top_k``, ``fuse_minmax``, ``fuse_rrf``, ``pick_scores``), or None
+    """The compiled kernels (``scores_top_k`` and its ``_nogil`` twin, ``fuse_minmax``,
+    ``fuse_rrf``, ``pick_scores``), or None
     (not compiled yet, numba missing, or ``RAGSPINE_QUERY_JIT=0``)."""
     global _calls, _state
     k = _kernels
@@ -90,13 +91,15 @@ def _load() -> None:
             f32, f64, i64 = np.zeros(3, np.float32), np.zeros(3, np.float64), np.zeros(3, np.int64)
             bounds, weights = np.array([0, 1, 3], np.int64), np.ones(2, np.float64)
             jit.scores_top_k(f32, 2, np.float32(0.0), i64, True, 0)
+            jit.scores_top_k_nogil(f32, 2, np.float32(0.0), i64, True, 0)
             jit.fuse_minmax(i64, f64, bounds, weights, 0)
             jit.fuse_rrf(i64, bounds, weights, 60.0, 0)
             jit.pick_scores(i64, i64, f64, bounds)
         except Exception:  # a numba that cannot compile them: the numpy code stays
             _state = "missing"
             return
-        _kernels = SimpleNamespace(scores_top_k=jit.scores_top_k, fuse_minmax=jit.fuse_minmax, fuse_rrf=jit.fuse_rrf,
+        _kernels = SimpleNamespace(scores_top_k=jit.scores_top_k, scores_top_k_nogil=jit.scores_top_k_nogil,
+                                   nogil_min_rows=jit.NOGIL_MIN_ROWS, fuse_minmax=jit.fuse_minmax, fuse_rrf=jit.fuse_rrf,
                                    pick_scores=jit.pick_scores)
         _state = "ready"
 

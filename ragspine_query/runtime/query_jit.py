@@ -1,18 +1,31 @@
-"""Compiled, GIL-free steps of a hybrid query (optional: needs numba, extra ``accel``).
+"""Compiled steps of a hybrid query (optional: needs numba, extra ``accel``).
 
-Two steps of an ``auto`` query ran as many small numpy calls, each holding the GIL (numpy
-releases it only above a few hundred elements), so two query threads mostly waited for
-each other: the dense top-k after the matrix-vector product, and the fusion of the
-channels' rankings. Here each is one ``nogil`` loop. :mod:`ragspine_query.runtime.kernels`
-loads this module off the query thread and keeps the numpy code as the fallback; both
-compute the same thing bit for bit (the tests compare them), so which one answers never
-changes a ranking or a score.
+Three steps of an ``auto`` query ran as many small numpy calls: the dense top-k after
+the matrix-vector product, the fusion of the channels' rankings and the per-channel
+scores of the top rows. Here each is one compiled call, ~1.4x less CPU per query.
+:mod:`ragspine_query.runtime.kernels` loads this module off the query thread and keeps
+the numpy code as the fallback; both compute the same thing bit for bit (the tests
+compare them), so which one answers never changes a ranking or a score.
+
+Which calls release the GIL was measured, not assumed (docs/scaling.md, "Concurrent
+queries in one process"): on the 2-core VM a GIL hand-over between two query threads
+(a futex wake and a context switch) costs more than a call of a few to a few tens of
+microseconds, and an ``auto`` query with every kernel ``nogil`` handed the GIL over ~8
+times and served *fewer* queries on two threads than with the short kernels keeping it
+(0.85x vs 0.95x one thread's rate, same run conditions). So the fusion and score-pick
+kernels, whose size is fixed by the fusion depth, keep the GIL; the dense top-k releases
+it only for blocks of :data:`NOGIL_MIN_ROWS` rows or more, where the work outgrows a
+hand-over.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+#: the dense top-k releases the GIL from this many rows a block (a block of 10k rows
+#: takes ~10 µs, less than a hand-over; a full block of top_k_cosine's 65,536 rows ~60 µs)
+NOGIL_MIN_ROWS = 50_000
 
 
 @njit(cache=True, nogil=True)
@@ -39,8 +52,8 @@ def _ordered_bits(x, bits):  # pragma: no cover - compiled
     return b if b >= 0 else b ^ np.int64(0x7FFFFFFF)
 
 
-@njit(cache=True, nogil=True)
-def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+@njit(cache=True)
+def _top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
     """Top ``k`` of a block of float32 ``scores`` whose ``k``-th largest value is
     ``threshold`` (found by the caller, with numpy's selection, which releases the GIL
     too): ``(ids int64, scores float32, True)`` best first, ties by the smaller id; or
@@ -97,6 +110,19 @@ def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cove
         out_r[j] = cand_id[c]
         out_s[j] = scores[pos[c]]
     return out_r, out_s, True
+
+
+@njit(cache=True)
+def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+    """:func:`_top_k`, keeping the GIL: for a block of ordinary size it takes less time
+    than handing the GIL to another query thread and back (see :data:`NOGIL_MIN_ROWS`)."""
+    return _top_k(scores, k, threshold, ids, use_ids, offset)
+
+
+@njit(cache=True, nogil=True)
+def scores_top_k_nogil(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+    """:func:`_top_k` without the GIL, for blocks of :data:`NOGIL_MIN_ROWS` rows or more."""
+    return _top_k(scores, k, threshold, ids, use_ids, offset)
 
 
 @njit(cache=True, nogil=True)
@@ -188,7 +214,7 @@ def _sum_sorted(rows, vals):  # pragma: no cover - compiled
     return uniq[: m + 1], fused[: m + 1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)  # keeps the GIL: 2 x depth rows take less than a hand-over
 def fuse_minmax(rows, scores, bounds, weights, limit):  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_score_fusion` over concatenated rankings.
 
@@ -227,7 +253,7 @@ def fuse_minmax(rows, scores, bounds, weights, limit):  # pragma: no cover - com
     return uniq[order], fused[order]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)  # keeps the GIL: 2 x depth rows take less than a hand-over
 def fuse_rrf(rows, bounds, weights, rrf_k, limit):  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_rrf` over concatenated int row rankings:
     ``weights[c] / (rrf_k + rank)`` per ranking, summed per row in ranking order (only

@@ -53,7 +53,8 @@ def test_scores_top_k_is_the_numpy_block_top_k(jit, seed):
     start = int(rng.integers(0, 1000))
     cand_rows, cand_scores = vector_store._block_top_k(scores.copy(), k, start, ids)
     threshold = np.partition(scores, n - k)[n - k] if n > k else np.float32(-np.inf)
-    rows, got, ok = jit.scores_top_k(scores, k, threshold, ids if ids is not None else np.zeros(0, np.int64), ids is not None, start)
+    top_k = jit.scores_top_k if seed % 2 else jit.scores_top_k_nogil  # the same code, with or without the GIL
+    rows, got, ok = top_k(scores, k, threshold, ids if ids is not None else np.zeros(0, np.int64), ids is not None, start)
     if n and not np.isfinite(scores).all():
         assert not ok  # a NaN or infinity: the caller's numpy code answers (top_k_cosine, tested below)
         return
