@@ -44,13 +44,9 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 # lexbench pins the numeric libraries to one thread through environment variables when
 # imported; embedding throughput is measured with the backends' own thread settings.
-_saved_env = dict(os.environ)
-import lexbench  # noqa: E402,F401
-for _var in lexbench.SINGLE_THREAD_VARS:
-    if _var in _saved_env:
-        os.environ[_var] = _saved_env[_var]
-    else:
-        os.environ.pop(_var, None)
+import lexbench  # noqa: E402
+
+lexbench.unpin_threads()
 
 import numpy as np  # noqa: E402
 

@@ -27,6 +27,8 @@ from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .runtime.kernels import query_kernels
+
 DEFAULT_RRF_K = 60
 
 #: A query is *cross-lingual* when its language holds less than this share of the
@@ -45,6 +47,7 @@ def weighted_rrf(
     weights: Mapping[str, float] | Sequence[float] | None = None,
     rrf_k: float = DEFAULT_RRF_K,
     depth: int | None = None,
+    top: int | None = None,
 ) -> tuple[list, list[float]] | tuple[np.ndarray, np.ndarray]:
     """Fuse ranked id lists; returns ``(ids, fused scores)`` best first, ties by id ascending.
 
@@ -52,7 +55,8 @@ def weighted_rrf(
     first, or is a plain sequence of such lists. ``weights`` (by name, or by position)
     default to 1.0. ``depth`` truncates every input list first. When every ranking is an
     integer numpy array (rows of one library) the fusion is vectorised and returns numpy
-    arrays; the result is the same as the generic path, bit for bit.
+    arrays; the result is the same as the generic path, bit for bit. ``top``: only the
+    best ``top`` are needed — the result may stop there (it is a prefix of the full one).
     """
     _check_k(rrf_k)
     if isinstance(rankings, Mapping):
@@ -65,7 +69,7 @@ def weighted_rrf(
     if depth is not None:
         lists = [r[:depth] for r in lists]
     if lists and all(isinstance(r, np.ndarray) and r.dtype.kind in "iu" for r in lists):
-        return _fuse_rows(lists, ws, rrf_k)
+        return _fuse_rows(lists, ws, rrf_k, top)
     fused: dict = {}
     for w, ranking in zip(ws, lists):
         for rank, item in enumerate(ranking, start=1):
@@ -74,9 +78,35 @@ def weighted_rrf(
     return order, [fused[i] for i in order]
 
 
-def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`weighted_rrf` over int row arrays (each row at most once per list)."""
+def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised :func:`weighted_rrf` over int row arrays (each row at most once per list).
+
+    With the compiled kernels (:mod:`ragspine_query.runtime.kernels`) several lists are
+    fused in one GIL-free loop, with the same float64 operations in the same order."""
     lists = [np.asarray(r, dtype=np.int64) for r in lists]
+    if len(lists) > 1:
+        jit = query_kernels()
+        if jit is not None:
+            return jit.fuse_rrf(np.concatenate(lists), ranking_bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k),
+                                _limit(top))
+    return _fuse_rows_numpy(lists, ws, rrf_k)
+
+
+def _limit(top: int | None) -> int:
+    """A kernel's ``limit`` for ``top`` (0: every row)."""
+    return top if isinstance(top, int) and top > 0 else 0
+
+
+def ranking_bounds(lists: Sequence[np.ndarray]) -> np.ndarray:
+    """Where each of ``lists`` starts and ends in their concatenation."""
+    out = [0]
+    for r in lists:
+        out.append(out[-1] + r.shape[0])
+    return np.array(out, dtype=np.int64)
+
+
+def _fuse_rows_numpy(lists: list[np.ndarray], ws: list[float], rrf_k: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_fuse_rows` in numpy (int64 ``lists``)."""
     contrib = [w / (rrf_k + np.arange(1, r.shape[0] + 1, dtype=np.float64)) for w, r in zip(ws, lists)]
     if len(lists) == 1:  # already ordered: strictly decreasing scores (w > 0) in rank order
         if ws[0] > 0:
@@ -98,14 +128,32 @@ def weighted_score_fusion(
     *,
     weights: Sequence[float],
     depth: int | None = None,
+    top: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Convex combination of min–max normalised scores over ``(rows, scores)`` rankings.
 
     Each ranking is cut to ``depth``, its scores mapped to [0, 1] by its own minimum and
     maximum (all 1.0 when they are equal) and multiplied by its weight; a row missing from
     a ranking gets 0 from it. Returns ``(rows, fused)`` best first, ties by row ascending.
-    The result depends on ``depth`` (the normalisation range), so callers fix it.
+    The result depends on ``depth`` (the normalisation range), so callers fix it. With
+    the compiled kernels (:mod:`ragspine_query.runtime.kernels`) it runs as one GIL-free
+    loop, with the same float64 operations in the same order (the same bytes). ``top``:
+    only the best ``top`` rows are needed — the result may stop there (a prefix of the
+    full one).
     """
+    jit = query_kernels()
+    if jit is not None and 0 < len(rankings) == len(weights):
+        rows_l = [np.asarray(r, dtype=np.int64)[:depth] for r, _ in rankings]
+        vals_l = [np.asarray(s)[:depth] for _, s in rankings]
+        if all(r.ndim == 1 and r.shape == v.shape for r, v in zip(rows_l, vals_l)):
+            return jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), ranking_bounds(rows_l),
+                                   np.array([float(w) for w in weights], dtype=np.float64), _limit(top))
+    return _weighted_score_fusion_numpy(rankings, weights=weights, depth=depth)
+
+
+def _weighted_score_fusion_numpy(rankings: Sequence[tuple[np.ndarray, np.ndarray]], *, weights: Sequence[float],
+                                 depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_score_fusion` in numpy."""
     parts_rows, parts_vals = [], []
     for (rows, scores), w in zip(rankings, weights):
         rows = np.asarray(rows, dtype=np.int64)[:depth]

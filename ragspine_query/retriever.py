@@ -22,7 +22,8 @@ import numpy as np
 
 from .errors import ConfigError, EmbeddingModelMismatchError
 from .filters import Predicate, combined_mask, parse_filters
-from .fusion import DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, weighted_rrf, weighted_score_fusion
+from .fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, ranking_bounds, weighted_rrf,
+                     weighted_score_fusion)
 from .lexical.bm25 import top_k_rows
 from .library import Library
 from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
@@ -32,6 +33,7 @@ from . import graph as _graph  # noqa: F401  (importing ragspine_query.graph reg
 from .pipeline.stages import SearchResult
 from .records import Hit, lazy_hits, ranked_hits
 from .text.language import LanguageProfile, query_language
+from .runtime.kernels import query_kernels
 from .runtime.threads import pin_query_threads
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
@@ -189,6 +191,7 @@ class HybridRetriever:
         self._rrf_k = next((k for k in own_k if k is not None), config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
         self._profile: LanguageProfile | None = None
+        self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
         self._row_language: np.ndarray | None = None
 
     @property
@@ -213,10 +216,18 @@ class HybridRetriever:
         """The language-aware fusion plan for ``query`` (``auto`` mode), or None when the
         static configuration applies: a forced mode, explicit ``channel_weights``, or no
         dense channel next to BM25."""
-        names = [c.name for c in self.channels if selects(query, c)]
+        names = tuple(c.name for c in self.channels if selects(query, c))
         if self.config.mode != "auto" or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
             return None
-        return plan_fusion(query_language(query), self.language_profile, names)
+        # the plan depends on the query only through its language (the profile is the
+        # snapshot's): planned once per language and channel set
+        key = (query_language(query), names)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = plan_fusion(key[0], self.language_profile, list(names))
+            if len(self._plans) < 64:
+                self._plans[key] = plan
+        return plan
 
     def _fuse_mixed(self, plan: FusionPlan, channels: list, lists: list) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~ragspine_query.fusion.fuse_mixed_languages` over this query's channel rankings."""
@@ -372,9 +383,9 @@ class HybridRetriever:
         if plan is not None and plan.method == "mixed":
             fused_rows, fused = self._fuse_mixed(plan, channels, lists)
         elif plan is not None and plan.method == "convex":
-            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth)
+            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth, top=None if decay else top_k)
         else:
-            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k)
+            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=None if decay else top_k)
         if decay:
             from .cortex import time_decayed
 
@@ -383,10 +394,21 @@ class HybridRetriever:
         order = fused_rows[:top_k].tolist()
         fused_top = fused[:top_k].tolist()
         per_channel: list[dict[str, float]] = [{} for _ in order]
+        jit = query_kernels()
         if len(lists) == 1 and len(order) <= lists[0][1].shape[0] and not decay and (plan is None or plan.method != "mixed"):
             name = names[0]
             for d, s in zip(per_channel, lists[0][1][: len(order)].tolist()):
                 d[name] = s
+        elif jit is not None and order and all(s.dtype.kind == "f" and s.shape == r.shape for r, s in lists):
+            # each channel's score of the top rows in one GIL-free loop (the numpy lookup
+            # below gives the same dicts)
+            vals, found = jit.pick_scores(np.ascontiguousarray(fused_rows[:top_k], dtype=np.int64),
+                                          np.concatenate([r for r, _ in lists], dtype=np.int64),
+                                          np.concatenate([s for _, s in lists], dtype=np.float64), ranking_bounds([r for r, _ in lists]))
+            for d, has, vs in zip(per_channel, found.tolist(), vals.tolist()):
+                for name, h, v in zip(names, has, vs):
+                    if h:
+                        d[name] = v
         else:
             pos = {r: i for i, r in enumerate(order)}
             top = np.sort(np.asarray(order, dtype=np.int64))

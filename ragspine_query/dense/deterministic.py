@@ -63,18 +63,21 @@ class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
         check_kind(kind)
         check_batch_size(batch_size)
         items = as_text_list(texts)
-        rows: list[int] = []
-        cols: list[int] = []
-        signs: list[float] = []
+        # signed counts per (row, bucket), summed in token order (whole numbers: exact)
+        cells: dict[tuple[int, int], float] = {}
+        get, bucket_of = cells.get, self._bucket
         for row, text in enumerate(items):
             for token in tokenize(text):
-                bucket, sign = self._bucket(token)
-                rows.append(row)
-                cols.append(bucket)
-                signs.append(sign)
+                bucket, sign = bucket_of(token)
+                key = (row, bucket)
+                cells[key] = get(key, 0.0) + sign
         counts = np.zeros((len(items), self.dim), dtype=np.float64)
-        if rows:
-            np.add.at(counts, (np.asarray(rows), np.asarray(cols)), np.asarray(signs))
+        if len(cells) <= 32:  # a query: a few cells, set one by one (cheaper than any vectorised call)
+            for key, value in cells.items():
+                counts[key] = value
+        else:
+            at = np.array(list(cells), dtype=np.intp)
+            counts[at[:, 0], at[:, 1]] = np.fromiter(cells.values(), dtype=np.float64, count=len(cells))
         # log1p on the magnitude damps repeated tokens (sublinear tf) and keeps the sign.
         damped = np.sign(counts) * np.log1p(np.abs(counts))
         return l2_normalize(damped.astype(np.float32))

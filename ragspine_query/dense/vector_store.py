@@ -12,10 +12,12 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigError, EmbeddingModelMismatchError, FilterError
+from ..runtime.kernels import query_kernels
 from .base import l2_normalize
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORES = np.zeros(0, dtype=np.float32)
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def _check_top_k(k: int, name: str = "k") -> None:
@@ -80,7 +82,7 @@ def top_k_cosine(
     # is upcast per block since numpy has no fast float16 matmul.
     work_dtype = np.float64 if matrix.dtype == np.float64 else np.float32
     q = q.astype(work_dtype, copy=False)
-    if not np.all(np.isfinite(q)):
+    if not np.isfinite(q).all():
         raise ConfigError("query vector contains NaN or infinity; check the embedding backend")
     if rows is not None:
         rows = np.asarray(rows)
@@ -97,6 +99,7 @@ def top_k_cosine(
     best_scores = _EMPTY_SCORES
     if isinstance(matrix, np.memmap):  # a plain view: memmap slicing runs Python code per slice
         matrix = matrix.view(np.ndarray)
+    jit = query_kernels()
     for start in range(0, total, chunk_size):
         stop = min(start + chunk_size, total)
         if rows is None:
@@ -108,17 +111,33 @@ def top_k_cosine(
         if block.dtype != work_dtype:
             block = block.astype(work_dtype)
         scores = block @ q
-        if not np.isfinite(scores).all():  # only a corrupt row: nan_to_num's fixed cost skipped otherwise
-            np.nan_to_num(scores, copy=False, nan=-np.inf)
-        keep = _tie_inclusive_top(scores, k)
-        cand_rows = keep + start if block_rows is None else block_rows[keep]
-        cand_scores = scores[keep].astype(np.float32, copy=False)
+        found = False
+        if jit is not None and scores.dtype == np.float32:  # the same top-k, compiled (a NaN: numpy below)
+            m = scores.shape[0]
+            threshold = np.partition(scores, m - k)[m - k] if m > k else np.float32(-np.inf)
+            select = jit.scores_top_k_nogil if m >= jit.nogil_min_rows else jit.scores_top_k  # see query_jit
+            cand_rows, cand_scores, found = select(scores, k, threshold,
+                                                   _NO_IDS if block_rows is None else np.ascontiguousarray(block_rows),
+                                                   block_rows is not None, start)
+            if found and start == 0 and stop == total:  # one block: that is the answer
+                return cand_rows, cand_scores
+        if not found:
+            cand_rows, cand_scores = _block_top_k(scores, k, start, block_rows)
         if best_rows.size:
             cand_rows = np.concatenate((best_rows, cand_rows))
             cand_scores = np.concatenate((best_scores, cand_scores))
         order = np.lexsort((cand_rows, -cand_scores))[:k]
         best_rows, best_scores = cand_rows[order], cand_scores[order]
     return best_rows.astype(np.int64, copy=False), best_scores
+
+
+def _block_top_k(scores: np.ndarray, k: int, start: int, block_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates of one block for the top ``k`` (ties with the k-th included), in numpy."""
+    if not np.isfinite(scores).all():  # only a corrupt row: nan_to_num's fixed cost skipped otherwise
+        np.nan_to_num(scores, copy=False, nan=-np.inf)
+    keep = _tie_inclusive_top(scores, k)
+    cand_rows = keep + start if block_rows is None else block_rows[keep]
+    return cand_rows, scores[keep].astype(np.float32, copy=False)
 
 
 @runtime_checkable

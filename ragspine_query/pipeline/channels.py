@@ -129,6 +129,9 @@ def selects(query: Any, channel: Any) -> bool:
     return named is not None and channel.name in named
 
 
+_UNSET: Any = object()
+
+
 def _empty() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, np.int64), np.zeros(0, np.float32)
 
@@ -187,6 +190,8 @@ class DenseChannel:
         self.languages = getattr(model, "languages", None)
         #: the model is built for cross-lingual retrieval (a text and its translation land close)
         self.cross_lingual = bool(getattr(model, "cross_lingual", False))
+        self._ann: Any = _UNSET
+        self._rows_of: tuple[Any, np.ndarray, bool] | None = None
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         from ..dense.ann import ann_for_library, search_dense
@@ -201,9 +206,26 @@ class DenseChannel:
             qv = np.zeros(emb.dim, dtype=np.float32)
             qv[self.part.start : self.part.stop] = np.asarray(self.part.backend.embed([query], kind="query"), dtype=np.float32)[0]
             scale = float(np.sqrt(len(self.backend.parts)))
-        mask = None if allowed is None else allowed[np.asarray(emb.rows)]
-        idx, scores = search_dense(emb.vectors, qv, depth, ann_for_library(self.library), mask)
-        return np.asarray(emb.rows)[idx].astype(np.int64), np.asarray(scores, dtype=np.float32) * np.float32(scale)
+        rows, identity = self._rows(emb)
+        mask = None if allowed is None else (allowed if identity else allowed[rows])
+        ann = self._ann
+        if ann is _UNSET:  # opened once per library (ann_for_library): remembered here, no lock per query
+            ann = self._ann = ann_for_library(self.library)
+        idx, scores = search_dense(emb.vectors, qv, depth, ann, mask)
+        scores = np.asarray(scores, dtype=np.float32)
+        return (np.asarray(idx).astype(np.int64, copy=False) if identity else rows[idx].astype(np.int64),
+                scores if scale == 1.0 else scores * np.float32(scale))
+
+    def _rows(self, emb: Any) -> tuple[np.ndarray, bool]:
+        """The matrix's chunk rows (a plain array) and whether they are simply 0..n-1, the
+        chunk rows themselves (every chunk has a vector): then no row mapping is needed."""
+        got = self._rows_of
+        if got is None or got[0] is not emb:
+            rows = np.asarray(emb.rows).view(np.ndarray)
+            n = getattr(self.library, "n_chunks", -1)
+            identity = rows.shape[0] == n and bool(np.array_equal(rows, np.arange(n)))
+            got = self._rows_of = (emb, rows, identity)
+        return got[1], got[2]
 
 
 def dense_channels(library: Any, backend: Any) -> list[DenseChannel]:
