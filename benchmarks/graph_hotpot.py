@@ -208,7 +208,8 @@ def cmd_rules(args):
     out = {}
     for name, ids in (("tune", tune), ("held", held), ("all", tune | held)):
         rep = evaluate_run({q: run[q] for q in ids}, {q: dataset.qrels[q] for q in ids})
-        out[name] = {k: round(v, 4) for k, v in rep.to_dict().items() if k in ("ndcg@10", "recall@2", "recall@5", "both@5", "both@10")}
+        keep = ("ndcg@10", "recall@2", "recall@5", "both@5", "both@10")
+        out[name] = {k: round(v, 4) for k, v in rep.to_dict().items() if k in keep}
         out[name]["by_type"] = {t: {k: round(v, 4) for k, v in m.items() if k in ("recall@5", "both@5")}
                                 for t, m in rep.by_group(types).items()}
     print(json.dumps(out), flush=True)
