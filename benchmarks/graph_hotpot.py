@@ -3,6 +3,7 @@
     python benchmarks/graph_hotpot.py eval  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
     python benchmarks/graph_hotpot.py tune  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
     python benchmarks/graph_hotpot.py build --chunks 10000 100000
+    python benchmarks/graph_hotpot.py rules --library DIR --graph-out /tmp/g   # this code's entity rules, BM25 + graph
 
 ``eval``/``tune`` index the dataset exactly as ``ragspine eval`` does (same cache key, so
 they reuse its index) and score document-level nDCG@10, Recall@2/@5, both@5/@10 per
@@ -12,7 +13,12 @@ question type. hotpotqa-dev has one split, so ``tune`` uses a fixed *tuning* sub
 tuning subset only (a config may also carry ``rrf_k`` and ``weights`` of the
 RetrievalConfig). ``build`` times the graph build on synthetic chunks: wall and CPU
 seconds (the CPU figure is the one to compare on a loaded machine), peak RSS, in a child
-process per size.
+process per size. ``rules`` builds the relation graph of an already built hotpotqa-dev
+library (``ragspine eval … --embedding none --out OUT``; ``--library`` names its
+``OUT/hotpotqa-dev-<key>`` folder) with *this* checkout's entity rules into ``--graph-out``
+and scores graph mode over it (``ragspine eval``'s retriever, the library's own graph
+swapped for the new one) on the tuning, held and all questions: a rule change is measured
+without re-indexing (run it from a checkout of another commit to compare rules).
 """
 
 from __future__ import annotations
@@ -162,18 +168,71 @@ def cmd_build(args):
         print(res.stdout.strip() or res.stderr[-2000:], flush=True)
 
 
+def cmd_rules(args):
+    """Build the graph of ``--library``'s chunks with this checkout's rules; score BM25 + graph over it."""
+    import dataclasses
+
+    from ragspine_assets.evaluate import query_types, run_queries
+    from ragspine_assets.indexing.relation_graph import GraphConfig, build_relation_graph, read_graph_chunks
+    from ragspine_query.eval.beir import load_beir
+    from ragspine_query.eval.metrics import evaluate_run
+    from ragspine_query.library import Library
+    from ragspine_query.link import build_narrative_retriever
+
+    dataset_dir = Path(args.dataset)
+    currents = sorted(Path(args.library).glob("artifacts/*/current"))
+    if not currents:
+        raise SystemExit(f"{args.library}: no artifacts/<library>/current: build it first with "
+                         "`ragspine eval <dataset> --mode bm25 --embedding none --out OUT`")
+    root = currents[0].parent
+    graph_dir = Path(args.graph_out)
+    t0 = time.perf_counter()
+    chunks = read_graph_chunks(currents[0].resolve() / "chunks.sqlite")
+    params = build_relation_graph(graph_dir, chunks, config=GraphConfig(communities="off"))
+    print(json.dumps({"graph": str(graph_dir), "seconds": round(time.perf_counter() - t0, 1), "counts": params["counts"]}),
+          flush=True)
+    original = Library.artifact_path
+
+    def artifact_path(self, name):  # the library's own graph replaced by the one just built
+        return graph_dir if name == "relation_graph" else original(self, name)
+
+    Library.artifact_path = artifact_path
+    try:
+        dataset = load_beir(dataset_dir, "test")
+        types = query_types(dataset_dir)
+        tune, held = split_ids(dataset.query_ids)
+        narrative = build_narrative_retriever(root, mode="graph", embedding_backend=None)
+        run, _ = run_queries(narrative.index, dataset, quiet=True)
+    finally:
+        Library.artifact_path = original
+    out = {}
+    for name, ids in (("tune", tune), ("held", held), ("all", tune | held)):
+        rep = evaluate_run({q: run[q] for q in ids}, {q: dataset.qrels[q] for q in ids})
+        keep = ("ndcg@10", "recall@2", "recall@5", "both@5", "both@10")
+        out[name] = {k: round(v, 4) for k, v in rep.to_dict().items() if k in keep}
+        out[name]["by_type"] = {t: {k: round(v, 4) for k, v in m.items() if k in ("recall@5", "both@5")}
+                                for t, m in rep.by_group(types).items()}
+    print(json.dumps(out), flush=True)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"metrics": out, "run": run}))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["eval", "tune", "build"])
+    p.add_argument("command", choices=["eval", "tune", "build", "rules"])
     p.add_argument("--dataset", default=str(REPO.parent / "shared" / "datasets" / "hotpotqa-dev"))
     p.add_argument("--out", default="/tmp/graph-hotpot")
     p.add_argument("--configs", default="", help="tune: JSON list of GraphChannelConfig kwargs (+ 'weights')")
     p.add_argument("--json-out", default="")
     p.add_argument("--modes", default="bm25,hybrid,graph", help="eval: modes, comma-separated")
     p.add_argument("--chunks", type=int, nargs="*", default=[10000, 100000])
+    p.add_argument("--library", default="", help="rules: the OUT/hotpotqa-dev-<key> folder `ragspine eval --out OUT` built")
+    p.add_argument("--graph-out", default="/tmp/graph-rules", help="rules: where the rebuilt graph goes")
     args = p.parse_args()
     if args.command == "build":
         cmd_build(args)
+    elif args.command == "rules":
+        cmd_rules(args)
     else:
         cmd_eval(args, grid=args.command == "tune")
 

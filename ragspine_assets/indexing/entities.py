@@ -455,11 +455,15 @@ _TITLE_PARTS = re.compile(r"\s[-–—|]\s|,\s|\sand\s|:\s|\s/\s")
 
 def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gazetteer: Gazetteer | None = None,
                      cjk_terms: Iterable[str] = (), common: "Container[str] | None" = None,
-                     lower: "Container[str]" = frozenset()) -> list[Mention]:
+                     lower: "Container[str]" = frozenset(), pieces: "list[Mention] | None" = None) -> list[Mention]:
     """Every entity mention of one chunk (deterministic; sorted by key).
 
     Keys of gazetteer hits are node keys (``g:<id>`` for glossary concepts); others are
-    :func:`entity_key` of the surface name.
+    :func:`entity_key` of the surface name. A span that is only a piece of a longer name of
+    this chunk (a delimited piece of its own title, the head of a longer known name found
+    here) is left out; ``pieces``, when given, receives those spans instead (sorted by key),
+    so that a caller which finds the same name in another document can keep it ("Kansas" of
+    "Antelope, Kansas" is a name of its own; "Year-End 2024 Summary" of one report's title is not).
     """
     best: dict[str, Mention] = {}
 
@@ -485,20 +489,26 @@ def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gaze
             add(node, node, "glossary" if node.startswith("g:") else gazetteer.sources.get(node, "title"), c)
     counts = Counter()
     labels: dict[str, str] = {}
+    held: Counter[str] = Counter()
     longer = [k for k in best if not k.startswith("g:")]
     own_pieces = {entity_key(p) for t in title_aliases(title) for p in _TITLE_PARTS.split(t)} - {entity_key(title)}
     for span in english_spans(text, gaz, common, lower):
         k = entity_key(span)
         node = gaz.get(k, k)
-        if node not in gaz and k in own_pieces:
-            continue  # a delimited piece of the chunk's own title ("Year-End 2024 Summary" of "… Register - Year-End 2024 Summary")
-        if node not in gaz and any(o != k and o.startswith(k) and o[len(k):len(k) + 1] in (" ", ",", ":", "-", "(")
-                                   for o in longer):
-            continue  # the head of a longer known name found here ("Peer Benchmark" of "Peer Benchmark 2024 - …")
+        if node not in gaz and (k in own_pieces or any(
+                o != k and o.startswith(k) and o[len(k):len(k) + 1] in (" ", ",", ":", "-", "(") for o in longer)):
+            # a delimited piece of the chunk's own title ("Year-End 2024 Summary" of "… Register - Year-End 2024
+            # Summary") or the head of a longer known name found here ("Peer Benchmark" of "Peer Benchmark 2024 - …")
+            held[node] += 1
+            labels.setdefault(node, span)
+            continue
         counts[node] += 1
         labels.setdefault(node, span)
     for node, c in counts.items():
         add(node, labels[node], "extracted", c)
+    if pieces is not None:
+        pieces.extend(Mention(node, labels[node], "extracted", c) for node, c in sorted(held.items())
+                      if node not in best and _useful(node))
     for term in cjk_terms:
         add(gaz.get(term, term), term, "extracted")
     return sorted(best.values(), key=lambda m: m.key)

@@ -52,8 +52,9 @@ from .index_text import IndexTextRef
 from .step_api import CheckSpec, StepContext, StepResult, outcome
 
 #: Bump when the graph written for the same input changes.
-RELATION_GRAPH_VERSION = "3"  # 2: the chunk's own title/metadata entity is an ``about`` edge; 3: attributes are
-#                                no entities, CJK boundary rule, heading names, edge evidence, screened synonyms
+RELATION_GRAPH_VERSION = "4"  # 2: the chunk's own title/metadata entity is an ``about`` edge; 3: attributes are
+#                                no entities, CJK boundary rule, heading names, edge evidence, screened synonyms;
+#                                4: a piece of a chunk's own title is kept when another document names it
 #: Evidence chunks kept per entity-entity edge (the smallest chunk ids).
 MAX_EVIDENCE = 8
 
@@ -300,11 +301,23 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     common = midsentence_capitalised(c.text for c in open_chunks)
     lower = lower_dominant(c.text for c in open_chunks)
     per_chunk: list[list[Mention]] = []
+    held: list[list[Mention]] = []  # per chunk: spans that are only pieces of a longer name of the chunk
     chunks_of: dict[str, list[str]] = defaultdict(list)  # entity -> the chunk ids it is linked to (row order)
     for ch, terms in zip(open_chunks, cjk_terms):
+        pieces: list[Mention] = []
         ms = extract_mentions(ch.text, title=ch.title, entity_field=ch.entity, gazetteer=gazetteer, cjk_terms=terms,
-                              common=common, lower=lower)
+                              common=common, lower=lower, pieces=pieces)
         per_chunk.append(ms)
+        held.append(pieces)
+    # a piece of a longer name is a name of its own when another document names it ("Kansas" of
+    # "Antelope, Kansas", "San Francisco" of "University of California, San Francisco")
+    if any(held):
+        named_in: dict[str, set] = defaultdict(set)
+        for ch, ms in zip(open_chunks, per_chunk):
+            for m in ms:
+                named_in[m.key].add(ch.doc_id)
+        per_chunk = [sorted(ms + [m for m in hs if named_in.get(m.key, set()) - {ch.doc_id}], key=lambda m: m.key)
+                     for ch, ms, hs in zip(open_chunks, per_chunk, held)]
     # a CJK name read from running text (a quoted span) must occur in two documents, as a heading's must
     cjk_docs: dict[str, set] = defaultdict(set)
     for ch, ms in zip(open_chunks, per_chunk):

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ConfigError, IndexNotFoundError
 from ..pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
 from .artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
-from .names import STOP_WORDS, name_spans
+from .names import STOP_WORDS, WORDS, name_spans, word_key
 from .store import InProcessGraphStore
 
 #: Query-time weight of each edge type (multiplies the stored weight; 0 drops the type).
@@ -127,6 +127,13 @@ class GraphChannel:
             al = pq.read_table(alias_path).to_pydict()
             for a, n in zip(al["alias"], al["node_id"]):
                 self._node_of.setdefault(a, int(n))
+        # a query is matched by its words (name_spans drops their commas and edge dots): every name is
+        # also found under the key its words make ("Ringling, Montana" is asked as "ringling montana")
+        for k, n in list(self._node_of.items()):
+            if "," in k or "." in k:
+                wk = " ".join(w for w in map(word_key, WORDS.findall(k)) if w)
+                if wk and wk != k:
+                    self._node_of.setdefault(wk, n)
         self._node_row = np.asarray(nodes.column("chunk_row").to_numpy(), dtype=np.int64)
         self._n_ent = n_ent
         rows_of_entries = np.repeat(np.arange(g.n_nodes, dtype=np.int64), np.diff(np.asarray(g.indptr)))

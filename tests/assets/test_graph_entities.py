@@ -114,3 +114,67 @@ def test_hand_labelled_precision_of_the_sample_graph():
     for kind in ("entity", "edge"):
         ok = by[("after", kind)]
         assert sum(ok) / len(ok) >= 0.9, kind
+
+
+def test_a_piece_of_the_own_title_is_kept_when_another_document_names_it(tmp_path):
+    """A delimited piece of a chunk's own title ("Kansas" of "Antelope, Kansas") or the head of
+    a longer name found there ("Syracuse" of "Syracuse University") links the chunk when another
+    document names it too; a piece no other document names ("Year-End 2024 Summary") stays out."""
+    chunks = [
+        _chunk(0, "The town of Antelope lies in Marion County in Kansas. It was named for the pronghorn.",
+               title="Antelope, Kansas"),
+        _chunk(1, "The largest city in Kansas is Wichita, on the Arkansas River.", title="Wichita"),
+        _chunk(2, "The Year-End 2024 Summary lists ten risks for the Group.",
+               title="Enterprise Risk Register - Year-End 2024 Summary"),
+        _chunk(3, "Syracuse University is a private university in Syracuse, New York.", title="Syracuse University"),
+        _chunk(4, "The Erie Canal reached Syracuse in 1825.", title="Erie Canal"),
+    ]
+    d = tmp_path / "g"
+    build_relation_graph(d, chunks)
+    nodes = pq.read_table(d / ga.NODES_FILE).to_pydict()
+    edges = pq.read_table(d / ga.EDGES_FILE).to_pydict()
+    keys, rows = nodes["key"], nodes["chunk_row"]
+    linked = {(keys[s], rows[t]) for s, t, ty in zip(edges["src"], edges["dst"], edges["type"]) if ty in ("about", "mentions")}
+    assert ("kansas", 0) in linked and ("kansas", 1) in linked
+    assert ("syracuse", 3) in linked and ("syracuse", 4) in linked
+    assert "year-end 2024 summary" not in keys
+    # without a second document the same pieces stay out
+    d2 = tmp_path / "g2"
+    build_relation_graph(d2, [GraphChunk(i, c.chunk_id, c.doc_id, c.text, c.title, c.entity, c.sensitivity)
+                              for i, c in enumerate((chunks[0], chunks[2], chunks[3]))])
+    keys2 = pq.read_table(d2 / ga.NODES_FILE).to_pydict()["key"]
+    assert "kansas" not in keys2 and "syracuse" not in keys2 and "year-end 2024 summary" not in keys2
+
+
+class _GraphOnly:
+    """What the graph channel reads of a library: its relation graph (a built directory)."""
+
+    library_id = "graph-only"
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def relation_graph(self):
+        return ga.load_graph_arrays(self.directory)
+
+
+def test_a_query_names_a_title_with_commas_and_dots_by_its_words(tmp_path):
+    """A query's words lose their commas and edge dots ("Ringling, Montana" is matched as
+    "ringling montana"), so the channel finds every name under that key too: the title
+    entity seeds the walk and the title's own chunk comes first."""
+    from ragspine_query.graph.channel import GraphChannel
+
+    chunks = [
+        _chunk(0, "Ringling is a ghost town in Meagher County in Montana, on the railroad.", title="Ringling, Montana"),
+        _chunk(1, "Harlowton is a city in Wheatland County in Montana, east of Ringling.", title="Harlowton, Montana"),
+        _chunk(2, "Sault Ste. Marie is a city on the St. Marys River in Ontario.", title="Sault Ste. Marie, Ontario"),
+    ]
+    d = tmp_path / "g"
+    build_relation_graph(d, chunks)
+    ch = GraphChannel(_GraphOnly(d))
+    labels = {n: ch._labels[n] for n in ch.entity_seeds("During what years did a station stop in Ringling, Montana operate?")}
+    assert "Ringling, Montana" in labels.values()
+    rows, _ = ch.search("During what years did a station stop in Ringling, Montana operate?", 3, None)
+    assert rows[0] == 0
+    seeds = ch.entity_seeds("Which river runs past Sault Ste. Marie, Ontario?")
+    assert "Sault Ste. Marie, Ontario" in {ch._labels[n] for n in seeds}
