@@ -91,8 +91,9 @@ def resolve_library_settings(docs: DocumentSet, *, embedding: str = "auto", glos
                            bm25_params_for(docs.config, spec, chunk_language_shares(docs)))
 
 
-#: The embedding specs of a mixed library whose *English* rows get :data:`FUSION_BM25_K1`:
-#: the ensemble that ranks them with MiniLM and e5, as in an English library.
+#: The embedding specs of a mixed library whose *English* rows get :data:`FUSION_BM25_K1`
+#: (besides :data:`FUSION_K1_EMBEDDINGS`): the ensemble that ranks them with MiniLM and
+#: e5, as in an English library.
 FUSION_K1_MIXED_EMBEDDINGS: tuple[str, ...] = ("minilm+e5+multilingual",)
 
 
@@ -115,8 +116,10 @@ def bm25_params_for(config: Any, embedding_spec: str, language_shares: Mapping[s
     if k1 is None:
         shares = language_shares or {}
         if min(shares.get("en", 0.0), shares.get("zh", 0.0)) >= MIXED_LIBRARY_THRESHOLD:
-            en_k1 = FUSION_BM25_K1 if embedding_spec in FUSION_K1_MIXED_EMBEDDINGS else DEFAULT_BM25_K1
-            return BM25Params(DEFAULT_BM25_K1, float(DEFAULT_BM25_B if b is None else b),
-                              k1_by_language=(("en", float(en_k1)), ("zh", float(DEFAULT_BM25_K1))))
+            en_k1 = float(FUSION_BM25_K1 if embedding_spec in FUSION_K1_EMBEDDINGS + FUSION_K1_MIXED_EMBEDDINGS
+                          else DEFAULT_BM25_K1)
+            # ``k1`` is the first (English) group's: rows of an unlisted language count with it
+            return BM25Params(en_k1, float(DEFAULT_BM25_B if b is None else b),
+                              k1_by_language=(("en", en_k1), ("zh", float(DEFAULT_BM25_K1))))
         k1 = FUSION_BM25_K1 if embedding_spec in FUSION_K1_EMBEDDINGS else DEFAULT_BM25_K1
     return BM25Params(float(k1), float(DEFAULT_BM25_B if b is None else b))

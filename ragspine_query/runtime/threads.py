@@ -36,7 +36,8 @@ DEFAULT_QUERY_THREADS = Settings().query_threads
 
 _lock = threading.Lock()
 _pinned: dict[str, Any] | None = None
-_limiter: Any = None  # the threadpoolctl limit object: kept so the limit is never undone by GC
+_limiters: list[Any] = []  # the threadpoolctl limit objects: kept so no limit is undone by GC
+_pinned_paths: set[str] = set()  # the BLAS libraries limited so far
 
 
 def query_threads(env: Mapping[str, str] | None = None) -> int | None:
@@ -49,15 +50,19 @@ def query_threads(env: Mapping[str, str] | None = None) -> int | None:
 
 
 def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Limit the process's BLAS pools to :func:`query_threads` threads (once; later calls
-    return the first call's outcome). Returns what was done, for benchmarks and logs:
+    """Limit the process's BLAS pools to :func:`query_threads` threads. The first call
+    decides the count; a later call limits the BLAS libraries loaded since (scipy brings
+    its own OpenBLAS when it is first imported) and returns the first call's outcome.
+    Returns what was done, for benchmarks and logs:
     ``{"threads": n or None, "blas": [{"library": ..., "before": ..., "after": ...}], "note": ...}``.
     Without ``threadpoolctl`` (a dependency of the query extras) nothing is limited and
     the note says so.
     """
-    global _pinned, _limiter
+    global _pinned
     with _lock:
         if _pinned is not None:
+            if _pinned["threads"] is not None and _pinned_paths:
+                _limit_new_blas(_pinned["threads"])
             return _pinned
         n = query_threads(env)
         if n is None:
@@ -70,7 +75,8 @@ def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             return _pinned
         controller = ThreadpoolController()
         before = {lib.filepath: lib.num_threads for lib in controller.select(user_api="blas").lib_controllers}
-        _limiter = controller.limit(limits=n, user_api="blas")
+        _limiters.append(controller.limit(limits=n, user_api="blas"))
+        _pinned_paths.update(before)
         after = ThreadpoolController().select(user_api="blas").lib_controllers
         _pinned = {
             "threads": n,
@@ -78,6 +84,17 @@ def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "note": f"BLAS limited process-wide to {n} thread(s) ({ENV_QUERY_THREADS})",
         }
         return _pinned
+
+
+def _limit_new_blas(n: int) -> None:
+    """Limit the BLAS libraries loaded after the first pinning (call with ``_lock`` held)."""
+    from threadpoolctl import ThreadpoolController
+
+    blas = ThreadpoolController().select(user_api="blas")
+    new = [lib for lib in blas.lib_controllers if lib.filepath not in _pinned_paths]
+    if new:
+        _limiters.append(blas.select(filepath=[lib.filepath for lib in new]).limit(limits=n))
+        _pinned_paths.update(lib.filepath for lib in new)
 
 
 def pinned_pools() -> dict[str, Any]:

@@ -66,6 +66,9 @@ def test_a_mixed_library_gets_statistics_per_language_unless_it_sets_k1():
     mixed = {"en": 0.7, "zh": 0.3}
     params = bm25_params_for(LibraryConfig(), "minilm+e5+multilingual", mixed)
     assert params.k1_by_language == (("en", FUSION_BM25_K1), ("zh", DEFAULT_BM25_K1))
+    assert params.k1 == FUSION_BM25_K1  # the first group's: what the manifest shows as k1
+    # MiniLM (+ e5) ranks the English rows whatever the ensemble: the English rows get 0.2
+    assert bm25_params_for(LibraryConfig(), "minilm+e5", mixed).k1_by_language == params.k1_by_language
     # another model ranks the English rows: the English rows keep the classic k1
     assert bm25_params_for(LibraryConfig(), "multilingual", mixed).k1_by_language == (
         ("en", DEFAULT_BM25_K1), ("zh", DEFAULT_BM25_K1))

@@ -101,3 +101,23 @@ def test_query_threads_setting():
     assert query_pools.query_threads({"RAGSPINE_QUERY_THREADS": "0"}) is None
     with pytest.raises(ConfigError, match="RAGSPINE_QUERY_THREADS"):
         query_pools.query_threads({"RAGSPINE_QUERY_THREADS": "many"})
+
+
+def test_a_blas_library_loaded_after_the_first_pin_is_pinned_too():
+    # scipy brings its own OpenBLAS when first imported; a fresh process shows the order
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("scipy")
+    script = (
+        "import numpy\n"
+        "from ragspine_query.runtime.threads import pin_query_threads\n"
+        "pin_query_threads({})\n"
+        "import scipy.linalg\n"
+        "pin_query_threads({})\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[1]", out.stdout + out.stderr
