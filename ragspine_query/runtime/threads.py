@@ -9,7 +9,8 @@ on two (a 10k-chunk library). Pinned to one thread per query, a second query thr
 throughput instead (``benchmarks/bench_concurrency.py``; docs/benchmarks.md).
 
 * BLAS: :func:`pin_query_threads` limits every loaded BLAS library process-wide
-  (``threadpoolctl``), once, when the first retriever is built. A query's matrix-vector
+  (``threadpoolctl``) when the first retriever is built, and any BLAS library loaded
+  since (scipy's own OpenBLAS) when the next one is. A query's matrix-vector
   product over even a million rows gains little from a second BLAS thread, and the
   limit is what keeps concurrent queries from fighting.
 * onnxruntime: query-time embedding backends (:func:`ragspine_query.link.backend_for_library`)
