@@ -13,7 +13,7 @@ gets postings (an ``include_restricted`` search still finds RESTRICTED rows), sc
 with the open rows' statistics.
 
 A library that holds two languages may keep each language's statistics apart
-(``row_groups`` with one :class:`BM25Params` per group): a row is then weighted with its
+(``row_languages`` with ``BM25Params.k1_by_language``): a row is then weighted with its
 own language's ``N``, ``df``, ``avgdl`` and ``k1``, so an English chunk scores as it would
 in a library of the English documents alone (Chinese titles do not shorten its
 ``avgdl``), whatever the other collection holds.

@@ -62,7 +62,7 @@ def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     global _pinned
     with _lock:
         if _pinned is not None:
-            if _pinned["threads"] is not None and _pinned_paths:
+            if _limiters:  # threadpoolctl limited the pools once: limit what loaded since
                 _limit_new_blas(_pinned["threads"])
             return _pinned
         n = query_threads(env)
