@@ -1,6 +1,6 @@
 """A tiny exact float64 BM25 and tie-aware top-k agreement measures.
 
-The reference shares no code with ``ragspine_query.lexical.bm25``: term frequencies come
+The reference shares no code with ``ragspine_core.lexical.bm25``: term frequencies come
 from a sort of (term, row) keys, and every weight is computed in float64 at query time
 (no float32 impacts). Lucene's non-negative idf, Robertson's tf saturation with the
 ``(k1 + 1)`` numerator (a constant factor: engines that drop it rank identically).
@@ -102,5 +102,7 @@ def agreement(
             overlaps.append(found / m)
             valids.append(float(len(mine) == m and strict <= mine and mine <= (strict | tied)))
             jaccards.append(len(ref_top & mine) / len(ref_top | mine))
-    mean = (lambda xs: float(np.mean(xs)) if xs else math.nan)
+    def mean(xs: list[float]) -> float:
+        return float(np.mean(xs)) if xs else math.nan
+
     return {name: Agreement(mean(o), mean(v), mean(j), len(o)) for name, (o, v, j) in acc.items()}

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, IndexNotFoundError
-from ..pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
-from .artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
-from .names import STOP_WORDS, WORDS, name_spans, word_key
-from .store import InProcessGraphStore
+from ragspine_core.errors import ConfigError, IndexNotFoundError
+from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
+from ragspine_core.graph.artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
+from ragspine_core.graph.names import STOP_WORDS, WORDS, name_spans, word_key
+from ragspine_core.graph.store import InProcessGraphStore
 
 #: Query-time weight of each edge type (multiplies the stored weight; 0 drops the type).
 DEFAULT_TYPE_WEIGHTS: tuple[tuple[str, float], ...] = (
@@ -35,7 +35,7 @@ DEFAULT_TYPE_WEIGHTS: tuple[tuple[str, float], ...] = (
     ("about", 3.0))
 
 
-#: The selectable PPR stores (:class:`~ragspine_query.graph.store.GraphStore` implementations).
+#: The selectable PPR stores (:class:`~ragspine_core.graph.store.GraphStore` implementations).
 GRAPH_STORES = ("inprocess", "networkx")
 
 
@@ -108,7 +108,7 @@ class GraphChannel:
         factor = np.asarray([tw.get(t, 1.0) for t in EDGE_TYPES], dtype=np.float64)
         w = np.asarray(g.weights, dtype=np.float64) * factor[np.asarray(g.etype)]
         if config.store == "networkx":
-            from .networkx_store import NetworkXGraphStore
+            from ragspine_core.graph.networkx_store import NetworkXGraphStore
 
             self.store = NetworkXGraphStore.from_csr(np.asarray(g.indptr), np.asarray(g.indices), w)
         else:

@@ -2,7 +2,7 @@
 the languages a reranker serves.
 
 Languages: a reranker may declare ``languages`` (a frozenset of the labels of
-:func:`ragspine_query.text.language.detect_language`, ``en``/``zh``; None = every
+:func:`ragspine_core.text.language.detect_language`, ``en``/``zh``; None = every
 language). A query outside them is not reranked at all; a candidate outside them is
 not scored and keeps its place, like a RESTRICTED hit. The English MiniLM of the
 ColBERT-style reranker, for example, maps Chinese characters to ``[UNK]`` and would
@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_query.errors import ConfigError, RagspineError
-from ragspine_query.records import Hit
-from ragspine_query.text.language import detect_language
+from ragspine_core.errors import ConfigError, RagspineError
+from ragspine_core.records import Hit
+from ragspine_core.text.language import detect_language
 
 #: The channel name under which a scoring reranker stores its score in ``Hit.scores``.
 RERANK_CHANNEL = "rerank"

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Hit
-from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Hit
+from ragspine_core.runtime.onnx_sessions import OnnxTextModel, check_int, locate_model_files
 from ragspine_query.rerank.base import check_languages, rank_by_scores
 
 #: The variable behind ``Settings.cross_encoder_dir``, the folder ``make_reranker`` passes in.

@@ -21,11 +21,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ragspine_query.records import Hit
+from ragspine_core.records import Hit
 from ragspine_query.rerank.base import passage_text
 
 if TYPE_CHECKING:
-    from ragspine_query.llm import LLMProvider
+    from ragspine_core.llm import LLMProvider
 
 #: How many leading hits the judge reorders by default.
 DEFAULT_TOP_N = 10
@@ -199,7 +199,7 @@ def _indices_in(text: str) -> list[int]:
 
 
 class ProviderListwiseJudge:
-    """A :class:`ListwiseJudge` backed by an :class:`~ragspine_query.llm.LLMProvider`.
+    """A :class:`ListwiseJudge` backed by an :class:`~ragspine_core.llm.LLMProvider`.
 
     One ``provider.chat`` call per judgement: build the prompt, ask, parse. Provider
     errors propagate; :func:`listwise_rerank` turns them into the fused order.

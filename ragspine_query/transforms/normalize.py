@@ -5,8 +5,8 @@ compare fully normalised forms (:func:`~ragspine_query.cortex.normalize_query`).
 
 from __future__ import annotations
 
-from ..text.normalize import normalize_query
-from .base import ChannelQuery, Variants
+from ragspine_core.text.normalize import normalize_query
+from ragspine_query.transforms.base import ChannelQuery, Variants
 
 
 class NormalizeTransform:

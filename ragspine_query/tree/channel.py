@@ -10,11 +10,11 @@ RAPTOR (Sarthi et al., ICLR 2024) retrieves over its tree in two ways, both here
 A node's text is a *synthesis*: it is never returned as a result and never cited. A node
 hit is answered with the leaf chunks it covers — the best ``leaves_per_node`` of them by
 the query — and the node id is recorded as ``via``. :func:`tree_snippet` refuses to
-build a snippet for a node (:class:`~ragspine_query.errors.SynthesisCitationError`).
+build a snippet for a node (:class:`~ragspine_core.errors.SynthesisCitationError`).
 
 Leaves and nodes are compared in the tree's vector space: the chunks' embeddings (the
 query is embedded by the index's own model) or, for a tree over a BM25-only library, the
-hashed-lexical space of :class:`~ragspine_query.dense.deterministic.DeterministicEmbeddingBackend`.
+hashed-lexical space of :class:`~ragspine_core.dense.deterministic.DeterministicEmbeddingBackend`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, SynthesisCitationError
-from ..pipeline.channels import ChannelContext, OnDemandChannel, register_channel
-from ..records import Hit, to_snippet
-from .config import TreeConfig
-from .reader import SummaryTree, TreeNode
+from ragspine_core.errors import ConfigError, SynthesisCitationError
+from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_core.records import Hit, to_snippet
+from ragspine_query.tree.config import TreeConfig
+from ragspine_query.tree.reader import SummaryTree, TreeNode
 
 __all__ = ["Theme", "TreeChannel", "TreeHit", "TreeRetriever", "TreeSearch", "global_overview", "tree_snippet"]
 
@@ -52,7 +52,7 @@ class _Space:
         kind, _, model = tree.vector_kind.partition(":")
         self.tree = tree
         if kind == "lexical":
-            from ..dense.deterministic import DeterministicEmbeddingBackend
+            from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
             self.backend: Any = DeterministicEmbeddingBackend(dim=int(tree.meta["dim"]))
             if self.backend.model_id != model:
@@ -190,7 +190,7 @@ class TreeChannel:
 
     def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """What the fused pipeline calls: ``search`` plus each row's node id (``""`` for a leaf hit),
-        which the fused :class:`~ragspine_query.records.Hit` keeps as ``via``."""
+        which the fused :class:`~ragspine_core.records.Hit` keeps as ``via``."""
         found = self.search_via(query, depth, allowed)
         return found.rows, found.scores, found.via
 
@@ -253,7 +253,7 @@ def tree_snippet(item: Any) -> dict:
     Raises:
         SynthesisCitationError: ``item`` is a node (or anything marked ``is_synthesis``):
             a snippet's citation is always a source span, never generated text.
-        ValueError: a RESTRICTED chunk (the last guard of :func:`~ragspine_query.records.to_snippet`).
+        ValueError: a RESTRICTED chunk (the last guard of :func:`~ragspine_core.records.to_snippet`).
     """
     if isinstance(item, (TreeNode, Theme)) or getattr(item, "is_synthesis", False):
         node = getattr(item, "node_id", "?")
@@ -283,7 +283,7 @@ class TreeRetriever:
         self.channel = TreeChannel(library, self.config, embedding_backend)
 
     def _allowed(self, filters: Any, include_restricted: bool) -> np.ndarray | None:
-        from ..filters import combined_mask, parse_filters
+        from ragspine_query.filters import combined_mask, parse_filters
 
         mask = None
         if filters:

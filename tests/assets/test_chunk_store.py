@@ -1,7 +1,7 @@
 """Tier 2: the versioned SQLite chunk store (SPEC §3).
 
-Write side: ``ragspine_assets.indexing.chunk_store.ChunkStore``; read side:
-``ragspine_query.chunk_store.ChunkStoreReader`` (``mode=ro``).
+Write side: ``ragspine_index.chunk_store.ChunkStore``; read side:
+``ragspine_core.chunk_rows.ChunkStoreReader`` (``mode=ro``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import sqlite3
 
 import pytest
 
-from ragspine_assets.indexing.chunk_store import ChunkStore
-from ragspine_query import schema
-from ragspine_query.chunk_store import ChunkStoreReader
-from ragspine_query.errors import IndexNotFoundError
-from ragspine_query.records import Chunk
+from ragspine_index.chunk_store import ChunkStore
+from ragspine_core import schema
+from ragspine_core.chunk_rows import ChunkStoreReader
+from ragspine_core.errors import IndexNotFoundError
+from ragspine_core.records import Chunk
 
 
 def chunk(doc_id: str, ordinal: int, text: str, **kw) -> Chunk:
@@ -117,7 +117,7 @@ def test_iter_chunks_is_an_and_filter_over_active_rows(store):
 def test_execute_read_refuses_plain_writes(store):
     store.replace_doc_chunks("d1", [chunk("d1", 0, "a")], content_hash="h1")
     for sql in (f"DELETE FROM {schema.CHUNK_TABLE}", f"UPDATE {schema.CHUNK_TABLE} SET active = 0",
-                f"INSERT INTO schema_info VALUES ('x', 'y')", "DROP TABLE schema_info"):
+                "INSERT INTO schema_info VALUES ('x', 'y')", "DROP TABLE schema_info"):
         with pytest.raises(ValueError, match="SELECT"):
             store.execute_read(sql)
     assert active(store, "d1") == [("d1:0:a", 1)]

@@ -9,10 +9,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_assets.indexing.entities import cjk_segments, english_spans, heading_phrases, is_attribute
-from ragspine_assets.indexing.relation_graph import GraphChunk, build_relation_graph, synonym_allowed
-from ragspine_query.glossary import Glossary
-from ragspine_query.graph import artifact as ga
+from ragspine_index.graph.entities import cjk_segments, english_spans, heading_phrases, is_attribute
+from ragspine_index.steps.relation_graph import GraphChunk, build_relation_graph, synonym_allowed
+from ragspine_core.glossary import Glossary
+from ragspine_core.graph import artifact as ga
 
 LABELS = Path(__file__).resolve().parents[2] / "docs" / "graph-labels.tsv"
 ATTRIBUTES = ["2024Q1", "2024Q2", "2023年", "2024年", "6亿元", "8亿元", "USD 0.42", "End-2023", "2024年第三季度",

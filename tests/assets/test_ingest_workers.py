@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing import chunks as chunks_mod
-from ragspine_assets.indexing import lexical as lexical_mod
-from ragspine_assets.indexing import workers
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.source_documents import jsonl as jsonl_mod
-from ragspine_query.errors import ConfigError, RagspineError
-from ragspine_query.lexical.bm25 import build_bm25_arrays, build_bm25_from_counts, count_rows
+from ragspine_index.steps import chunks as chunks_mod
+from ragspine_index.steps import bm25_index as lexical_mod
+from ragspine_index import workers
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.source_documents import jsonl as jsonl_mod
+from ragspine_core.errors import ConfigError, RagspineError
+from ragspine_core.lexical.bm25 import build_bm25_arrays, build_bm25_from_counts, count_rows
 
 WORDS = ("revenue margin audit policy bribery supplier forecast quarter board pricing region "
          "workforce plan risk control ledger invoice contract renewal").split()

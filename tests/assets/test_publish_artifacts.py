@@ -1,5 +1,5 @@
 """Data-driven publication: ``publish_snapshot`` copies named artifacts of the registry
-(``ragspine_query.schema.ARTIFACT_REGISTRY``) and lists them in the manifest."""
+(``ragspine_core.schema.ARTIFACT_REGISTRY``) and lists them in the manifest."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.publish import publish_snapshot
-from ragspine_query import schema
-from ragspine_query.errors import RagspineError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.publish import publish_snapshot
+from ragspine_core import schema
+from ragspine_core.errors import RagspineError
 
 DOC = """---
 doc_id: {doc_id}

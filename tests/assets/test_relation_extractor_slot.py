@@ -12,11 +12,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_assets.indexing.parsing import LibraryConfig
-from ragspine_assets.indexing.relation_graph import GraphChunk, GraphConfig, OpenIETripleExtractor, build_relation_graph
-from ragspine_query.errors import ConfigError
-from ragspine_query.glossary import Glossary
-from ragspine_query.graph import artifact as ga
+from ragspine_index.parsing import LibraryConfig
+from ragspine_index.steps.relation_graph import GraphChunk, GraphConfig, OpenIETripleExtractor, build_relation_graph
+from ragspine_core.errors import ConfigError
+from ragspine_core.glossary import Glossary
+from ragspine_core.graph import artifact as ga
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
 from llm_server import LocalChatServer  # noqa: E402
@@ -73,7 +73,7 @@ def reply(request_json) -> str:
 
 
 def test_llm_endpoints_are_screened_by_the_competitor_gate(tmp_path):
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     with LocalChatServer("ok", reply=reply) as server:
         provider = OpenAICompatibleProvider(server.base_url, "tiny", timeout_s=5.0, backoff_s=0.01)
@@ -93,7 +93,7 @@ def test_llm_endpoints_are_screened_by_the_competitor_gate(tmp_path):
 def test_the_graph_store_is_selectable(built_sample):
     pytest.importorskip("networkx")
     from ragspine_query.graph.channel import GraphChannel, GraphChannelConfig
-    from ragspine_query.graph.networkx_store import NetworkXGraphStore
+    from ragspine_core.graph.networkx_store import NetworkXGraphStore
     from ragspine_query.library import open_library
 
     with pytest.raises(ConfigError, match="RAGSPINE_GRAPH_STORE"):

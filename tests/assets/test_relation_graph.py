@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_assets.indexing.entities import english_spans, extract_mentions, frequent_cjk_terms
-from ragspine_assets.indexing.relation_graph import (
+from ragspine_index.graph.entities import english_spans, extract_mentions, frequent_cjk_terms
+from ragspine_index.steps.relation_graph import (
     GraphChunk,
     GraphConfig,
     OpenIETripleExtractor,
@@ -22,8 +22,8 @@ from ragspine_assets.indexing.relation_graph import (
     summarize_graph,
     verify_relation_graph,
 )
-from ragspine_query.glossary import Glossary
-from ragspine_query.graph import artifact as ga
+from ragspine_core.glossary import Glossary
+from ragspine_core.graph import artifact as ga
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
 from llm_server import LocalChatServer  # noqa: E402
@@ -107,7 +107,7 @@ def test_build_is_deterministic(tmp_path):
 
 
 def test_synonym_edges_from_close_embeddings(tmp_path):
-    from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+    from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
     chunks = CHUNKS + [chunk(5, "Lvn Pictures Inc produced films.", title="")]
     _, params, nodes, edges = build(tmp_path, chunks, backend=DeterministicEmbeddingBackend(), config=GraphConfig(synonym_threshold=0.6))
@@ -155,7 +155,7 @@ def openie_reply(request_json) -> str:
 
 
 def test_llm_openie_extractor_against_a_local_server(tmp_path):
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     secret = chunk(5, "Zorvath Quillon told Marbek Tesselin about the merger.", sensitivity="RESTRICTED")
     chunks = CHUNKS + [secret]
@@ -206,10 +206,10 @@ def test_library_setting_graph_extractor_llm_end_to_end(tmp_path):
     """``graph_extractor = "llm"`` in _library.toml runs the OpenIE extractor through the llm
     resource (a local OpenAI-compatible server): RESTRICTED text never sent, cached by chunk
     hash (a rebuild asks nothing), edges stamped model-derived/unverified in the snapshot."""
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
-    from ragspine_query.errors import ConfigError
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
+    from ragspine_core.errors import ConfigError
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     raw = tmp_path / "raw" / "lib"
     marker = _write_graph_library(raw)
@@ -237,11 +237,11 @@ def test_library_setting_graph_extractor_llm_end_to_end(tmp_path):
 
 
 def test_library_above_graph_max_chunks_gets_no_graph_until_it_raises_the_limit(tmp_path):
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.parsing import LibraryConfig
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.parsing import LibraryConfig
+    from ragspine_index.pipeline import build_library
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
-    from ragspine_query.errors import ConfigError, IndexNotFoundError
+    from ragspine_core.errors import ConfigError, IndexNotFoundError
 
     raw = tmp_path / "raw" / "lib"
     _write_graph_library(raw)

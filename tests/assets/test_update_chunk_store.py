@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.steps import load_documents, update_chunk_store, verify_chunks
-from ragspine_query import schema
-from ragspine_query.chunk_store import ChunkStoreReader
+from ragspine_index.step_exports import load_documents, update_chunk_store, verify_chunks
+from ragspine_core import schema
+from ragspine_core.chunk_rows import ChunkStoreReader
 
 DOCS = {
     "alpha.md": "---\ndoc_id: alpha\ntitle: Alpha\nentity: ACME_CN\nperiod: 2024Q3\n---\n# Alpha\n\nRevenue fell 11.4% in the quarter.\n\nMargins narrowed.\n",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import pid_alive
+from ragspine_index.artifacts import pid_alive
 from tests.conftest import PYTHON, python_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
@@ -36,7 +36,7 @@ def task(args):
     return i
 
 def main(out, n):
-    from ragspine_assets.indexing.workers import ordered_map
+    from ragspine_index.workers import ordered_map
     print("parent", os.getpid(), flush=True)
     for _ in ordered_map(task, [(out, i) for i in range(n)], min_items=1, workers=n):
         pass

@@ -10,15 +10,14 @@ publishes against the current chunks and rebuilds a stale one (or blocks).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import dagster as dg
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_assets.assets import ALL_ASSETS
-from ragspine_assets.resources import RagspineConfig
+from ragspine_dagster.assets import ALL_ASSETS
+from ragspine_dagster.resources import RagspineConfig
 from ragspine_query.library import open_library
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.summary_tree import restricted_fingerprints
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.steps.summary_tree import restricted_fingerprints
+from ragspine_core.llm import OpenAICompatibleProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
 from llm_server import LocalChatServer  # noqa: E402

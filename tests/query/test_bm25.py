@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.lexical.bm25 import BM25Index, BM25Params, build_bm25_arrays, idf, top_k_rows
-from ragspine_query.text.tokenize import tokenize
+from ragspine_core.errors import ConfigError
+from ragspine_core.lexical.bm25 import BM25Index, BM25Params, build_bm25_arrays, idf, top_k_rows
+from ragspine_core.text.tokenize import tokenize
 
 K1, B = 1.5, 0.75
 REL_TOL = 1e-4
@@ -167,7 +167,7 @@ def test_build_is_deterministic(corpus):
 
 
 def test_bm25_arrays_round_trip_through_disk_memory_mapped(tmp_path, corpus, queries, index):
-    from ragspine_assets.indexing.lexical import write_bm25_arrays
+    from ragspine_index.steps.bm25_index import write_bm25_arrays
 
     write_bm25_arrays(tmp_path, build_bm25_arrays(corpus), "spec@1")
     loaded = BM25Index.load(tmp_path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index, terms_all_own
+from ragspine_core.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index, terms_all_own
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -70,7 +70,7 @@ def test_the_document_field_adds_to_matching_chunks_only():
 def test_blend_in_small_term_blocks_writes_the_same_arrays(seed, monkeypatch):
     # the blend is computed in blocks of union terms so its memory stays bounded at a
     # million chunks; any block size must give the one-block result, byte for byte
-    import ragspine_query.lexical.bm25 as bm25
+    import ragspine_core.lexical.bm25 as bm25
 
     chunk, doc, row_doc, _ = _library(seed)
     whole, own = blend_bm25_arrays(chunk, doc, row_doc, 2.0)

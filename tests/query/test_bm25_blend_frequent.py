@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index, terms_all_own
+from ragspine_core.lexical.bm25 import BM25Index, blend_bm25_arrays, blend_reference, build_bm25_arrays, search_blend_index, terms_all_own
 
 FREQUENT = ["the", "of", "and", "to", "in"]
 RARE = [f"w{i}" for i in range(400)]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing.library_config import LibraryConfig
-from ragspine_assets.indexing.library_settings import FUSION_BM25_K1, bm25_params_for
-from ragspine_query.errors import ConfigError
-from ragspine_query.lexical.bm25 import DEFAULT_BM25_K1, BM25Arrays, BM25Params, build_bm25_arrays
+from ragspine_index.library_config import LibraryConfig
+from ragspine_index.library_settings import FUSION_BM25_K1, bm25_params_for
+from ragspine_core.errors import ConfigError
+from ragspine_core.lexical.bm25 import DEFAULT_BM25_K1, BM25Arrays, BM25Params, build_bm25_arrays
 
 EN = [["acme", "europe", "revenue", "fell", "third", "quarter"], ["revenue", "growth", "acme", "energy"],
       ["sodium", "ion", "battery", "plant", "acme", "energy", "revenue", "revenue"]]

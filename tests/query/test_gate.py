@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ragspine_query.gate import CompetitorGate, Refusal
-from ragspine_query.glossary import Glossary
+from ragspine_core.gate import CompetitorGate, Refusal
+from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
 from ragspine_query.pipeline.stages import QueryPipeline
@@ -76,7 +76,7 @@ def test_generated_variants_naming_a_competitor_are_dropped_before_retrieval(sam
 
 
 def test_cli_prints_the_refusal_as_json(sample, capsys):
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     assert main(["query", str(sample), "Globex market share", "--mode", "bm25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

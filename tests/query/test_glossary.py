@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.glossary import Glossary, GlossaryQueryRewriter
+from ragspine_core.errors import ConfigError
+from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 
 GLOSSARY = Glossary.from_dict({
     "entities": [

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.graph.store import InProcessGraphStore, edges_to_csr
+from ragspine_core.errors import ConfigError
+from ragspine_core.graph.store import InProcessGraphStore, edges_to_csr
 
 nx = pytest.importorskip("networkx", reason="the [graph] extra provides the networkx adapter")
-from ragspine_query.graph.networkx_store import NetworkXGraphStore  # noqa: E402
+from ragspine_core.graph.networkx_store import NetworkXGraphStore  # noqa: E402
 
 
 def random_graph(seed: int, n: int, m: int):

@@ -12,10 +12,10 @@ from email.utils import formatdate
 
 import pytest
 
-from ragspine_query.dense import OpenAIEmbeddingBackend
-from ragspine_query.errors import ConfigError, ProviderError
-from ragspine_query.llm import OpenAICompatibleProvider
-from ragspine_query.net.openai_http import (
+from ragspine_core.dense import OpenAIEmbeddingBackend
+from ragspine_core.errors import ConfigError, ProviderError
+from ragspine_core.llm import OpenAICompatibleProvider
+from ragspine_core.net.openai_http import (
     OpenAIHttpClient,
     excerpt,
     openai_endpoint,
@@ -134,7 +134,7 @@ def test_retry_after_is_honoured(server, caller):
 def test_retry_after_is_capped(server, caller, monkeypatch):
     import threading
 
-    from ragspine_query.net import openai_http
+    from ragspine_core.net import openai_http
 
     call, tail = caller
     server.script = [(503, {"error": "busy"}, {"Retry-After": "3600"}), *tail]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine_query.dense.embedding import CJK_MULTILINGUAL_THRESHOLD
-from ragspine_query.text import tokenize as tokenize_module
-from ragspine_query.text.language import (
+from ragspine_core.dense.embedding import CJK_MULTILINGUAL_THRESHOLD
+from ragspine_core.text import tokenize as tokenize_module
+from ragspine_core.text.language import (
     MULTILINGUAL_EMBEDDING_THRESHOLD,
     ZH_LANGUAGE_THRESHOLD,
     cjk_share,
     detect_language,
     is_cjk,
 )
-from ragspine_query.text.tokenize import tokenize
+from ragspine_core.text.tokenize import tokenize
 
 
 @pytest.mark.parametrize("ch", ["营", "㐀", "豈", "あ", "カ", "한"])
@@ -63,7 +63,7 @@ def test_consumers_share_the_detector_and_thresholds():
 
 
 def test_parsing_detect_language_is_the_shared_one():
-    parsing = pytest.importorskip("ragspine_assets.indexing.parsing")
+    parsing = pytest.importorskip("ragspine_index.parsing")
     assert parsing.CJK_LANGUAGE_THRESHOLD == ZH_LANGUAGE_THRESHOLD
     for text in ("营收 revenue growth rate", "营收增长 revenue", "매출 감소 report", "收益は増加した"):
         assert parsing.detect_language(text) == detect_language(text)
@@ -71,7 +71,7 @@ def test_parsing_detect_language_is_the_shared_one():
 
 # -- library language profiles --------------------------------------------------------------
 
-from ragspine_query.text.language import MIXED_LIBRARY_THRESHOLD, LanguageProfile  # noqa: E402
+from ragspine_core.text.language import MIXED_LIBRARY_THRESHOLD, LanguageProfile  # noqa: E402
 
 
 def test_language_profile_counts_majority_and_mixing():

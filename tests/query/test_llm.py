@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
 from llm_server import LocalChatServer, closed_port_url  # noqa: E402
 
-from ragspine_query.errors import ConfigError, ProviderError  # noqa: E402
-from ragspine_query.llm import LLMProvider, OpenAICompatibleProvider, chat_completions_url  # noqa: E402
+from ragspine_core.errors import ConfigError, ProviderError  # noqa: E402
+from ragspine_core.llm import LLMProvider, OpenAICompatibleProvider, chat_completions_url  # noqa: E402
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "say hi"}]
 

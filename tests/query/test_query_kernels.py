@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from ragspine_query import fusion
-from ragspine_query.dense import vector_store
-from ragspine_query.runtime import kernels
+from ragspine_core.dense import vector_store
+from ragspine_core.runtime import kernels
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_no_kernels_before_jit_after_calls_and_with_the_switch_off():
     """A fresh process: the first queries never import numba; RAGSPINE_QUERY_JIT=0 keeps numpy for good."""
     code = textwrap.dedent("""
         import sys
-        from ragspine_query.runtime import kernels
+        from ragspine_core.runtime import kernels
         assert [kernels.query_kernels() for _ in range(kernels.JIT_AFTER - 1)] == [None] * (kernels.JIT_AFTER - 1)
         assert kernels.kernel_state() == "idle" and "numba" not in sys.modules
         for _ in range(3):
@@ -155,8 +155,8 @@ def test_a_retriever_answers_the_same_bytes_with_and_without_the_kernels(jit, tm
     hits, fused scores and per-channel scores are identical on both paths."""
     import json
 
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
     from ragspine_query import retriever as retriever_mod
     from ragspine_query.library import open_library
 

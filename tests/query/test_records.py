@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ragspine_query.records import Chunk, Hit, sort_hits, to_snippet
+from ragspine_core.records import Chunk, Hit, sort_hits, to_snippet
 
 SNIPPET_KEYS = {"text", "doc_id", "title", "source_locator", "chunk_id", "library_id", "sensitivity", "scores"}
 METADATA_KEYS = {"entity", "topic", "geography", "period", "language", "valid_as_of"}

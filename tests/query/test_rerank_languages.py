@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Chunk, Hit
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Chunk, Hit
 from ragspine_query.rerank import ColbertMaxSimReranker, LexicalMaxSimReranker, language_note, make_reranker
 from ragspine_query.rerank.base import check_languages, rank_by_scores
 

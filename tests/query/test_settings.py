@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.settings import ENV_VARS, Settings, env_vars_markdown
+from ragspine_core.errors import ConfigError
+from ragspine_core.settings import ENV_VARS, Settings, env_vars_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "configuration.md"
@@ -16,7 +16,7 @@ DOC = REPO / "docs" / "configuration.md"
 
 def test_docs_table_is_the_generated_env_vars_table():
     text = DOC.read_text(encoding="utf-8")
-    assert env_vars_markdown() in text, "docs/configuration.md is stale: paste `python -m ragspine_query.settings`"
+    assert env_vars_markdown() in text, "docs/configuration.md is stale: paste `python -m ragspine_core.settings`"
     table_rows = [line for line in text.splitlines() if line.startswith("| `") and "_" in line.split("|")[1]]
     documented = {row.split("`")[1] for row in table_rows if row.split("`")[1].isupper()}
     assert documented == {var.name for var in ENV_VARS}
@@ -103,8 +103,8 @@ def test_the_scan_finds_the_read_forms(tmp_path):
     assert sorted(f.split()[1] for f in environment_reads(probe)) == ["RAGSPINE_A", "RAGSPINE_B", "RAGSPINE_C", "RAGSPINE_D"]
 
 
-MY_MODULES = ("ragspine_query/dense", "ragspine_query/rerank", "ragspine_query/text", "ragspine_query/net",
-              "ragspine_query/runtime", "ragspine_query/llm.py")
+MY_MODULES = ("ragspine_core/dense", "ragspine_query/rerank", "ragspine_core/text", "ragspine_core/net",
+              "ragspine_core/runtime", "ragspine_core/llm.py")
 
 
 def _reads(prefixes) -> list[str]:
@@ -112,7 +112,7 @@ def _reads(prefixes) -> list[str]:
     for top in ("ragspine_query", "ragspine_assets"):
         for path in sorted((REPO / top).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
-            if rel == "ragspine_query/settings.py" or not rel.startswith(prefixes):
+            if rel == "ragspine_core/settings.py" or not rel.startswith(prefixes):
                 continue
             out += environment_reads(path)
     return out
@@ -130,8 +130,8 @@ def test_only_settings_reads_ragspine_environment_variables():
 
 
 def test_factories_take_settings_instead_of_the_environment(monkeypatch):
-    from ragspine_query.dense import DeterministicEmbeddingBackend, make_embedding_backend
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.dense import DeterministicEmbeddingBackend, make_embedding_backend
+    from ragspine_core.llm import OpenAICompatibleProvider
     from ragspine_query.rerank import LexicalMaxSimReranker, make_reranker
 
     for name in ("RAGSPINE_RERANKER", "RAGSPINE_EMBEDDING", "RAGSPINE_LLM_BASE_URL", "RAGSPINE_LLM_MODEL"):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.text.tokenize import analyzer_from_id, make_analyzer, resolve_auto_analyzer, tokenize
+from ragspine_core.errors import ConfigError
+from ragspine_core.text.tokenize import analyzer_from_id, make_analyzer, resolve_auto_analyzer, tokenize
 
 
 @pytest.mark.parametrize(

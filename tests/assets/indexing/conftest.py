@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 
 import pytest
 
-from ragspine_assets.indexing.chunking import ChunkSpan
+from ragspine_index.chunking import ChunkSpan
 
 
 def check_chunk_invariants(body: str, spans: Sequence[ChunkSpan], max_chars: int) -> None:

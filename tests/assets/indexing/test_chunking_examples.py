@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.chunking import (
+from ragspine_index.chunking import (
     CHUNKER_NAMES,
     CHUNKER_VERSIONS,
     DEFAULT_CHUNK_CHARS,
@@ -25,9 +25,9 @@ from ragspine_assets.indexing.chunking import (
     make_chunker,
     make_parent_id,
 )
-from ragspine_assets.indexing.parsing import SourceDocument
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Chunk
+from ragspine_index.parsing import SourceDocument
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Chunk
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -354,7 +354,7 @@ def test_build_chunks_rejects_a_chunker_that_breaks_the_substring_invariant():
 def test_importing_the_build_modules_does_not_import_dagster():
     code = (
         "import sys\n"
-        "import ragspine_assets.indexing.parsing, ragspine_assets.indexing.chunking\n"
+        "import ragspine_index.parsing, ragspine_index.chunking\n"
         "assert 'dagster' not in sys.modules, 'dagster was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_assets.indexing.chunking import (
+from ragspine_index.chunking import (
     CHUNKER_NAMES,
     SENTENCE_ENDERS,
     build_chunks,
@@ -14,7 +14,7 @@ from ragspine_assets.indexing.chunking import (
     make_chunker,
     paragraph_spans,
 )
-from ragspine_assets.indexing.parsing import SourceDocument
+from ragspine_index.parsing import SourceDocument
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

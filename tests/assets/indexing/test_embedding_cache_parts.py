@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragspine_assets.indexing.embeddings import EmbeddingCache, cached_vectors, embed_through_cache, text_hash
-from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
-from ragspine_query.dense.ensemble import EnsembleEmbeddingBackend
+from ragspine_index.steps.chunk_embeddings import EmbeddingCache, cached_vectors, embed_through_cache, text_hash
+from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
+from ragspine_core.dense.ensemble import EnsembleEmbeddingBackend
 
 
 class Counting(DeterministicEmbeddingBackend):

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.library_settings import CHUNKER_OPTION_KEYS, chunker_kwargs
-from ragspine_assets.indexing.parsing import LIBRARY_CONFIG_KEYS, load_library_config
-from ragspine_assets.indexing.steps import load_documents, update_chunk_store
-from ragspine_query import schema
-from ragspine_query.chunk_store import ChunkStoreReader
-from ragspine_query.errors import ConfigError
+from ragspine_index.library_settings import CHUNKER_OPTION_KEYS, chunker_kwargs
+from ragspine_index.parsing import LIBRARY_CONFIG_KEYS, load_library_config
+from ragspine_index.step_exports import load_documents, update_chunk_store
+from ragspine_core import schema
+from ragspine_core.chunk_rows import ChunkStoreReader
+from ragspine_core.errors import ConfigError
 
 BODY = "\n\n".join(f"Paragraph {i} says one thing. It then says another thing about item {i}." for i in range(12))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.parsing import (
+from ragspine_index.parsing import (
     LIBRARY_CONFIG_KEYS,
     LibraryConfig,
     SourceDocument,
@@ -17,7 +17,7 @@ from ragspine_assets.indexing.parsing import (
     load_library_config,
     parse_library,
 )
-from ragspine_query.errors import ConfigError, DocumentError
+from ragspine_core.errors import ConfigError, DocumentError
 
 GOOD = "---\ndoc_id: good\ntitle: A good document\n---\nGood body text.\n"
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_assets.indexing.parsing import SourceDocument, default_doc_id, parse_document, parse_library
-from ragspine_query.errors import DocumentError
+from ragspine_index.parsing import SourceDocument, default_doc_id, parse_document, parse_library
+from ragspine_core.errors import DocumentError
 
 GOOD = "---\ndoc_id: good\ntitle: A good document\n---\nGood body text.\n"
 #: A word that only ever appears in document content: no error message may contain it.

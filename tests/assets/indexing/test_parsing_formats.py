@@ -11,15 +11,15 @@ import pytest
 pytest.importorskip("pypdf", reason="the 'formats' extra")
 pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
 
-from ragspine_assets.indexing.chunking import build_chunks, make_chunker  # noqa: E402
-from ragspine_assets.indexing.chunks import update_chunk_store  # noqa: E402
-from ragspine_assets.indexing.converters import writers  # noqa: E402
-from ragspine_assets.indexing.documents import load_documents  # noqa: E402
-from ragspine_assets.indexing.parsing import parse_library  # noqa: E402
-from ragspine_assets.indexing.pipeline import CODE_VERSIONS  # noqa: E402
-from ragspine_query.records import Hit, to_snippet  # noqa: E402
-from ragspine_assets.indexing.converters import ConversionError, ConversionLimits  # noqa: E402
-from ragspine_assets.indexing.converters.isolation import ConverterProcess  # noqa: E402
+from ragspine_index.chunking import build_chunks, make_chunker  # noqa: E402
+from ragspine_index.steps.chunks import update_chunk_store  # noqa: E402
+from ragspine_index.converters import writers  # noqa: E402
+from ragspine_index.steps.documents import load_documents  # noqa: E402
+from ragspine_index.parsing import parse_library  # noqa: E402
+from ragspine_index.pipeline import CODE_VERSIONS  # noqa: E402
+from ragspine_core.records import Hit, to_snippet  # noqa: E402
+from ragspine_index.converters import ConversionError, ConversionLimits  # noqa: E402
+from ragspine_index.converters.isolation import ConverterProcess  # noqa: E402
 from tests.formats.library import PAGE_TWO_FACT, REPORT, slow_pdf, write_broken, write_library  # noqa: E402
 
 
@@ -254,13 +254,13 @@ def test_a_converted_file_is_rechunked_only_when_its_text_changes(tmp_path):
 
 
 def test_converter_versions_are_part_of_the_code_versions():
-    from ragspine_assets.indexing.converters import CONVERTER_VERSIONS
+    from ragspine_index.converters import CONVERTER_VERSIONS
 
     for step in ("documents", "chunks"):
         assert all(f"{name}@{v}" in CODE_VERSIONS[step] for name, v in CONVERTER_VERSIONS.items())
     pytest.importorskip("dagster")
-    from ragspine_assets.assets.chunks import chunks
-    from ragspine_assets.assets.documents import documents
+    from ragspine_dagster.assets.chunks import chunks
+    from ragspine_dagster.assets.documents import documents
 
     # what Dagster compares to show an asset unsynced: a converter version change changes both
     assert "pdf@1" in next(iter(documents.code_versions_by_key.values()))
@@ -299,15 +299,17 @@ def test_a_conversion_past_the_hard_limit_is_stopped_and_the_next_file_converts(
 
 
 def test_a_converter_child_that_runs_out_of_memory_is_one_error():
-    # 64 MiB of address space cannot even hold the interpreter's imports: the child fails
-    process = ConverterProcess(ConversionLimits(memory_bytes=64 * 1024 * 1024, hard_seconds=60))
+    # 16 MiB of address space is less than the interpreter already maps: the child fails at
+    # its first import (64 MiB stopped being enough to fail once the build side stopped
+    # importing the whole query library)
+    process = ConverterProcess(ConversionLimits(memory_bytes=16 * 1024 * 1024, hard_seconds=60))
     try:
         with pytest.raises(ConversionError) as info:
             process.convert(writers.write_pdf(REPORT), ".pdf")
         assert info.value.field == "limits"
         # the message goes into the manifest (and so the snapshot id): nothing in it may depend
         # on timing, such as an exit code read before or after the child is reaped
-        again = ConverterProcess(ConversionLimits(memory_bytes=64 * 1024 * 1024, hard_seconds=60))
+        again = ConverterProcess(ConversionLimits(memory_bytes=16 * 1024 * 1024, hard_seconds=60))
         try:
             with pytest.raises(ConversionError) as second:
                 again.convert(writers.write_pdf(REPORT), ".pdf")
@@ -320,7 +322,7 @@ def test_a_converter_child_that_runs_out_of_memory_is_one_error():
 
 def test_the_ingest_summary_prints_the_install_command_for_skipped_formats():
     pytest.importorskip("dagster")
-    from ragspine_assets.ingest import IngestSummary
+    from ragspine_dagster.ingest import IngestSummary
 
     note = "PDF files are skipped: reading them needs the 'formats' extra (pip install 'ragspine[formats]')"
     summary = IngestSummary("lib", "run", "snap", "/tmp/snap", True, {}, notes=(note,))
@@ -328,7 +330,7 @@ def test_the_ingest_summary_prints_the_install_command_for_skipped_formats():
 
 
 def test_fragment_for_spans_that_run_over_regions(tmp_path):
-    from ragspine_assets.indexing.converters.regions import fragment_for, region_fragment
+    from ragspine_index.converters.regions import fragment_for, region_fragment
 
     pages = ((0, 10, "page=1"), (12, 20, "page=2"), (22, 30, "page=3"))
     assert fragment_for(pages, 2, 8) == "page=1"

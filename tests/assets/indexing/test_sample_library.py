@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.chunking import CHUNKER_NAMES, build_chunks, make_chunker
-from ragspine_assets.indexing.parsing import load_library_config, parse_library
+from ragspine_index.chunking import CHUNKER_NAMES, build_chunks, make_chunker
+from ragspine_index.parsing import load_library_config, parse_library
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "raw" / "sample"
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_assets.indexing.chunking import (
+from ragspine_index.chunking import (
     CHUNKER_VERSIONS,
     DEFAULT_BREAKPOINT_PERCENTILE,
     LexicalEmbedder,
@@ -16,8 +16,8 @@ from ragspine_assets.indexing.chunking import (
     chunker_signature,
     make_chunker,
 )
-from ragspine_assets.indexing.parsing import SourceDocument
-from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+from ragspine_index.parsing import SourceDocument
+from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
 PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

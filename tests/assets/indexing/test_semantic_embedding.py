@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.chunking.semantic_embedding import SentenceEmbeddings
-from ragspine_assets.indexing.steps import load_documents, update_chunk_store, verify_chunks
-from ragspine_query import schema
-from ragspine_query.chunk_store import ChunkStoreReader
-from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+from ragspine_index.chunking.semantic_embedding import SentenceEmbeddings
+from ragspine_index.step_exports import load_documents, update_chunk_store, verify_chunks
+from ragspine_core import schema
+from ragspine_core.chunk_rows import ChunkStoreReader
+from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
 SECRET = "ZEPHYRMARKER"
 #: the library's non-default settings, recorded after the version (``chunker_signature``)

@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.step_api import BlockingCheckError
-from ragspine_assets.indexing.summarizers import ExtractiveSummarizer, LLMSummarizer, SummaryCache, split_sentences
-from ragspine_assets.indexing.summary_tree import TreeParams, cluster_level, restricted_fingerprints
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.step_api import BlockingCheckError
+from ragspine_index.raptor.summarizers import ExtractiveSummarizer, LLMSummarizer, SummaryCache, split_sentences
+from ragspine_index.steps.summary_tree import TreeParams, cluster_level, restricted_fingerprints
+from ragspine_core.llm import OpenAICompatibleProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "query" / "rerank"))
 from llm_server import LocalChatServer  # noqa: E402
@@ -96,7 +96,7 @@ def test_a_level_above_block_size_is_partitioned_globally_then_split_locally():
 
 
 def test_clustering_is_the_same_with_one_blas_thread_and_without_threadpoolctl(monkeypatch):
-    from ragspine_assets.indexing.summary_tree import one_blas_thread
+    from ragspine_index.steps.summary_tree import one_blas_thread
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=(300, 24)).astype(np.float32)
@@ -292,7 +292,7 @@ def test_summary_cache_counts_hits_and_misses(tmp_path):
 
 
 def test_llm_summarizer_requires_a_provider():
-    from ragspine_query.errors import ConfigError
+    from ragspine_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="RAGSPINE_LLM_BASE_URL"):
         LLMSummarizer(None)
@@ -311,8 +311,8 @@ def test_a_library_above_tree_max_leaves_gets_no_tree_until_it_raises_the_limit(
     (raw / "_library.toml").write_text("tree_max_leaves = 0\n", encoding="utf-8")  # 0: no limit
     full = build_library(paths, embedding="none", cache_path=cache)
     assert _node_texts(full.snapshot_dir), "raising the limit builds the tree"
-    from ragspine_assets.indexing.parsing import LibraryConfig
-    from ragspine_query.errors import ConfigError
+    from ragspine_index.parsing import LibraryConfig
+    from ragspine_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="tree_max_leaves"):
         LibraryConfig(tree_max_leaves=-1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.resources import RagspineConfig
+from ragspine_dagster.resources import RagspineConfig
 
 from .helpers import make_dagster_home
 

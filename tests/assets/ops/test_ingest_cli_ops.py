@@ -19,9 +19,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.indexing.pipeline import STEPS
-from ragspine_assets.ingest import TAG_LAUNCHER, locate_library
-from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_index.pipeline import STEPS
+from ragspine_dagster.ingest import TAG_LAUNCHER, locate_library
+from ragspine_core.errors import ConfigError, RagspineError
 from tests.conftest import PYTHON, ingest, python_env
 
 from .helpers import write_doc
@@ -35,10 +35,10 @@ BODY_MARKER = "BODY-TEXT-THAT-MUST-NOT-BE-PRINTED"
 HANGING_INGEST = r"""
 import importlib, sys, time
 from pathlib import Path
-from ragspine_assets.cli import main
+from ragspine_tools.cli import main
 
-# the documents step's module (ragspine_assets.indexing.documents), not the asset
-documents_module = importlib.import_module("ragspine_assets.indexing.documents")
+# the documents step's module (ragspine_index.steps.documents), not the asset
+documents_module = importlib.import_module("ragspine_index.steps.documents")
 
 marker = Path(sys.argv[1])
 def hang(*args, **kwargs):
@@ -50,7 +50,7 @@ raise SystemExit(main(["ingest", sys.argv[2], "--embedding", "none"]))
 
 
 def ragspine(*args: str, cwd: Path, home: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "ragspine_assets.cli", *map(str, args)], cwd=cwd, capture_output=True,
+    return subprocess.run([PYTHON, "-m", "ragspine_tools.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, encoding="utf-8", timeout=timeout, env=python_env(DAGSTER_HOME=str(home)))
 
 

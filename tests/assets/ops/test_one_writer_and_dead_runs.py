@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import subprocess
-import sys
 import textwrap
 import uuid
 from contextlib import redirect_stderr, redirect_stdout
@@ -24,14 +23,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.assets._util import TAG_RUN_HOST
-from ragspine_assets.cli import main as cli_main
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.locks import ConcurrentIngestError
-from ragspine_assets.indexing.pipeline import STEPS, run_step
-from ragspine_assets.indexing.step_api import StepContext
-from ragspine_assets.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs
-from ragspine_assets.sensors import load_cursor
+from ragspine_dagster.assets._util import TAG_RUN_HOST
+from ragspine_tools.cli import main as cli_main
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.locks import ConcurrentIngestError
+from ragspine_index.pipeline import STEPS, run_step
+from ragspine_index.step_api import StepContext
+from ragspine_dagster.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs
+from ragspine_dagster.sensors import load_cursor
 from tests.conftest import PYTHON, RAGSPINE_ENV_VARS, python_env
 
 from .helpers import write_doc
@@ -56,8 +55,8 @@ def test_a_second_ingest_of_a_library_is_refused_while_one_runs(data_root: Path,
     stop = tmp_path / "stop"
     holder = subprocess.Popen([PYTHON, "-c", textwrap.dedent(f"""
         import time, pathlib
-        from ragspine_assets.indexing.artifacts import LibraryPaths
-        from ragspine_assets.indexing.locks import library_run_lock
+        from ragspine_index.artifacts import LibraryPaths
+        from ragspine_index.locks import library_run_lock
         paths = LibraryPaths("alpha", pathlib.Path({str(raw)!r}), pathlib.Path({str(data_root / 'artifacts' / 'alpha')!r}))
         with library_run_lock(paths):
             print("locked", flush=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths, remove_stale_tmp_dirs
-from ragspine_assets.indexing.publish import LOCK_FILE, publication_lock
-from ragspine_query.errors import RagspineError
+from ragspine_index.artifacts import LibraryPaths, remove_stale_tmp_dirs
+from ragspine_index.publish import LOCK_FILE, publication_lock
+from ragspine_core.errors import RagspineError
 from ragspine_query.library import open_library
 from tests.conftest import PYTHON, ingest, python_env
 

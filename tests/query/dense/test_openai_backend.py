@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from ragspine_query.dense import OpenAIEmbeddingBackend
-from ragspine_query.errors import ConfigError, ProviderError
+from ragspine_core.dense import OpenAIEmbeddingBackend
+from ragspine_core.errors import ConfigError, ProviderError
 from tests.query.openai_server import EmbeddingServer, vector_for
 
 

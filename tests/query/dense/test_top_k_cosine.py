@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import l2_normalize, top_k_cosine
-from ragspine_query.errors import ConfigError, EmbeddingModelMismatchError
+from ragspine_core.dense import l2_normalize, top_k_cosine
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 
 from .helpers import reference_top_k as reference
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import top_k_cosine
+from ragspine_core.dense import top_k_cosine
 
 from .helpers import integer_matrix
 from .helpers import reference_top_k as reference

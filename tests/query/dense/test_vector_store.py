@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.dense import InProcessVectorStore, VectorStore
-from ragspine_query.errors import ConfigError, EmbeddingModelMismatchError, FilterError
+from ragspine_core.dense import InProcessVectorStore, VectorStore
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError, FilterError
 
 
 @pytest.fixture()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_query.errors import DatasetError, RagspineError
-from ragspine_query.eval.beir import (
+from ragspine_core.errors import DatasetError, RagspineError
+from ragspine_tools.eval.beir import (
     BeirDataset,
     BeirDoc,
     iter_corpus_jsonl,

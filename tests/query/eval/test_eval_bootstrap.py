@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError, DatasetError
-from ragspine_query.eval.metrics import BootstrapResult, paired_bootstrap
+from ragspine_core.errors import ConfigError, DatasetError
+from ragspine_tools.eval.metrics import BootstrapResult, paired_bootstrap
 
 
 def _scores(seed: int, n: int = 200, shift: float = 0.0, noise: float = 0.15):

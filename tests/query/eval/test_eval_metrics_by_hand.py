@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_query.errors import ConfigError, DatasetError, RagspineError
-from ragspine_query.eval.metrics import (
+from ragspine_core.errors import ConfigError, DatasetError, RagspineError
+from ragspine_tools.eval.metrics import (
     EvalReport,
     aggregate_chunk_hits_to_docs,
     evaluate_run,

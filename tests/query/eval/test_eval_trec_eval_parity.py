@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragspine_query.eval.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k, trec_ranking
+from ragspine_tools.eval.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k, trec_ranking
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine_query.errors import ConfigError, DatasetError
-from ragspine_query.eval.metrics import evaluate_run, read_trec_run, write_trec_run
+from ragspine_core.errors import ConfigError, DatasetError
+from ragspine_tools.eval.metrics import evaluate_run, read_trec_run, write_trec_run
 
 RUN = {
     "q2": {"d3": 0.5, "d1": 0.5, "d2": 0.75},

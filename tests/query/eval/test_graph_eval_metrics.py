@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ragspine_query.eval.metrics import evaluate_run
+from ragspine_tools.eval.metrics import evaluate_run
 
 
 def test_both_at_k_and_recall_at_2_5_and_groups():
@@ -28,7 +28,7 @@ def test_both_at_k_and_recall_at_2_5_and_groups():
 
 
 def test_query_types_are_read_from_queries_jsonl(tmp_path):
-    from ragspine_assets.evaluate import query_types
+    from ragspine_tools.evaluate import query_types
 
     (tmp_path / "queries.jsonl").write_text(
         json.dumps({"_id": "q1", "text": "a", "type": "bridge"}) + "\n" + json.dumps({"_id": "q2", "text": "b"}) + "\n")
