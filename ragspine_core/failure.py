@@ -21,7 +21,7 @@ DISK_FULL_HINT = ("free space there and run again (safe to delete: the caches un
                   "under DAGSTER_HOME, and older snapshots: ingest with a lower --keep)")
 
 
-def is_disk_full(exc: BaseException) -> bool:
+def is_disk_full(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) is a full disk or quota: ENOSPC / EDQUOT, or
     numpy's "N requested and M written" short write."""
     seen = 0

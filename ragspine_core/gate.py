@@ -78,7 +78,7 @@ class CompetitorGate:
     def competitors_in(self, text: str) -> tuple[str, ...]:
         """The competitor entity ids ``text`` names (sorted, unique)."""
         norm = normalize_query(text)
-        found = set()
+        found: set[str] = set()
         if self._word is not None:
             found.update(self._names[m.group(1)] for m in self._word.finditer(norm))
         found.update(self._names[n] for n in self._substr if n in norm)

@@ -95,8 +95,8 @@ class OpenAICompatibleProvider:
         self.url = chat_completions_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"LLM model name must be a non-empty string, got {model!r}")
-        retry = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s, "max_retry_after_s": max_retry_after_s}
-        self._client = OpenAIHttpClient(self.url, api_key=api_key, what="LLM request", **retry)
+        self._client = OpenAIHttpClient(self.url, api_key=api_key, what="LLM request", timeout_s=timeout_s,
+                                        max_retries=max_retries, backoff_s=backoff_s, max_retry_after_s=max_retry_after_s)
         self.base_url = base_url.strip()
         self.model = model.strip()
         self._api_key = api_key or None

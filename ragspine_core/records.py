@@ -139,7 +139,8 @@ class _ChunkBatch:
     __slots__ = ("_load", "_rows", "_chunks")
 
     def __init__(self, load, rows: list[int]) -> None:
-        self._load, self._rows, self._chunks = load, rows, None
+        self._load, self._rows = load, rows
+        self._chunks: list[Chunk] | None = None
 
     def get(self, i: int) -> Chunk:
         if self._chunks is None:
@@ -158,6 +159,10 @@ class LazyHit(Hit):
     """
 
     __slots__ = ("_batch", "_pos", "_chunk_id", "row")
+    _batch: _ChunkBatch
+    _pos: int
+    _chunk_id: str
+    row: int
 
     def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float],
                  via: str = "") -> None:
@@ -311,7 +316,7 @@ def to_snippet(hit: Hit) -> dict:
     c = hit.chunk
     if c.is_restricted:
         raise ValueError(f"refusing to build a snippet for RESTRICTED chunk {c.chunk_id}")
-    snippet = {
+    snippet: dict[str, Any] = {
         "text": c.text,
         "doc_id": c.doc_id,
         "title": c.title,

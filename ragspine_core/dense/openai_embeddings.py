@@ -70,8 +70,9 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
             raise ConfigError(f"dim must be a positive integer or None, got {dim!r}")
         self.url = embeddings_url(base_url)
-        retry = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s, "max_retry_after_s": max_retry_after_s}
-        self._client = OpenAIHttpClient(self.url, api_key=api_key, what=f"embedding request (model {model!r})", **retry)
+        self._client = OpenAIHttpClient(self.url, api_key=api_key, what=f"embedding request (model {model!r})",
+                                        timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
+                                        max_retry_after_s=max_retry_after_s)
         self.model = model
         self.model_id = f"openai:{model}"
         self.timeout_s = self._client.timeout_s

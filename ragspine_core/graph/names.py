@@ -55,7 +55,7 @@ def name_spans(text: str, *, max_words: int = 6, capitalised_only: bool = True) 
     ``capitalised_only``) and every substring of a CJK run (word positions -1, capitalised True)."""
     raw = WORDS.findall(text)
     words = [word_key(w) for w in raw]
-    out: list[tuple[str, int, int]] = []
+    out: list[tuple[str, int, int, bool]] = []
     n = len(words)
     for i in range(n):
         cap = raw[i][:1].isupper() or raw[i][:1].isdigit()

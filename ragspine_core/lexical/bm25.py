@@ -32,7 +32,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
@@ -637,7 +637,7 @@ class BM25Index:
         params_path = d / schema.BM25_PARAMS
         if not params_path.exists():
             raise IndexNotFoundError(f"no BM25 index at {d}: materialize the bm25_index asset")
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         try:
             meta = json.loads(params_path.read_text(encoding="utf-8"))
             tokens = json.loads((d / schema.BM25_VOCAB).read_text(encoding="utf-8"))["tokens"]
@@ -908,7 +908,7 @@ class BM25Index:
         if len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
             cols = [self._column(t, s, e) for t, (s, e) in zip(term_ids, spans)]
             if all(c is not None for c in cols):
-                hit = self._search_pruned(term_ids, cols, k, allowed)
+                hit = self._search_pruned(term_ids, cols, k, allowed)  # type: ignore[arg-type]  # none is None
                 if hit is not None:
                     return hit
         acc, shared = self._borrow(dense=True)

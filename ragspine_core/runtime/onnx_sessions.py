@@ -109,6 +109,7 @@ def locate_model_files(model_dir: str | os.PathLike | None, *, feature: str, env
             f"{feature}: {root} is incomplete; put {' and '.join(missing)} "
             f"(or point {env_var} at {layout})"
         )
+    assert model is not None  # else ``missing`` was not empty and raised
     return ModelFiles(model=model, tokenizer=tokenizer)
 
 
@@ -287,7 +288,7 @@ class OnnxTextModel:
                 rows[i] = reduced[row]
         if not rows:
             return np.zeros((0,), dtype=np.float32)
-        return np.stack(rows)
+        return np.stack(rows)  # type: ignore[arg-type]  # every position was filled above
 
 
 __all__ = [

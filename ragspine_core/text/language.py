@@ -95,7 +95,7 @@ def query_language(query: str) -> Language:
     """The language a query is planned in: its own ``language`` attribute when it carries
     one (a variant keeps its user query's language, see
     :func:`ragspine_query.transforms.base.in_language_of`), else :func:`detect_language`."""
-    lang = getattr(query, "language", "")
+    lang: Language | None = getattr(query, "language", None)
     return lang if lang else detect_language(str(query))
 
 
