@@ -40,7 +40,7 @@ from ragspine_index.source_documents.jsonl import (
     parse_jsonl,
 )
 from ragspine_index.source_documents.keys import _check_key
-from ragspine_index.source_documents.library import SUPPORTED_SUFFIXES, parse_library
+from ragspine_index.source_documents.parse_library import SUPPORTED_SUFFIXES, parse_library
 from ragspine_index.source_documents.metadata import MAX_BODY_CHARS, MAX_METADATA_VALUE_CHARS, _make_document, default_doc_id
 from ragspine_index.source_documents.model import CJK_LANGUAGE_THRESHOLD, ParseResult, SourceDocument, content_hash, detect_language
 from ragspine_index.source_documents.sensitivity import (

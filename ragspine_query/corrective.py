@@ -43,7 +43,7 @@ from ragspine_query.pipeline.explain import Tracer, hit_candidates, now
 from ragspine_query.pipeline.stages import SearchResult
 from ragspine_core.records import Hit
 from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
-from ragspine_query.transforms.base import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
+from ragspine_query.transforms.transform import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
 
 GRADES = ("correct", "ambiguous", "incorrect")
 _NOT_CHANNELS = frozenset({"fused", "rerank", "judge"})
@@ -166,7 +166,7 @@ _ASK = frozenset("what which who whom whose when where why how does do did is ar
 
 def refine_query(query: str) -> str:
     """The seed's ``RefineAgentCRAGQuery``: the query's content words (no question or stop
-    words), at most :data:`~ragspine_query.transforms.base.MAX_QUERY_CHARS` characters."""
+    words), at most :data:`~ragspine_query.transforms.transform.MAX_QUERY_CHARS` characters."""
     words = [w for w in _WORD.findall(str(query)) if w.casefold() not in ENGLISH_STOP_WORDS and w.casefold() not in _ASK]
     return " ".join(words)[:MAX_QUERY_CHARS]
 

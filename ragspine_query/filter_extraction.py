@@ -300,7 +300,7 @@ class LLMFilterExtractor:
         self.values = {k: tuple(sorted({str(v) for v in vs if str(v)})) for k, vs in values.items()}
 
     def extract(self, query: str) -> Extraction:
-        from ragspine_query.transforms.base import ask_llm
+        from ragspine_query.transforms.transform import ask_llm
 
         system = LLM_SYSTEM.format(entities=", ".join(self.values.get("entity", ())) or "none",
                                    periods=", ".join(self.values.get("period", ())) or "none",

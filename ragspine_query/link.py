@@ -188,7 +188,7 @@ def build_narrative_retriever(
         raise ConfigError(f"RAGSPINE_DECAY_HALF_LIFE_DAYS must be a number of days (0 = off), got {settings.decay_half_life_days!r}") from None
     graph_cfg = None
     if (settings.graph_store or "inprocess") != "inprocess":
-        from ragspine_query.graph.channel import GraphChannelConfig
+        from ragspine_query.graph.graph_channel import GraphChannelConfig
 
         graph_cfg = GraphChannelConfig(store=settings.graph_store)
     config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg)

@@ -31,7 +31,7 @@ optional LLM classifier (through the provider) may replace the rules; its failur
 back to the rules, with a note.
 
 The tier is applied as the last transform: every variant becomes a
-:class:`~ragspine_query.transforms.base.ChannelQuery` restricted to the tier's channels.
+:class:`~ragspine_query.transforms.transform.ChannelQuery` restricted to the tier's channels.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.base import Variants, ask_llm, with_channels
+from ragspine_query.transforms.transform import Variants, ask_llm, with_channels
 
 TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)

@@ -132,7 +132,7 @@ def run_global(args: argparse.Namespace) -> int:
     """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations."""
     from ragspine_query.graph.communities import community_themes
     from ragspine_query.library import open_library
-    from ragspine_query.tree.channel import global_overview
+    from ragspine_query.tree.tree_channel import global_overview
 
     top = args.top_k or 5
     from ragspine_query.link import backend_for_library

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.text.tokenize import tokenize
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
 # Salting the hash keeps these buckets independent of any other sha256 use of the same token.
 _SALT = b"ragspine-deterministic-hash-v1\x00"

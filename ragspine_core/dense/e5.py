@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError, MissingExtraError
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
 E5_DIM = 384
 _MODEL_NAME = "intfloat/multilingual-e5-small"

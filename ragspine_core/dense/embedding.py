@@ -25,7 +25,7 @@ from typing import Mapping
 from ragspine_core.errors import ConfigError, MissingExtraError
 from ragspine_core.settings import Settings
 from ragspine_core.text.language import MULTILINGUAL_EMBEDDING_THRESHOLD
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, ensure_compatible, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, ensure_compatible, l2_normalize
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 from ragspine_core.dense.e5 import MultilingualE5Backend
 from ragspine_core.dense.ensemble import EnsembleEmbeddingBackend

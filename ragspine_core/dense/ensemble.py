@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.runtime.onnx_sessions import MODEL_FILE, TOKENIZER_FILE, OnnxTextModel, import_onnx_stack, package_dir
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
 CONFIG_FILE = "ragspine_embedding.json"
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, ProviderError
 from ragspine_core.net.openai_http import OpenAIHttpClient, excerpt, openai_endpoint
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
 _PROBE_TEXT = "dimension probe"
 

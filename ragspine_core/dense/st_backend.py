@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError, MissingExtraError
-from ragspine_core.dense.base import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
 
 #: The extra name the MissingExtraError points at.
 SENTENCE_TRANSFORMERS_EXTRA = "sentence-transformers"

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError, FilterError
 from ragspine_core.runtime.kernels import query_kernels
-from ragspine_core.dense.base import l2_normalize
+from ragspine_core.dense.backend import l2_normalize
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORES = np.zeros(0, dtype=np.float32)

@@ -94,7 +94,7 @@ def detect_language(text: str, *, threshold: float = ZH_LANGUAGE_THRESHOLD) -> L
 def query_language(query: str) -> Language:
     """The language a query is planned in: its own ``language`` attribute when it carries
     one (a variant keeps its user query's language, see
-    :func:`ragspine_query.transforms.base.in_language_of`), else :func:`detect_language`."""
+    :func:`ragspine_query.transforms.transform.in_language_of`), else :func:`detect_language`."""
     lang: Language | None = getattr(query, "language", None)
     return lang if lang else detect_language(str(query))
 

@@ -20,7 +20,7 @@ from ragspine_index.chunking.paragraph import (
     paragraph_spans,
     sentence_spans,
 )
-from ragspine_index.chunking.registry import (
+from ragspine_index.chunking.chunker_registry import (
     CHUNKER_NAMES,
     CHUNKER_VERSIONS,
     DEFAULT_CHUNKER,

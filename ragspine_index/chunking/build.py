@@ -9,7 +9,7 @@ from ragspine_core.records import Chunk
 from ragspine_index.converters.regions import fragment_for
 from ragspine_index.chunking.contextual import index_text
 from ragspine_index.chunking.ids import make_chunk_id, make_parent_id
-from ragspine_index.chunking.registry import Chunker, chunker_signature
+from ragspine_index.chunking.chunker_registry import Chunker, chunker_signature
 
 if TYPE_CHECKING:
     from ragspine_index.source_documents.model import SourceDocument

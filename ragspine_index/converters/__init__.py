@@ -15,9 +15,9 @@ HTML and CSV use the standard library only. docs/formats.md has the details. The
 
 from __future__ import annotations
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 from ragspine_index.converters.files import ConvertedFiles
-from ragspine_index.converters.registry import (
+from ragspine_index.converters.converter_registry import (
     CONVERTED_SUFFIXES,
     CONVERTER_VERSIONS,
     FORMAT_BY_SUFFIX,

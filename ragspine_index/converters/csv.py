@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv as _csv
 import io
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
 
 VERSION = "1"
 EXTRA_MODULE = ""  # the standard library

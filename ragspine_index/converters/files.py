@@ -51,8 +51,8 @@ from ragspine_index.source_documents.metadata import _make_document, default_doc
 from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ragspine_index.sources.paths import printable_path
-from ragspine_index.converters.base import ConversionError, ConversionLimits
-from ragspine_index.converters.registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
+from ragspine_index.converters.converted import ConversionError, ConversionLimits
+from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
 #: text: lineage on every chunk row, and part of the content hash.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
 from ragspine_index.converters.regions import region_fragment
 
 VERSION = "1"

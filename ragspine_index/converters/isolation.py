@@ -17,7 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import weakref
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 
 def _serve(conn, limits: ConversionLimits) -> None:
@@ -28,7 +28,7 @@ def _serve(conn, limits: ConversionLimits) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not on this platform
         pass
-    from ragspine_index.converters.registry import convert_bytes
+    from ragspine_index.converters.converter_registry import convert_bytes
 
     while True:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import zipfile
 from io import BytesIO
 
-from ragspine_index.converters.base import clean_line
+from ragspine_index.converters.converted import clean_line
 
 _CORE_FIELDS = ("title", "subject", "keywords", "category", "contentStatus", "description")
 

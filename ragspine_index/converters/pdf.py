@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from io import BytesIO
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
 VERSION = "1"
 EXTRA_MODULE = "pypdf"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table
 from ragspine_index.converters.ooxml import package_properties
 
 VERSION = "1"

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from typing import Sequence
 from urllib.parse import quote
 
-from ragspine_index.converters.base import column_letter
+from ragspine_index.converters.converted import column_letter
 
 _CELL = re.compile(r"([A-Z]+)(\d+)")
 

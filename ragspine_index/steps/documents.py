@@ -21,7 +21,7 @@ from ragspine_index.artifacts import LibraryPaths, sha256_json, write_once
 from ragspine_index.converters import converted_file
 from ragspine_index.marking_scan import mentions_restricted
 from ragspine_index.library_config import LibraryConfig, load_library_config
-from ragspine_index.source_documents.library import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.source_documents.model import ParseResult, SourceDocument
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
 

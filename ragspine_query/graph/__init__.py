@@ -6,7 +6,7 @@ on-demand ``community`` channel (the adaptive ``global`` tier's community themes
 """
 
 from ragspine_core.graph.artifact import EDGE_TYPES, GraphArrays, load_graph_arrays
-from ragspine_query.graph.channel import GraphChannel, GraphChannelConfig
+from ragspine_query.graph.graph_channel import GraphChannel, GraphChannelConfig
 from ragspine_query.graph.communities import CommunityChannel, CommunityTheme, community_themes
 from ragspine_core.graph.store import GraphStore, InProcessGraphStore, edges_to_csr
 

@@ -84,7 +84,7 @@ class OnDemandChannel:
     ``graph`` channel and a library-wide one to the ``tree`` channel; in the default
     modes those channels stay out of every other query's fusion, and the snapshot's
     artifact is opened only when a query asks for it. A query selects it with a
-    :class:`~ragspine_query.transforms.base.ChannelQuery` whose ``channels`` name it.
+    :class:`~ragspine_query.transforms.transform.ChannelQuery` whose ``channels`` name it.
     """
 
     on_demand = True

@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
 from ragspine_core.text.language import query_language
-from ragspine_query.transforms.base import in_language_of
+from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.pipeline.explain import Explain, Tracer, hit_candidates, now
 
 
@@ -265,7 +265,7 @@ class QueryPipeline:
             note = ""  # what the reranker leaves alone because of its languages
             if self.reranker is not None:
                 if tracer is not None:
-                    from ragspine_query.rerank.base import language_note
+                    from ragspine_query.rerank.reranker import language_note
 
                     note = language_note(self.reranker, query, hits, self.rerank_top_n)
                 hits, name = self.reranker.rank(query, hits, top_n=self.rerank_top_n), type(self.reranker).__name__

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.rerank.base import RERANK_CHANNEL, Reranker, language_note, passage_text, rank_by_scores
+from ragspine_query.rerank.reranker import RERANK_CHANNEL, Reranker, language_note, passage_text, rank_by_scores
 from ragspine_query.rerank.cross_encoder import CROSS_ENCODER_DIR_ENV, CrossEncoderReranker
 from ragspine_query.rerank.late_interaction import (
     ColbertMaxSimReranker,

@@ -25,7 +25,7 @@ import numpy as np
 
 from ragspine_core.errors import RagspineError
 from ragspine_core.records import Hit
-from ragspine_query.rerank.base import check_languages, rank_by_scores
+from ragspine_query.rerank.reranker import check_languages, rank_by_scores
 from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS, tokenize
 
 #: Function words of Chinese text that carry little meaning alone (CJK unigrams).
@@ -191,7 +191,7 @@ class LexicalMaxSimReranker:
         return [_maxsim(query_tokens, self.tokenizer(p), weight, profiles) for p in passages]
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by lexical MaxSim (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by lexical MaxSim (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)
 
 
@@ -259,5 +259,5 @@ class ColbertMaxSimReranker:
         return [embedding_maxsim(query_vectors, doc) for doc in arrays[1:]]
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by embedding MaxSim (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by embedding MaxSim (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.records import Hit
-from ragspine_query.rerank.base import passage_text
+from ragspine_query.rerank.reranker import passage_text
 
 if TYPE_CHECKING:
     from ragspine_core.llm import LLMProvider
@@ -225,7 +225,7 @@ class ProviderListwiseJudge:
 
 
 class ListwiseReranker:
-    """The LLM judge behind the :class:`~ragspine_query.rerank.base.Reranker` verb.
+    """The LLM judge behind the :class:`~ragspine_query.rerank.reranker.Reranker` verb.
 
     ``rank`` reorders only (a judge gives an order, not scores): hits are returned
     unchanged, with no ``rerank`` score. ``top_n=None`` means this reranker's own

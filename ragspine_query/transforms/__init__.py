@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.base import ChannelQuery, Variants, ask_llm, with_channels
+from ragspine_query.transforms.transform import ChannelQuery, Variants, ask_llm, with_channels
 from ragspine_query.transforms.decompose import DecomposeTransform, split_question
 from ragspine_query.transforms.hyde import HyDETransform
-from ragspine_query.transforms.normalize import NormalizeTransform
+from ragspine_query.transforms.query_normalize import NormalizeTransform
 from ragspine_query.transforms.rag_fusion import RagFusionTransform
 from ragspine_query.transforms.step_back import StepBackTransform, abstract_query
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.base import MAX_QUERY_CHARS, Variants, ask_llm, merge, reply_lines
+from ragspine_query.transforms.transform import MAX_QUERY_CHARS, Variants, ask_llm, merge, reply_lines
 
 SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that together answer it. "
           "If it is already simple, repeat it. One sub-question per line, no numbering.")

@@ -162,7 +162,7 @@ def test_a_query_names_a_title_with_commas_and_dots_by_its_words(tmp_path):
     """A query's words lose their commas and edge dots ("Ringling, Montana" is matched as
     "ringling montana"), so the channel finds every name under that key too: the title
     entity seeds the walk and the title's own chunk comes first."""
-    from ragspine_query.graph.channel import GraphChannel
+    from ragspine_query.graph.graph_channel import GraphChannel
 
     chunks = [
         _chunk(0, "Ringling is a ghost town in Meagher County in Montana, on the railroad.", title="Ringling, Montana"),

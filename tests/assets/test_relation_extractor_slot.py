@@ -92,7 +92,7 @@ def test_llm_endpoints_are_screened_by_the_competitor_gate(tmp_path):
 
 def test_the_graph_store_is_selectable(built_sample):
     pytest.importorskip("networkx")
-    from ragspine_query.graph.channel import GraphChannel, GraphChannelConfig
+    from ragspine_query.graph.graph_channel import GraphChannel, GraphChannelConfig
     from ragspine_core.graph.networkx_store import NetworkXGraphStore
     from ragspine_query.library import open_library
 

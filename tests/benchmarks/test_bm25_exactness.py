@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ragspine_core.lexical import bm25 as bm25_module
+from ragspine_core.lexical import topk as topk_module
 from ragspine_core.lexical.bm25 import BM25Arrays, BM25Index, BM25Params, build_bm25_arrays, top_k_rows
 
 KS = (1, 3, 10, 57)
@@ -139,9 +140,10 @@ def small_sample_threshold(monkeypatch):
     # the numpy paths only (Compiled compiles explicitly): no kernel mid-test
     monkeypatch.setattr(BM25Index, "JIT_AFTER", None)
     # let the sampled floors engage on the small test arrays too
-    monkeypatch.setattr(bm25_module, "_SAMPLE_MIN", 64)
-    monkeypatch.setattr(bm25_module, "_SAMPLE_STEP", 4)
-    monkeypatch.setattr(bm25_module, "_SAMPLE_BLOCK", 32)
+    monkeypatch.setattr(topk_module, "_SAMPLE_MIN", 64)
+    monkeypatch.setattr(bm25_module, "_SAMPLE_MIN", 64)  # BM25Index reads it too
+    monkeypatch.setattr(topk_module, "_SAMPLE_STEP", 4)
+    monkeypatch.setattr(topk_module, "_SAMPLE_BLOCK", 32)
 
 
 @pytest.mark.parametrize("index_cls", [BM25Index, AlwaysDense, AggressivePruning, TightBudget, Compiled])

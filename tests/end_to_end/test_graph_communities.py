@@ -72,7 +72,7 @@ def test_query_global_cli_shows_themes_with_citations(built_sample, capsys):
     assert main(["query", str(built_sample), "Acme Energy battery storage", "--global", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["communities"] and all(t["citations"] for t in data["communities"])
-    from ragspine_query.tree.channel import _QUOTE_END
+    from ragspine_query.tree.tree_channel import _QUOTE_END
 
     for t in data["tree_themes"]:  # a tree theme cites exactly the leaves its (extractive) summary quotes
         sents = [x.strip() for x in _QUOTE_END.split(t["summary"]) if x and len(x.strip()) >= 8]

@@ -70,7 +70,7 @@ def test_the_document_field_adds_to_matching_chunks_only():
 def test_blend_in_small_term_blocks_writes_the_same_arrays(seed, monkeypatch):
     # the blend is computed in blocks of union terms so its memory stays bounded at a
     # million chunks; any block size must give the one-block result, byte for byte
-    import ragspine_core.lexical.bm25 as bm25
+    import ragspine_core.lexical.bm25_build as bm25
 
     chunk, doc, row_doc, _ = _library(seed)
     whole, own = blend_bm25_arrays(chunk, doc, row_doc, 2.0)

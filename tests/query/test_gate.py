@@ -11,7 +11,7 @@ from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
 from ragspine_query.pipeline.stages import QueryPipeline
-from ragspine_query.transforms.base import ChannelQuery, Variants
+from ragspine_query.transforms.transform import ChannelQuery, Variants
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_sample
 

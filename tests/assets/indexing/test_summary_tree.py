@@ -17,7 +17,8 @@ from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.pipeline import build_library
 from ragspine_index.step_api import BlockingCheckError
 from ragspine_index.raptor.summarizers import ExtractiveSummarizer, LLMSummarizer, SummaryCache, split_sentences
-from ragspine_index.steps.summary_tree import TreeParams, cluster_level, restricted_fingerprints
+from ragspine_index.raptor.clustering import TreeParams, cluster_level
+from ragspine_index.steps.summary_tree import restricted_fingerprints
 from ragspine_core.llm import OpenAICompatibleProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "query" / "rerank"))
@@ -96,7 +97,7 @@ def test_a_level_above_block_size_is_partitioned_globally_then_split_locally():
 
 
 def test_clustering_is_the_same_with_one_blas_thread_and_without_threadpoolctl(monkeypatch):
-    from ragspine_index.steps.summary_tree import one_blas_thread
+    from ragspine_index.raptor.clustering import one_blas_thread
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=(300, 24)).astype(np.float32)

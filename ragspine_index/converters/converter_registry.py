@@ -8,7 +8,7 @@ from importlib import import_module
 from typing import Callable
 
 from ragspine_index.converters import csv, docx, html, pdf, pptx, xlsx
-from ragspine_index.converters.base import ConversionError, ConversionLimits, Converted
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
 

@@ -6,7 +6,7 @@ compare fully normalised forms (:func:`~ragspine_query.cortex.normalize_query`).
 from __future__ import annotations
 
 from ragspine_core.text.normalize import normalize_query
-from ragspine_query.transforms.base import ChannelQuery, Variants
+from ragspine_query.transforms.transform import ChannelQuery, Variants
 
 
 class NormalizeTransform:
