@@ -3,7 +3,7 @@
 The ingest's per-document Python work (parsing and marking checks, chunking, BM25
 tokenizing) is independent per document, so a large library spreads it over the
 machine's cores. Results come back in input order, so everything written from them
-is byte-identical to a serial run (``tests/assets/test_ingest_workers.py``).
+is byte-identical to a serial run (``tests/index/test_ingest_workers.py``).
 
 * ``RAGSPINE_INGEST_WORKERS``: worker processes per step; ``0`` (default) = one per CPU
   (at most :data:`MAX_DEFAULT_WORKERS`), ``1`` = serial, in the step's own process.

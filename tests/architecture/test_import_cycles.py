@@ -284,7 +284,7 @@ def serving_floor_offenders(graph: Graph) -> list[str]:
 
 def test_serving_floor_never_imports_the_build_side_or_dagster(graphs):
     """``ragspine_query`` at module level imports neither ``ragspine_assets`` nor Dagster;
-    ``tests/test_import_boundary.py`` also checks function bodies and a real import with
+    ``tests/architecture/test_import_boundary.py`` also checks function bodies and a real import with
     Dagster blocked."""
     offenders = serving_floor_offenders(graphs[0])
     if offenders:

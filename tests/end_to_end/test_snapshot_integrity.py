@@ -26,7 +26,7 @@ from ragspine_core import integrity, schema
 from ragspine_query import open_library
 from ragspine_core.errors import IndexCorruptError
 
-from ..conftest import RAGSPINE_ENV_VARS, REPO_ROOT
+from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT
 
 DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
 QUERIES = (("product launch storage", ["--tree", "collapsed"]), ("Acme Group history", ["--mode", "graph"]))

@@ -6,7 +6,7 @@ publication when the guess was right and published when it was wrong. The finger
 are now RESTRICTED sentences (normalised) that occur nowhere in open text, so open
 wording never decides whether a library publishes; a node that repeats RESTRICTED text
 it was never given (a model that "knows" it) still blocks
-(``tests/assets/indexing/test_summary_tree.py``).
+(``tests/index/test_summary_tree.py``).
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ psutil = pytest.importorskip("psutil", reason="needs psutil (the 'dev' extra)")
 
 from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_core import schema  # noqa: E402
-from tests.assets.ops.helpers import make_dagster_home  # noqa: E402
+from tests.dagster.ops.helpers import make_dagster_home  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, ingest, python_env  # noqa: E402
 
-from .services import (VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail,  # noqa: E402
+from tests.ops.services import (VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail,  # noqa: E402
                        write_celery_run_config)
 
 pytestmark = pytest.mark.slow

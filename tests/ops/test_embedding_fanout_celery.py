@@ -29,12 +29,12 @@ pytest.importorskip("redis", reason="needs the redis client (the 'celery' extra)
 
 from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_core import schema  # noqa: E402
-from tests.assets.ops.helpers import make_dagster_home  # noqa: E402
-from tests.assets.test_embedding_fanout import LIBRARY, embeddings_dir, folder_bytes, make_library  # noqa: E402
+from tests.dagster.ops.helpers import make_dagster_home  # noqa: E402
+from tests.dagster.test_embedding_fanout import LIBRARY, embeddings_dir, folder_bytes, make_library  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, ingest, python_env  # noqa: E402
 
-from .services import VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail, write_celery_run_config  # noqa: E402
-from .test_distributed_celery import snapshot_digest  # noqa: E402
+from tests.ops.services import VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail, write_celery_run_config  # noqa: E402
+from tests.ops.test_distributed_celery import snapshot_digest  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import pytest
 
 from ragspine_dagster.resources import RagspineConfig
 
-from .helpers import make_dagster_home
+from tests.dagster.ops.helpers import make_dagster_home
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from ragspine_index.chunking import CHUNKER_NAMES, build_chunks, make_chunker
 from ragspine_index.parsing import load_library_config, parse_library
 
-SAMPLE = Path(__file__).resolve().parents[3] / "data" / "raw" / "sample"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "raw" / "sample"
 
 pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(), reason=f"sample library not present at {SAMPLE}")
 

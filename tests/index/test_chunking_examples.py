@@ -29,7 +29,7 @@ from ragspine_index.parsing import SourceDocument
 from ragspine_core.errors import ConfigError
 from ragspine_core.records import Chunk
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _doc(body: str, **meta: str) -> SourceDocument:

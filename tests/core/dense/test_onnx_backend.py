@@ -61,7 +61,7 @@ def test_similar_sentences_score_higher_than_unrelated(minilm):
 def test_matches_the_float32_reference_model(minilm):
     # sentence-transformers reports 0.7553 for this pair with the float32 model; the int8
     # export must stay within quantisation noise of an independent float32 forward pass.
-    from .minilm_reference import MiniLMReference
+    from tests.core.dense.minilm_reference import MiniLMReference
 
     reference = MiniLMReference(minilm.files.tokenizer_path.parent / "model.safetensors")
     encodings = minilm._tokenizer.encode_batch(PAIRS)

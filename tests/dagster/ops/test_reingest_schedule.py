@@ -11,7 +11,7 @@ import pytest
 from ragspine_dagster.partitions import LIBRARIES_PARTITION
 from ragspine_dagster.schedules import build_reingest_schedule
 
-from .helpers import write_doc
+from tests.dagster.ops.helpers import write_doc
 
 SLOT = datetime(2025, 3, 1, 3, 0, tzinfo=timezone.utc)
 

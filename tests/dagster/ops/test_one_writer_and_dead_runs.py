@@ -33,8 +33,8 @@ from ragspine_dagster.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flig
 from ragspine_dagster.sensors import load_cursor
 from tests.conftest import PYTHON, RAGSPINE_ENV_VARS, python_env
 
-from .helpers import write_doc
-from .test_raw_files_sensor import apply_partition_requests, requested, tick
+from tests.dagster.ops.helpers import write_doc
+from tests.dagster.ops.test_raw_files_sensor import apply_partition_requests, requested, tick
 
 WAIT_S = 600.0  # liveness bound only
 

@@ -14,7 +14,7 @@ from ragspine_core.dense import (
 )
 from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 
-from .helpers import run_python
+from tests.core.dense.helpers import run_python
 
 
 def test_l2_normalize_scales_rows_to_unit_norm():

@@ -12,7 +12,7 @@ from ragspine_dagster.partitions import LIBRARIES_PARTITION
 from ragspine_dagster.resources import RagspineConfig
 from ragspine_dagster.sensors import load_cursor, raw_files_sensor
 
-from .helpers import bump_mtime, write_doc
+from tests.dagster.ops.helpers import bump_mtime, write_doc
 
 
 def tick(ragspine: RagspineConfig, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:

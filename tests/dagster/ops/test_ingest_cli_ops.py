@@ -24,7 +24,7 @@ from ragspine_dagster.ingest import TAG_LAUNCHER, locate_library
 from ragspine_core.errors import ConfigError, RagspineError
 from tests.conftest import PYTHON, ingest, python_env
 
-from .helpers import write_doc
+from tests.dagster.ops.helpers import write_doc
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 from ragspine_core.dense import l2_normalize, top_k_cosine
 from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 
-from .helpers import reference_top_k as reference
+from tests.core.dense.helpers import reference_top_k as reference
 
 
 @pytest.mark.parametrize("seed", range(5))

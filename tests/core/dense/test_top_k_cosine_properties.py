@@ -7,8 +7,8 @@ import pytest
 
 from ragspine_core.dense import top_k_cosine
 
-from .helpers import integer_matrix
-from .helpers import reference_top_k as reference
+from tests.core.dense.helpers import integer_matrix
+from tests.core.dense.helpers import reference_top_k as reference
 
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (extra 'dev')")
 from hypothesis import given, settings  # noqa: E402

@@ -17,7 +17,7 @@ from ragspine_tools.eval.beir import (
     read_qrels,
 )
 
-# tests/query/eval/<this file> -> parents[3] is the repository root; shared/ sits beside it.
+# tests/tools/eval/<this file> -> parents[3] is the repository root; shared/ sits beside it.
 SHARED_DATASETS = Path(__file__).resolve().parents[3].parent / "shared" / "datasets"
 
 CORPUS = [

@@ -107,14 +107,20 @@ MY_MODULES = ("ragspine_core/dense", "ragspine_query/rerank", "ragspine_core/tex
               "ragspine_core/runtime", "ragspine_core/llm.py")
 
 
+FLOORS = ("ragspine_core", "ragspine_index", "ragspine_dagster", "ragspine_query", "ragspine_tools", "ragspine_assets")
+
+
 def _reads(prefixes) -> list[str]:
     out = []
-    for top in ("ragspine_query", "ragspine_assets"):
+    scanned = 0
+    for top in FLOORS:
         for path in sorted((REPO / top).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
             if rel == "ragspine_core/settings.py" or not rel.startswith(prefixes):
                 continue
+            scanned += 1
             out += environment_reads(path)
+    assert scanned, f"no module under {prefixes} was scanned: did a package move?"
     return out
 
 
@@ -123,7 +129,7 @@ def test_query_library_infrastructure_reads_no_environment():
 
 
 def test_only_settings_reads_ragspine_environment_variables():
-    assert _reads(("ragspine_query", "ragspine_assets")) == []
+    assert _reads(FLOORS) == []
 
 
 # -- the factories take a Settings and then ignore the environment ------------------------------

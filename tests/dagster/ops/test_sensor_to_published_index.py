@@ -14,7 +14,7 @@ from ragspine_dagster.sensors import raw_files_sensor
 from ragspine_core import schema
 from ragspine_query.library import open_library
 
-from .helpers import write_doc
+from tests.dagster.ops.helpers import write_doc
 
 pytestmark = pytest.mark.slow
 

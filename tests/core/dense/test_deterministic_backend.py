@@ -8,7 +8,7 @@ import pytest
 from ragspine_core.dense import DeterministicEmbeddingBackend
 from ragspine_core.errors import ConfigError
 
-from .helpers import run_python
+from tests.core.dense.helpers import run_python
 
 
 def test_model_id_and_shape_follow_dim():
