@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-# The server helper lives with the rerank tests, which reuse it for the listwise judge.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
-from llm_server import LocalChatServer, closed_port_url  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer, closed_port_url
 
 from ragspine_core.errors import ConfigError, ProviderError  # noqa: E402
 from ragspine_core.llm import LLMProvider, OpenAICompatibleProvider, chat_completions_url  # noqa: E402

@@ -7,12 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 pytestmark = pytest.mark.slow
 MARKERS = ("RESTRICTED-MARKER-ALPHA", "RESTRICTED-MARKER-BRAVO", "RESTRICTED-MARKER-CHARLIE", "RESTRICTED-MARKER-DELTA")

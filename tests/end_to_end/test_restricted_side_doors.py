@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -26,8 +25,7 @@ from ragspine_query.link import build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import PYTHON, ingest, python_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 pytestmark = pytest.mark.slow
 

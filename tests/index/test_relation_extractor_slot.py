@@ -5,8 +5,6 @@ the competitor gate screens; the graph store is selectable."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -18,8 +16,7 @@ from ragspine_core.errors import ConfigError
 from ragspine_core.glossary import Glossary
 from ragspine_core.graph import artifact as ga
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 GLOSSARY = Glossary.from_dict({"entities": [
     {"id": "ACME_CN", "names": ["Acme China"]},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +24,7 @@ from ragspine_index.steps.relation_graph import (
 from ragspine_core.glossary import Glossary
 from ragspine_core.graph import artifact as ga
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 GLOSSARY = Glossary.from_dict({"entities": [
     {"id": "ACME_GROUP", "names": ["Acme Group", "艾克美集团"], "peers": ["GLOBEX"]},

@@ -21,8 +21,7 @@ from ragspine_index.raptor.clustering import TreeParams, cluster_level
 from ragspine_index.steps.summary_tree import restricted_fingerprints
 from ragspine_core.llm import OpenAICompatibleProvider
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 
 # ------------------------------------------------------------------------ clustering

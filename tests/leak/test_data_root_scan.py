@@ -16,7 +16,6 @@ import json
 import os
 import re
 import sqlite3
-import sys
 from pathlib import Path
 
 from ragspine_index.artifacts import LibraryPaths
@@ -25,8 +24,7 @@ from ragspine_index.pipeline import build_library
 from ragspine_core.llm import OpenAICompatibleProvider
 from tests.conftest import REPO_ROOT
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 NAME = "Quillfeather Vantablue"
 SECRET = (f"{NAME} signed the supply contract for the northern plant in Tromsdal. {NAME} will ship the first "

@@ -48,10 +48,8 @@ from ragspine_query.rerank import LexicalMaxSimReranker
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
 from tests.conftest import PYTHON, REPO_ROOT, RESTRICTED_MARKERS, copy_sample_data, python_env
 
-import sys
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 pytestmark = pytest.mark.slow
 

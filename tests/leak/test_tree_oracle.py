@@ -11,7 +11,6 @@ it was never given (a model that "knows" it) still blocks
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -21,8 +20,7 @@ from ragspine_index.pipeline import build_library
 from ragspine_index.steps.summary_tree import restricted_fingerprints
 from ragspine_core.llm import OpenAICompatibleProvider
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 SECRET_SENTENCE = "The board will sell the Quillfeather plant to Heronsgate for twelve million"
 WRONG_GUESS = "The board will sell the Quillfeather plant to Osprey Holdings for ten million"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +14,7 @@ from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_core.records import Chunk, Hit
 from tests.query.qi_library import shared_sample
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 
 def _hit(cid: str, fused: float, **scores: float) -> Hit:

@@ -4,8 +4,6 @@ protocol, and the preference (applied, filled, dropped — never wider than the 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +19,7 @@ from ragspine_core.llm import OpenAICompatibleProvider
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_sample
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 GLOSSARY = Glossary.load(REPO_ROOT / "data" / "glossary.toml")
 PERIODS = ("2023", "2024", "2024Q1", "2024Q2", "2024Q3", "2024Q4", "2025H1")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +14,7 @@ from ragspine_query.pipeline.channels import register_channel, unregister_channe
 from ragspine_query.tiers import TierClassifier, classify_query, tier_channels
 from tests.query.qi_library import shared_sample
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
-from llm_server import LocalChatServer  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer
 
 
 @pytest.fixture(scope="module")

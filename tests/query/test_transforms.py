@@ -4,8 +4,6 @@ with scripted answers and faults; deterministic fallbacks; an LLM failure never 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,7 @@ from ragspine_query.transforms import (ChannelQuery, DecomposeTransform, HyDETra
                                        abstract_query, make_transforms, parse_transform_spec, split_question)
 from tests.query.qi_library import shared_sample
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))
-from llm_server import LocalChatServer, closed_port_url  # noqa: E402
+from tests.query.rerank.llm_server import LocalChatServer, closed_port_url
 
 PROBE = "Acme China reported revenue growth in 2024 driven by automation controls demand in Suzhou."
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_server import LocalChatServer
+from tests.query.rerank.llm_server import LocalChatServer
 
 
 @pytest.fixture(scope="session")
@@ -12,7 +12,7 @@ def tiny_cross_encoder(tmp_path_factory):
     """(model_dir, weights) of the tiny cross-encoder; skipped when ``onnx`` is not installed."""
     pytest.importorskip("onnx", reason="building the tiny test model needs the onnx package")
     pytest.importorskip("onnxruntime")
-    from rerank_tiny_models import build_cross_encoder
+    from tests.query.rerank.rerank_tiny_models import build_cross_encoder
 
     model_dir = tmp_path_factory.mktemp("tiny_cross_encoder")
     return model_dir, build_cross_encoder(model_dir)
@@ -23,7 +23,7 @@ def tiny_splade(tmp_path_factory):
     """(model_dir, weights) of the tiny masked LM; skipped when ``onnx`` is not installed."""
     pytest.importorskip("onnx", reason="building the tiny test model needs the onnx package")
     pytest.importorskip("onnxruntime")
-    from rerank_tiny_models import build_splade
+    from tests.query.rerank.rerank_tiny_models import build_splade
 
     model_dir = tmp_path_factory.mktemp("tiny_splade")
     return model_dir, build_splade(model_dir)

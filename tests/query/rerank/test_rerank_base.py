@@ -9,7 +9,7 @@ import pytest
 from ragspine_core.errors import ConfigError, MissingExtraError, RagspineError
 from ragspine_query.rerank import CrossEncoderReranker, SpladeReranker, passage_text, rank_by_scores
 from ragspine_core.records import Chunk, Hit
-from rerank_fixtures import chunk_ids, make_hit
+from tests.query.rerank.rerank_fixtures import chunk_ids, make_hit
 
 
 def length_scorer(seen: list[str]):

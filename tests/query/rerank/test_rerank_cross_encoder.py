@@ -9,8 +9,8 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.rerank import CrossEncoderReranker, Reranker
-from rerank_fixtures import chunk_ids, make_hit
-from rerank_tiny_models import reference_cross_encoder
+from tests.query.rerank.rerank_fixtures import chunk_ids, make_hit
+from tests.query.rerank.rerank_tiny_models import reference_cross_encoder
 
 QUERY = "acme revenue china"
 PASSAGES = [

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from llm_server import LocalChatServer
+from tests.query.rerank.llm_server import LocalChatServer
 from ragspine_core.errors import ConfigError
 from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.rerank import (
@@ -118,7 +118,7 @@ def test_a_local_reranker_never_calls_the_provider():
     with LocalChatServer("ok") as server:
         provider = OpenAICompatibleProvider(server.base_url, "m", timeout_s=1.0)
         reranker = make_reranker("maxsim", provider=provider, environ={})
-        from rerank_fixtures import make_hit
+        from tests.query.rerank.rerank_fixtures import make_hit
 
         reranker.rank("acme", [make_hit("a", "bank"), make_hit("b", "acme")])
         assert server.requests == []
@@ -133,7 +133,7 @@ def test_colbert_uses_the_packaged_minilm_token_encoder():
         reranker = make_reranker("colbert", environ={})
     except ImportError as err:  # packaged model not installed here
         pytest.skip(str(err))
-    from rerank_fixtures import chunk_ids, make_hit
+    from tests.query.rerank.rerank_fixtures import chunk_ids, make_hit
 
     hits = [make_hit("off", "the weather in paris was mild"), make_hit("on", "acme revenue fell sharply in china")]
     reranked = reranker.rank("why did acme's revenue drop", hits)

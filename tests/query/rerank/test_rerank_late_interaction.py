@@ -18,7 +18,7 @@ from ragspine_query.rerank import (
     token_specificity_weight,
     weighted_maxsim_score,
 )
-from rerank_fixtures import HashingTokenEncoder, chunk_ids, make_hit
+from tests.query.rerank.rerank_fixtures import HashingTokenEncoder, chunk_ids, make_hit
 
 tokens = st.text(alphabet="abcde_19营收", min_size=0, max_size=8)
 

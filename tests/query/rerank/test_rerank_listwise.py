@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_server import LocalChatServer
+from tests.query.rerank.llm_server import LocalChatServer
 from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.rerank import (
     DEFAULT_TOP_N,
@@ -15,7 +15,7 @@ from ragspine_query.rerank import (
     listwise_rerank,
     parse_listwise_response,
 )
-from rerank_fixtures import chunk_ids, make_hit
+from tests.query.rerank.rerank_fixtures import chunk_ids, make_hit
 
 
 class ReverseJudge:

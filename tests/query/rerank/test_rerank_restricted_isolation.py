@@ -27,8 +27,8 @@ from ragspine_query.rerank import (
     listwise_rerank,
     make_reranker,
 )
-from rerank_fixtures import HashingTokenEncoder, chunk_ids, make_hit
-from rerank_tiny_models import WORDS
+from tests.query.rerank.rerank_fixtures import HashingTokenEncoder, chunk_ids, make_hit
+from tests.query.rerank.rerank_tiny_models import WORDS
 
 MARKER = "zzsecretmarker"
 # database=None: no .hypothesis/ folder left in the work tree; examples stay bounded for speed.

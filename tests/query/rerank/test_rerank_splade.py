@@ -7,8 +7,8 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.rerank import Reranker, SpladeReranker
-from rerank_fixtures import chunk_ids, make_hit
-from rerank_tiny_models import VOCAB, reference_splade_score, reference_splade_vector
+from tests.query.rerank.rerank_fixtures import chunk_ids, make_hit
+from tests.query.rerank.rerank_tiny_models import VOCAB, reference_splade_score, reference_splade_vector
 
 QUERY = "acme revenue"
 PASSAGES = ["acme revenue fell", "bank", "", "credit risk rate inflation growth sales cost", "acme"]
