@@ -96,19 +96,17 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    root = Path(__file__).resolve().parent.parent / "benchmarks"
-    if not (root / "bench_lexical.py").is_file():
-        raise RagspineError(f"the benchmark scripts are not installed ({root} is missing); run `ragspine bench` from a source checkout")
-    sys.path.insert(0, str(root))
+    # the benchmarks are modules of this package (ragspine_tools.bench), imported on demand:
+    # importing one pins numeric libraries' thread pools for the measurement
     if any(a == "--scale" or a.startswith("--scale=") for a in args.rest):  # ingest + query at N chunks
-        from bench_scale import main as scale_main  # type: ignore[import-not-found]
+        from ragspine_tools.bench.bench_scale import main as scale_main
 
         return scale_main([a for a in args.rest if a != "--"])
     if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
-        from bench_embedding import main as embedding_main  # type: ignore[import-not-found]
+        from ragspine_tools.bench.bench_embedding import main as embedding_main
 
         return embedding_main([a for a in args.rest if a not in ("--", "--embedding")])
-    from bench_lexical import main as bench_main  # type: ignore[import-not-found]
+    from ragspine_tools.bench.bench_lexical import main as bench_main
 
     return bench_main(args.rest)
 

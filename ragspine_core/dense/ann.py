@@ -12,7 +12,7 @@ matrix), so RESTRICTED chunks, which never get a vector, are never in it. It is 
 single-threaded with a fixed seed so that equal inputs give equal bytes.
 
 Engine: ``usearch`` by default (memory-mapped on open: ``Index.restore(view=True)``), chosen
-by ``benchmarks/bench_ann.py`` (figures in docs/operations.md); ``faiss`` and ``hnswlib``
+by ``ragspine_tools/bench/bench_ann.py`` (figures in docs/operations.md); ``faiss`` and ``hnswlib``
 are supported for comparison. Parameters live in ``params.json`` inside the artifact and
 are copied into the manifest's embedding entry by the writer.
 """

@@ -6,7 +6,7 @@ product), onnxruntime (the query embedding's intra-op pool) and, for e5 through
 each concurrent query fans out over every core, so two query threads on two cores ran
 four busy-waiting BLAS threads: ``auto`` mode served 237 queries/s on one thread and 87
 on two (a 10k-chunk library). Pinned to one thread per query, a second query thread adds
-throughput instead (``benchmarks/bench_concurrency.py``; docs/benchmarks.md).
+throughput instead (``ragspine_tools/bench/bench_concurrency.py``; docs/benchmarks.md).
 
 * BLAS: :func:`pin_query_threads` limits every loaded BLAS library process-wide
   (``threadpoolctl``) when the first retriever is built, and any BLAS library loaded

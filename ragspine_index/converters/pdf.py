@@ -1,6 +1,6 @@
 """PDF → text, one region per page (``page=N``), with pypdf (BSD, pure Python).
 
-Chosen over pdfminer.six and pypdfium2 on the same files (``benchmarks/bench_convert.py
+Chosen over pdfminer.six and pypdfium2 on the same files (``ragspine_tools/bench/bench_convert.py
 --compare-pdf``; docs/formats.md): pypdf keeps the reading order and the lines of the
 generated reports, is a pure-Python wheel with no native code to audit, and was the
 faster of the two pure-Python engines. PyMuPDF is AGPL and not used.

@@ -1,20 +1,13 @@
-"""benchmarks/bench_bm25_build.py prints real figures of a real build."""
+"""ragspine_tools/bench/bench_bm25_build.py prints real figures of a real build."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_bm25_build_bench_reports_the_build_it_ran(capsys):
-    sys.path.insert(0, str(BENCH))
-    try:
-        from bench_bm25_build import main
-    finally:
-        sys.path.remove(str(BENCH))
+    from ragspine_tools.bench.bench_bm25_build import main
+
     assert main(["3000"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["chunks"] == 3000 and out["documents"] == 1000

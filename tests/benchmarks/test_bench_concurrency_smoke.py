@@ -14,12 +14,10 @@ import textwrap
 
 from tests.conftest import REPO_ROOT
 
-BENCH_DIR = REPO_ROOT / "benchmarks"
-
 
 def test_bench_concurrency_small_run():
     env = {**os.environ, "RAGSPINE_INGEST_WORKERS": "1"}
-    out = subprocess.run([sys.executable, str(BENCH_DIR / "bench_concurrency.py"), "--chunks", "300", "--queries", "60",
+    out = subprocess.run([sys.executable, "-m", "ragspine_tools.bench.bench_concurrency", "--chunks", "300", "--queries", "60",
                           "--rounds", "1", "--threads", "1,2", "--json"],
                          capture_output=True, text=True, timeout=900, cwd=REPO_ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -37,11 +35,10 @@ def test_bench_concurrency_small_run():
 
 
 def test_unpin_threads_restores_the_variables():
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import os, sys
-        sys.path.insert(0, {str(BENCH_DIR)!r})
-        import lexbench
-        pinned = {{v: os.environ.get(v) for v in lexbench.SINGLE_THREAD_VARS}}
+        from ragspine_tools.bench import lexbench
+        pinned = {v: os.environ.get(v) for v in lexbench.SINGLE_THREAD_VARS}
         lexbench.unpin_threads()
         print(pinned["OMP_NUM_THREADS"], pinned["OPENBLAS_NUM_THREADS"], os.environ.get("OMP_NUM_THREADS"),
               os.environ.get("OPENBLAS_NUM_THREADS"))

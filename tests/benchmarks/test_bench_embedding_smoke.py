@@ -1,4 +1,4 @@
-"""``ragspine bench --embedding`` (``benchmarks/bench_embedding.py``): a clean skip without
+"""``ragspine bench --embedding`` (``ragspine_tools/bench/bench_embedding.py``): a clean skip without
 SciFact, and a tiny real run reporting passages/s, the raw engine and the core count."""
 
 from __future__ import annotations
@@ -9,16 +9,12 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-
-BENCH_DIR = REPO_ROOT / "benchmarks"
 
 
 @pytest.fixture()
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH_DIR))
-    sys.modules.pop("bench_embedding", None)
-    import bench_embedding
+    sys.modules.pop("ragspine_tools.bench.bench_embedding", None)
+    from ragspine_tools.bench import bench_embedding
 
     return bench_embedding
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 
-BENCH_DIR = REPO_ROOT / "benchmarks"
 ONNX_KEYS = ("embed_onnx", "embed_onnx_1thread", "hybrid_384d_minilm", "hybrid_384d_minilm_filtered", "hybrid_384d_minilm_1thread")
 ALWAYS_KEYS = ("hybrid", "bm25", "hybrid_filtered", "bm25_filtered", "filter_mask", "dense_scan_64d", "dense_scan_384d",
                "dense_scan_384d_filtered", "embed_deterministic")
@@ -29,9 +26,7 @@ def _onnx_importable() -> bool:
 
 @pytest.fixture(scope="module")
 def bench_hybrid():
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    import bench_hybrid
+    from ragspine_tools.bench import bench_hybrid
 
     return bench_hybrid
 
@@ -81,7 +76,7 @@ def test_bench_hybrid_json_has_every_latency_and_they_are_positive(bench_hybrid,
 
 
 def test_bench_lexical_hybrid_flag_delegates_with_the_remaining_arguments(bench_hybrid, tmp_path, monkeypatch):
-    import bench_lexical
+    from ragspine_tools.bench import bench_lexical
 
     seen: list[list[str]] = []
     monkeypatch.setattr(bench_hybrid, "main", lambda argv: seen.append(argv) or 7)

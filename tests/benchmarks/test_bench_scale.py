@@ -10,14 +10,11 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 
-BENCH_DIR = REPO_ROOT / "benchmarks"
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +24,7 @@ def bench_scale():
 
     if not engine_available("usearch"):
         pytest.skip("the scale benchmark's ANN rows need the 'ann' extra (usearch)")
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    import bench_scale
+    from ragspine_tools.bench import bench_scale
 
     return bench_scale
 

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 
-BENCH_DIR = REPO_ROOT / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def bench_main():
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    from bench_lexical import main
+    from ragspine_tools.bench.bench_lexical import main
 
     return main
 
@@ -53,7 +48,7 @@ def test_bench_json_has_the_side_by_side_figures_and_ours_agrees_with_the_refere
 
 
 def test_bench_skips_scifact_with_a_clear_message_when_the_dataset_is_absent(bench_main, tmp_path, capsys, monkeypatch):
-    import bench_lexical
+    from ragspine_tools.bench import bench_lexical
 
     monkeypatch.setattr(bench_lexical, "SCIFACT_DIR", tmp_path / "no-such-dataset")
     assert bench_main(["--corpus", "scifact", "--json", "--out", str(tmp_path)]) == 0

@@ -1,6 +1,6 @@
 """Scale benchmark: ingest N chunks through the real assets, then query them at N.
 
-``ragspine bench --scale N`` (or ``python benchmarks/bench_scale.py --scale N``). Synthetic
+``ragspine bench --scale N`` (or ``python -m ragspine_tools.bench.bench_scale --scale N``). Synthetic
 and seeded; three phases, each reported with the load average (``os.getloadavg``) it ran
 under, because the figures move with whatever else the machine is doing:
 
@@ -41,9 +41,9 @@ machine. Reports: ``benchmarks/reports/scale_<N>.json`` and ``.md``.
 
 Usage::
 
-    python benchmarks/bench_scale.py --scale 1000000 --workdir /tmp/scale1m
-    python benchmarks/bench_scale.py --scale 1000000 --workdir /tmp/scale1m --reuse --phases query
-    python benchmarks/bench_scale.py --scale 1000000 --rows 1001627 --workdir /tmp/scale1m --phases ann_update
+    python -m ragspine_tools.bench.bench_scale --scale 1000000 --workdir /tmp/scale1m
+    python -m ragspine_tools.bench.bench_scale --scale 1000000 --workdir /tmp/scale1m --reuse --phases query
+    python -m ragspine_tools.bench.bench_scale --scale 1000000 --rows 1001627 --workdir /tmp/scale1m --phases ann_update
     ragspine bench --scale 100000
 """
 
@@ -63,20 +63,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for _p in (str(HERE), str(REPO)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
+from ragspine_tools.bench import REPORTS_DIR, checkout_root  # noqa: E402
+REPO = checkout_root()
+from ragspine_tools.bench import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
 
 import numpy as np  # noqa: E402
 
-from bench_hybrid import Timer, make_onnx  # noqa: E402
-from lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
-from lexbench.measure import machine_description, peak_rss  # noqa: E402
+from ragspine_tools.bench.bench_hybrid import Timer, make_onnx  # noqa: E402
+from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
+from ragspine_tools.bench.lexbench.measure import machine_description, peak_rss  # noqa: E402
 
-DEFAULT_OUT = HERE / "reports"
+DEFAULT_OUT = REPORTS_DIR
 LIBRARY_ID = "scalebench"
 PASSAGES_PER_DOC = 3
 #: Chunks the default paragraph chunker cuts per document of three synthetic passages
@@ -652,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         args.workdir.mkdir(parents=True, exist_ok=True)
         run = run_dense if phases == ["dense"] else run_ann_update
         report = {"target_chunks": args.scale, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "command": "python benchmarks/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
                   "machine": machine_description(), "seed": args.seed,
                   phases[0]: run(args, args.workdir, args.rows or args.scale)}
         name = args.name or f"scale_{args.scale}_{phases[0]}"
@@ -672,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     state_path = work / STATE_FILE
     state = json.loads(state_path.read_text()) if (args.reuse and state_path.exists()) else {}
     report: dict[str, Any] = {
-        "target_chunks": args.scale, "command": "python benchmarks/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "target_chunks": args.scale, "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_description(),
         "seed": args.seed, "library_toml": library_toml(args),
     }

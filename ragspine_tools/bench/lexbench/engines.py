@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 K = 10
-REPO = Path(__file__).resolve().parents[2]
+from ragspine_tools.bench import checkout_root  # noqa: E402
+REPO = checkout_root()
 
 #: One thread everywhere: the benchmark compares single-thread query paths.
 SINGLE_THREAD_ENV = {

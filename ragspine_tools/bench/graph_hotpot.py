@@ -1,9 +1,9 @@
 """HotpotQA multi-hop retrieval with the relation graph: modes, tuning grid, latency, build cost.
 
-    python benchmarks/graph_hotpot.py eval  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
-    python benchmarks/graph_hotpot.py tune  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
-    python benchmarks/graph_hotpot.py build --chunks 10000 100000
-    python benchmarks/graph_hotpot.py rules --library DIR --graph-out /tmp/g   # this code's entity rules, BM25 + graph
+    python -m ragspine_tools.bench.graph_hotpot eval  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
+    python -m ragspine_tools.bench.graph_hotpot tune  --dataset ../shared/datasets/hotpotqa-dev --out /tmp/graph-hotpot
+    python -m ragspine_tools.bench.graph_hotpot build --chunks 10000 100000
+    python -m ragspine_tools.bench.graph_hotpot rules --library DIR --graph-out /tmp/g   # this code's entity rules, BM25 + graph
 
 ``eval``/``tune`` index the dataset exactly as ``ragspine eval`` does (same cache key, so
 they reuse its index) and score document-level nDCG@10, Recall@2/@5, both@5/@10 per
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from ragspine_tools.bench import checkout_root  # noqa: E402
+REPO = checkout_root()
 
 
 def split_ids(qids, n_tune=300):
@@ -154,8 +154,8 @@ def synthetic_chunks(n: int, seed: int = 0):
 
 def cmd_build(args):
     for n in args.chunks:
-        code = ("import sys,time,resource,json,tempfile; sys.path.insert(0, %r)\n"
-                "from pathlib import Path\nfrom benchmarks.graph_hotpot import synthetic_chunks\n"
+        code = ("import sys,time,resource,json,tempfile\n"
+                "from pathlib import Path\nfrom ragspine_tools.bench.graph_hotpot import synthetic_chunks\n"
                 "from ragspine_index.steps.relation_graph import build_relation_graph\n"
                 "import os\nch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 "r0=resource.getrusage(resource.RUSAGE_SELF); t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch)\n"
@@ -163,7 +163,7 @@ def cmd_build(args):
                 "cpu=(r1.ru_utime-r0.ru_utime)+(r1.ru_stime-r0.ru_stime)\n"
                 "print(json.dumps({'chunks': %d, 'seconds': round(s,1), 'cpu_seconds': round(cpu,1), "
                 "'peak_rss_mb': round(r1.ru_maxrss/1024), 'rss_before_build_mb': round(base/1024), "
-                "'load_avg_1m': round(os.getloadavg()[0],1), 'counts': p['counts']}))") % (str(REPO), n, n)
+                "'load_avg_1m': round(os.getloadavg()[0],1), 'counts': p['counts']}))") % (n, n)
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
         print(res.stdout.strip() or res.stderr[-2000:], flush=True)
 

@@ -24,7 +24,7 @@ with the one-thread run's (they must be identical).
 
 Usage::
 
-    python benchmarks/bench_concurrency.py [--chunks 10000] [--queries 1000] [--threads 1,2,4]
+    python -m ragspine_tools.bench.bench_concurrency [--chunks 10000] [--queries 1000] [--threads 1,2,4]
                                            [--rounds 5] [--embedding deterministic|onnx] [--json]
 """
 
@@ -40,18 +40,15 @@ import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 # lexbench pins every numeric library to one thread through environment variables when
 # imported; this benchmark measures the library's own pinning, so they are put back.
-import lexbench  # noqa: E402
+from ragspine_tools.bench import lexbench  # noqa: E402
 
 lexbench.unpin_threads()
 
 
-from lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
-from lexbench.measure import machine_description  # noqa: E402
+from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
+from ragspine_tools.bench.lexbench.measure import machine_description  # noqa: E402
 
 LIBRARY_ID = "concurrencybench"
 #: the background threads that compile the numba kernels (BM25, the query kernels)

@@ -8,7 +8,7 @@ so run one size per process) and its growth, postings, blended index size.
 
 Usage::
 
-    python benchmarks/bench_bm25_build.py 200000
+    python -m ragspine_tools.bench.bench_bm25_build 200000
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 
-from lexbench.corpus import SyntheticConfig, synthetic_corpus  # noqa: E402
+from ragspine_tools.bench.lexbench.corpus import SyntheticConfig, synthetic_corpus  # noqa: E402
 
 from ragspine_index.steps.bm25_index import build_library_bm25  # noqa: E402
 from ragspine_core import schema  # noqa: E402

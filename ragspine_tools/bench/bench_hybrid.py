@@ -28,7 +28,7 @@ medians. BLAS and onnxruntime are pinned to one thread where this process can pi
 
 Usage::
 
-    python benchmarks/bench_hybrid.py [--chunks 100000] [--queries 300] [--rounds 3]
+    python -m ragspine_tools.bench.bench_hybrid [--chunks 100000] [--queries 300] [--rounds 3]
                                       [--json] [--out DIR] [--no-scifact]
     ragspine bench -- --hybrid [same options]
 """
@@ -46,19 +46,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
+from ragspine_tools.bench import REPORTS_DIR, checkout_root  # noqa: E402
+REPO = checkout_root()
+from ragspine_tools.bench import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
 
 import numpy as np  # noqa: E402  (after lexbench pinned the threads)
 
 
-from lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
-from lexbench.measure import dir_size_mb, machine_description  # noqa: E402
+from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
+from ragspine_tools.bench.lexbench.measure import dir_size_mb, machine_description  # noqa: E402
 
-DEFAULT_OUT = HERE / "reports"
+DEFAULT_OUT = REPORTS_DIR
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
 EVAL_DIR = REPO / "data" / "eval"
 TOP_K = 10
@@ -525,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     report: dict = {
-        "command": " ".join(["python benchmarks/bench_hybrid.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m ragspine_tools.bench.bench_hybrid", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine_description(),
         "threads": "one query per call on the main thread; BLAS via "
                    + ", ".join(f"{v}={os.environ.get(v)}" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
@@ -548,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 raise RuntimeError(f"non-positive or non-finite figures {bad} in {m['label']}")
     stem = f"hybrid_{report['synthetic']['corpus']['name']}"
-    from lexbench.report import write_report
+    from ragspine_tools.bench.lexbench.report import write_report
 
     return write_report(report, out_dir, stem, as_json=args.json, render=render_markdown, summarize=summary_lines)
 

@@ -1,12 +1,12 @@
 """Summary-tree measurements: build time and peak memory, LLM calls on a re-run, retrieval with the tree channel.
 
-    python benchmarks/tree_bench.py synthetic --n 100000           # build time / peak RSS, extractive, hashed-lexical vectors;
+    python -m ragspine_tools.bench.tree_bench synthetic --n 100000           # build time / peak RSS, extractive, hashed-lexical vectors;
                                                                    # then a re-run (reused, 0 summarizer calls)
-    python benchmarks/tree_bench.py beir ../shared/datasets/scifact --out /tmp/h11-sci \
+    python -m ragspine_tools.bench.tree_bench beir ../shared/datasets/scifact --out /tmp/h11-sci \
         --cache /tmp/h11-sci/cache/embeddings.sqlite --splits test --embedding auto --mode hybrid   # MiniLM tree, hybrid
-    python benchmarks/tree_bench.py beir ../shared/datasets/scifact --out /tmp/tree-sci \\
+    python -m ragspine_tools.bench.tree_bench beir ../shared/datasets/scifact --out /tmp/tree-sci \\
         --cache /tmp/evalsci/cache/embeddings.sqlite --splits train,test   # build + tree off/collapsed/traversal
-    python benchmarks/tree_bench.py beir ../shared/datasets/hotpotqa-dev --out /tmp/tree-hotpot-bm25 \
+    python -m ragspine_tools.bench.tree_bench beir ../shared/datasets/hotpotqa-dev --out /tmp/tree-hotpot-bm25 \
         --cache /tmp/tree-hotpot/cache/embeddings.sqlite --embedding none --mode bm25   # BM25 + hashed-lexical tree
 
 Peak memory is the process's resident high-water mark while the step runs (Linux:

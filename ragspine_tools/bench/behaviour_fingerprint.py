@@ -18,9 +18,9 @@ same vectors either way; the sample library is always built without it.
 
 Usage::
 
-    python benchmarks/behaviour_fingerprint.py --work /tmp/fp-before --out before.json
-    python benchmarks/behaviour_fingerprint.py --work /tmp/fp-after --out after.json
-    python benchmarks/behaviour_fingerprint.py --compare before.json after.json
+    python -m ragspine_tools.bench.behaviour_fingerprint --work /tmp/fp-before --out before.json
+    python -m ragspine_tools.bench.behaviour_fingerprint --work /tmp/fp-after --out after.json
+    python -m ragspine_tools.bench.behaviour_fingerprint --compare before.json after.json
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from ragspine_tools.bench import checkout_root  # noqa: E402
+ROOT = checkout_root()
 #: the shared datasets beside the checkout (``../shared/datasets``), or RAGSPINE_DATASETS
 DATASETS = Path(os.environ.get("RAGSPINE_DATASETS") or ROOT.parent / "shared" / "datasets")
 MODES = "auto,bm25,hybrid,vector,graph"
@@ -86,7 +87,7 @@ def sample_snapshot(work: Path, log: Path) -> str:
 def synthetic_snapshot(work: Path, log: Path, scale: int) -> str:
     where = work / f"synthetic-{scale}"
     shutil.rmtree(where, ignore_errors=True)
-    _run([sys.executable, "benchmarks/bench_scale.py", "--scale", str(scale), "--workdir", str(where),
+    _run([sys.executable, "-m", "ragspine_tools.bench.bench_scale", "--scale", str(scale), "--workdir", str(where),
           "--phases", "ingest", "--no-minilm", "--out", str(work / "reports")], log)
     return _current_snapshot(where)
 

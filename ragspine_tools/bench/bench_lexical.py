@@ -34,23 +34,21 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
+from ragspine_tools.bench import REPORTS_DIR, checkout_root  # noqa: E402
+REPO = checkout_root()
+from ragspine_tools.bench import lexbench  # noqa: E402,F401  (pins numeric libraries to one thread)
 
 import numpy as np  # noqa: E402  (after lexbench pinned the threads)
 
 
-from lexbench.corpus import DEFAULT_SEED, Corpus, SyntheticConfig, scifact_corpus, stop_word_queries, synthetic_corpus  # noqa: E402
-from lexbench.engines import ENGINE_NAMES, Engine, Tantivy, make_engines, time_queries  # noqa: E402
-from lexbench.measure import dir_size_mb, latency_stats, machine_description, peak_rss, traced_peak  # noqa: E402
-from lexbench.reference import ReferenceBM25, agreement  # noqa: E402
-from lexbench.report import render_markdown, summary_lines, write_report  # noqa: E402
+from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, Corpus, SyntheticConfig, scifact_corpus, stop_word_queries, synthetic_corpus  # noqa: E402
+from ragspine_tools.bench.lexbench.engines import ENGINE_NAMES, Engine, Tantivy, make_engines, time_queries  # noqa: E402
+from ragspine_tools.bench.lexbench.measure import dir_size_mb, latency_stats, machine_description, peak_rss, traced_peak  # noqa: E402
+from ragspine_tools.bench.lexbench.reference import ReferenceBM25, agreement  # noqa: E402
+from ragspine_tools.bench.lexbench.report import render_markdown, summary_lines, write_report  # noqa: E402
 
 CORPORA = ("synthetic-100k", "synthetic-10k", "scifact")
-DEFAULT_OUT = HERE / "reports"
+DEFAULT_OUT = REPORTS_DIR
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
 WARMUP_QUERIES = 20
 BLOCK = 100  # queries an engine runs before the next engine's turn
@@ -233,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     raw = list(sys.argv[1:] if argv is None else argv)
     if "--hybrid" in raw:  # the hybrid benchmark has its own options: hand every other argument to it
-        from bench_hybrid import main as hybrid_main
+        from ragspine_tools.bench.bench_hybrid import main as hybrid_main
 
         return hybrid_main([a for a in raw if a != "--hybrid"])
     args = build_parser().parse_args(argv)
@@ -261,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 report.update(run_lexical(corpus, args, scratch))
         if args.ingest:
-            from lexbench.ingest import measure_ingest
+            from ragspine_tools.bench.lexbench.ingest import measure_ingest
 
             _log(f"ingest: {args.ingest_docs:,} documents through the Dagster assets")
             report["ingest"] = measure_ingest(scratch / "ingest", args.ingest_docs, args.seed)

@@ -7,8 +7,8 @@ grid of hundreds of settings costs seconds. The chosen setting is re-measured th
 ``ragspine eval`` (the user path: glossary variants, gate, variant fusion), which is what
 ``docs/evaluation.md`` reports; this script only narrows the search.
 
-    python benchmarks/tune_fusion.py ../shared/datasets/xquad-zh-en --qrels test
-    python benchmarks/tune_fusion.py data/eval/sample --split dev --json
+    python -m ragspine_tools.bench.tune_fusion ../shared/datasets/xquad-zh-en --qrels test
+    python -m ragspine_tools.bench.tune_fusion data/eval/sample --split dev --json
 
 Prints nDCG@10 per policy (and per query language) for: BM25 alone, the dense channels
 alone, the previous ``mixed`` policy (RRF: same-language BM25 + 0.1 dense, other-language

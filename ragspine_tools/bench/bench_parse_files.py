@@ -1,7 +1,7 @@
 """Parsing throughput of a library of many small files, and of many bad ones.
 
-    python benchmarks/bench_parse_files.py                      # 100,000 small files, then 10,000 bad files
-    python benchmarks/bench_parse_files.py --good 10000 --bad 2000 --json
+    python -m ragspine_tools.bench.bench_parse_files                      # 100,000 small files, then 10,000 bad files
+    python -m ragspine_tools.bench.bench_parse_files --good 10000 --bad 2000 --json
 
 Each case writes a fresh library folder (small Markdown documents with front matter;
 bad files cycle through an empty file, broken front matter, a bad sensitivity, invalid
@@ -21,12 +21,10 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ragspine_index.steps.documents import load_documents  # noqa: E402
 

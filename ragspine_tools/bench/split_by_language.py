@@ -7,7 +7,7 @@ language's documents. This writes that single-language set: the corpus rows, que
 qrels whose ids start with the prefix, in the same BEIR layout, so ``ragspine eval`` runs it
 the same way::
 
-    python benchmarks/split_by_language.py ../shared/datasets/mixed-dev en- /tmp/mixed-en-only
+    python -m ragspine_tools.bench.split_by_language ../shared/datasets/mixed-dev en- /tmp/mixed-en-only
     ragspine eval /tmp/mixed-en-only --split dev --qrels dev-en --mode auto,bm25
 
 Every qrels file is filtered (a query of the other language has no row left). Nothing is

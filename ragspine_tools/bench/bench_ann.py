@@ -13,7 +13,7 @@ build, recall@10 against the exact top 10 (``top_k_cosine``), p50 latency and QP
 
 Usage::
 
-    python benchmarks/bench_ann.py --n 100000 --dim 384 --queries 300 \
+    python -m ragspine_tools.bench.bench_ann --n 100000 --dim 384 --queries 300 \
         [--engines hnswlib,usearch,faiss] [--latent 32] [--json OUT]
 """
 
@@ -23,16 +23,14 @@ import argparse
 import json
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from ragspine_tools.bench import checkout_root  # noqa: E402
+REPO = checkout_root()
 
 
 def synthetic_vectors(n: int, dim: int, latent: int, seed: int) -> np.ndarray:

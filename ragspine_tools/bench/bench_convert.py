@@ -11,7 +11,7 @@ the source sentences found verbatim (whitespace-normalised) and in reading order
 
 Usage::
 
-    python benchmarks/bench_convert.py --docs 40 --pages 3 --compare-pdf
+    python -m ragspine_tools.bench.bench_convert --docs 40 --pages 3 --compare-pdf
 
 Writes ``reports/convert.md`` (and prints one JSON object). Needs the ``formats`` and
 ``dev`` extras (reportlab writes the PDFs).
@@ -29,9 +29,8 @@ import time
 from io import BytesIO
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
+from ragspine_tools.bench import REPORTS_DIR
 from ragspine_index.converters import ConversionLimits, convert_bytes, writers  # noqa: E402
 
 WORDS = ("revenue margin inverter storage plant order customer region growth quarter capacity contract "
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--compare-pdf", action="store_true")
-    parser.add_argument("--out", type=Path, default=HERE / "reports" / "convert.md")
+    parser.add_argument("--out", type=Path, default=REPORTS_DIR / "convert.md")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     files, truth = write_corpus(args.docs, args.pages, args.seed)
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
               "machine": f"{platform.machine()} {os.cpu_count()} CPU, Python {platform.python_version()}",
               "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "formats": rows, "pdf_engines": pdf}
     lines = [f"# Conversion throughput ({args.docs} generated documents of ~{args.pages} pages per format)", "",
-             f"`python benchmarks/bench_convert.py --docs {args.docs} --pages {args.pages} --rounds {args.rounds}"
+             f"`python -m ragspine_tools.bench.bench_convert --docs {args.docs} --pages {args.pages} --rounds {args.rounds}"
              f"{' --compare-pdf' if args.compare_pdf else ''}` on {result['machine']}, load {result['load']:.1f} "
              "(a shared machine: figures are the best of the rounds, one core).", "",
              "| format | files | MB | seconds | documents/s | MB/s |", "|---|---|---|---|---|---|"]
