@@ -18,14 +18,17 @@ adds ``model_relation`` edges stamped model-derived and unverified. Typed edges:
 RESTRICTED: a RESTRICTED chunk is never given to an extractor and gets no node; every
 name comes from the glossary or from non-RESTRICTED chunks; the blocking check
 ``no_restricted_graph_labels`` re-verifies it on the written files.
+
+Beside this step, in :mod:`ragspine_index.graph`: entity extraction (``entities``), the LLM
+extractor (``openie``), synonym rules (``synonyms``), community detection
+(``community_detection``) and the input records (``graph_input``). (About 640 lines: the
+builder, its check and the step's UI summaries read the same intermediate structures.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import sqlite3
 import time
 import unicodedata
 from collections import Counter, defaultdict
@@ -37,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragspine_core.errors import ConfigError, ProviderError
+from ragspine_core.errors import ConfigError
 from ragspine_core.graph import artifact as ga
 from ragspine_core.graph.store import edges_to_csr
 from ragspine_core.records import is_restricted
@@ -47,9 +50,14 @@ from ragspine_index.chunk_store import ChunkStore, count_active_chunks
 from ragspine_index.steps.chunks import ChunkUpdate
 from ragspine_index.steps.documents import DocumentSet
 from ragspine_index.graph.entities import (STOP_WORDS, Gazetteer, Mention, entity_key, extract_mentions, frequent_cjk_terms, heading_phrases,
-                       is_attribute, lower_dominant, metadata_entities, midsentence_capitalised, title_aliases)
+                       lower_dominant, metadata_entities, midsentence_capitalised, title_aliases)
 from ragspine_index.steps.index_text import IndexTextRef
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
+
+from ragspine_index.graph.openie import OPENIE_PROMPT_VERSION, OpenIETripleExtractor, Triple, _OPENIE_SYSTEM, parse_triples  # noqa: F401
+from ragspine_index.graph.synonyms import _CJK_CHAR, _DIGITS, _NON_ALNUM, _dice, synonym_allowed, synonym_pairs  # noqa: F401
+
+from ragspine_index.graph.graph_input import GraphChunk  # noqa: F401
 
 #: Bump when the graph written for the same input changes.
 RELATION_GRAPH_VERSION = "4"  # 2: the chunk's own title/metadata entity is an ``about`` edge; 3: attributes are
@@ -99,28 +107,6 @@ class GraphConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class GraphChunk:
-    """What the graph builder reads of one snapshot row."""
-
-    row: int
-    chunk_id: str
-    doc_id: str
-    text: str
-    title: str
-    entity: str
-    sensitivity: str
-
-
-@dataclass(frozen=True, slots=True)
-class Triple:
-    """One (subject, predicate, object) relation a model read in a chunk (unverified)."""
-
-    subject: str
-    predicate: str
-    object: str
-
-
-@dataclass(frozen=True, slots=True)
 class RelationGraphRef:
     """The written graph directory and what the asset reports."""
 
@@ -146,72 +132,6 @@ class RelationGraphRef:
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name -> directory (none when no graph was built)."""
         return {"relation_graph": Path(self.directory)} if self.directory else {}
-
-
-# ----------------------------------------------------------------- the LLM extractor
-OPENIE_PROMPT_VERSION = "1"
-_OPENIE_SYSTEM = ("You extract relations for a knowledge graph. From the passage, list factual "
-                  "(subject, predicate, object) triples whose subject and object are named entities in the passage. "
-                  'Answer with JSON only: {"triples": [["subject", "predicate", "object"], ...]}')
-
-
-class OpenIETripleExtractor:
-    """OpenIE-style triples through an :class:`~ragspine_core.llm.LLMProvider`, cached by chunk hash.
-
-    Only non-RESTRICTED chunks may be passed (:func:`build_relation_graph` guarantees it;
-    :meth:`extract` refuses a RESTRICTED one). Results are cached in SQLite keyed by
-    (``model_id``, prompt version, sha256 of the text), so a re-build asks only for new
-    text. Every edge it yields is stamped model-derived and unverified.
-    """
-
-    def __init__(self, provider: Any, *, model_id: str, cache_path: Path, max_tokens: int = 512) -> None:
-        self.provider = provider
-        self.model_id = model_id
-        self.max_tokens = max_tokens
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(cache_path, timeout=60)
-        self._conn.execute("CREATE TABLE IF NOT EXISTS openie_cache (model_id TEXT NOT NULL, prompt_version TEXT NOT NULL, "
-                           "text_hash TEXT NOT NULL, triples TEXT NOT NULL, PRIMARY KEY (model_id, prompt_version, text_hash))")
-        self._conn.commit()
-        self.calls = 0
-        self.cache_hits = 0
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def extract(self, chunk: GraphChunk) -> list[Triple]:
-        if is_restricted(chunk.sensitivity):
-            raise ConfigError("a RESTRICTED chunk may never be given to an extractor")
-        h = hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()
-        row = self._conn.execute("SELECT triples FROM openie_cache WHERE model_id=? AND prompt_version=? AND text_hash=?",
-                                 (self.model_id, OPENIE_PROMPT_VERSION, h)).fetchone()
-        if row is not None:
-            self.cache_hits += 1
-            return [Triple(*t) for t in json.loads(row[0])]
-        self.calls += 1
-        reply = self.provider.chat([{"role": "system", "content": _OPENIE_SYSTEM},
-                                    {"role": "user", "content": chunk.text}], temperature=0.0, max_tokens=self.max_tokens)
-        triples = parse_triples(reply)
-        with self._conn:
-            self._conn.execute("INSERT OR REPLACE INTO openie_cache VALUES (?,?,?,?)",
-                               (self.model_id, OPENIE_PROMPT_VERSION, h, json.dumps([[t.subject, t.predicate, t.object] for t in triples])))
-        return triples
-
-
-def parse_triples(reply: str) -> list[Triple]:
-    """Triples of a model reply (``{"triples": [[s, p, o], ...]}``, possibly inside prose or a code fence)."""
-    start, end = reply.find("{"), reply.rfind("}")
-    if start < 0 or end <= start:
-        raise ProviderError("the OpenIE reply holds no JSON object; the model must answer {\"triples\": [[s, p, o], ...]}")
-    try:
-        data = json.loads(reply[start:end + 1])
-    except json.JSONDecodeError as exc:
-        raise ProviderError(f"the OpenIE reply is not valid JSON ({exc.msg}); the model must answer {{\"triples\": [...]}}") from exc
-    out = []
-    for t in data.get("triples", []) if isinstance(data, dict) else []:
-        if isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) and x.strip() for x in t):
-            out.append(Triple(*(x.strip()[:200] for x in t)))
-    return out
 
 
 # ----------------------------------------------------------------------- the builder
@@ -530,38 +450,6 @@ def _edge_evidence(b: _Builder, edge: tuple[str, str, str], chunk_id_of: Mapping
     return sorted(b.evidence.get(edge, ()))
 
 
-_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_DIGITS = re.compile(r"[\d〇零一二三四五六七八九十百千万两]+")
-_NON_ALNUM = re.compile(r"[\W_]+")
-
-
-def synonym_allowed(a: str, b: str) -> bool:
-    """Whether two entity names may be joined by an embedding ``synonym`` edge: neither is an
-    attribute (a number, date, period or amount), their numbers agree (``PowerFlex 5`` is not
-    ``PowerFlex 7``, ``第二季度`` not ``第三季度``), one spelling holds the other (``Korea`` /
-    ``South Korea``, ``Inverter`` / ``Inverters``: not ``启航计划`` / ``领航计划``, two programmes)
-    and they share most of their spelling (character-bigram Dice >= 0.5) — not two neighbours
-    in an embedding space that cannot read the script."""
-    if is_attribute(a) or is_attribute(b):
-        return False
-    if _DIGITS.findall(a) != _DIGITS.findall(b):
-        return False
-    na, nb = (_NON_ALNUM.sub("", unicodedata.normalize("NFKC", x).casefold()) for x in (a, b))
-    if not na or not nb or (na not in nb and nb not in na):
-        return False
-    return _dice(a, b) >= 0.5
-
-
-def _dice(a: str, b: str) -> float:
-    def grams(s: str) -> Counter:
-        s = "".join(unicodedata.normalize("NFKC", s).casefold().split())
-        return Counter(s[i:i + 2] for i in range(len(s) - 1)) if len(s) > 1 else Counter(s)
-
-    ga_, gb = grams(a), grams(b)
-    total = sum(ga_.values()) + sum(gb.values())
-    return 2.0 * sum((ga_ & gb).values()) / total if total else 0.0
-
-
 def _best_label(counts: Counter, key: str) -> str:
     """The most frequent surface form; ties by the form (deterministic).
 
@@ -570,41 +458,6 @@ def _best_label(counts: Counter, key: str) -> str:
     """
     named = [(lab, c) for lab, c in counts.items() if lab]
     return sorted(named, key=lambda kv: (-kv[1], kv[0]))[0][0] if named else key
-
-
-def synonym_pairs(names: Sequence[str], backend: Any, *, threshold: float, cache_path: Path | None = None) -> list[tuple[int, int]]:
-    """Index pairs ``(i < j)`` of names whose embeddings have cosine >= ``threshold`` (HippoRAG's synonym edges).
-
-    Name vectors come from (and go to) the embedding cache when ``cache_path`` is given.
-    """
-    if len(names) < 2:
-        return []
-    from ragspine_index.steps.chunk_embeddings import EmbeddingCache, text_hash
-
-    hashes = [text_hash("entity:" + n) for n in names]
-    vecs: dict[str, np.ndarray] = {}
-    cache = EmbeddingCache(cache_path) if cache_path is not None else None
-    try:
-        if cache is not None:
-            vecs = cache.get_many(backend.model_id, sorted(set(hashes)))
-        missing = sorted({(h, n) for h, n in zip(hashes, names) if h not in vecs})
-        if missing:
-            new = np.asarray(backend.embed([n for _, n in missing], kind="query"), dtype=np.float32)
-            items = [(h, v) for (h, _), v in zip(missing, new)]
-            vecs.update(dict(items))
-            if cache is not None:
-                cache.put_many(backend.model_id, items)
-    finally:
-        if cache is not None:
-            cache.close()
-    m = np.stack([vecs[h] for h in hashes]).astype(np.float32)
-    m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    out: list[tuple[int, int]] = []
-    for start in range(0, len(names), 1024):
-        sims = m[start:start + 1024] @ m.T
-        ii, jj = np.nonzero(sims >= threshold)
-        out.extend((int(i) + start, int(j)) for i, j in zip(ii, jj) if int(i) + start < int(j))
-    return sorted(out)
 
 
 # ------------------------------------------------------------------------ the check
