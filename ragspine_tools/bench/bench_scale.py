@@ -45,6 +45,9 @@ Usage::
     python -m ragspine_tools.bench.bench_scale --scale 1000000 --workdir /tmp/scale1m --reuse --phases query
     python -m ragspine_tools.bench.bench_scale --scale 1000000 --rows 1001627 --workdir /tmp/scale1m --phases ann_update
     ragspine bench --scale 100000
+
+(About 720 lines, one file on purpose: the phases share the report they fill, and a reader
+of a report finds every figure's code in one place.)
 """
 
 from __future__ import annotations
