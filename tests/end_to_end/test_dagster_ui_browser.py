@@ -113,7 +113,7 @@ TOUR_DEFS = """
 from pathlib import Path
 
 if Path(__file__).with_name("chunker_bumped").exists():
-    from ragspine_index.chunking import registry
+    from ragspine_index.chunking import chunker_registry as registry
 
     registry.CHUNKER_VERSIONS["paragraph"] = registry.CHUNKER_VERSIONS["paragraph"] + "-tour"
 
