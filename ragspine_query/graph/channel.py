@@ -6,8 +6,11 @@ Seeds are (1) the entities named in the query — string match of the query's wo
 ranks first, weighted ``1 / rank`` (the "embedding match": the query's nearest passages
 stand in for its nearest entity names, as in HippoRAG 2's passage nodes). Personalized
 PageRank spreads the seed mass over the typed graph (query-time weight per edge type);
-a chunk's score is its node's mass. Selected by ``--mode graph`` (BM25 + dense + graph,
-fused by :func:`~ragspine_query.fusion.weighted_rrf`).
+a chunk's score is its node's mass. Selected by ``--mode graph``: the default's channels
+(BM25 + dense) fused as the default fuses them (the language-aware plan), then that ranking
+and the graph's fused by :func:`~ragspine_query.fusion.weighted_rrf`
+(``GraphChannelConfig.stage_weight`` / ``stage_rrf_k``); without a dense channel, BM25 and
+the graph by one weighted RRF (``fusion_weight`` / ``fusion_rrf_k``).
 
 Labels the channel shows (``describe``) are entity names of the graph, which never come
 from RESTRICTED text (the relation_graph asset's blocking check).
@@ -61,6 +64,14 @@ class GraphChannelConfig:
     #: the RRF k of the fusion in ``graph`` mode (None: RetrievalConfig.rrf_k); used unless
     #: RetrievalConfig.rrf_k is set to other than its default (tuned on the HotpotQA tuning subset)
     fusion_rrf_k: int | None = 20
+    #: graph mode with a language-aware plan (a dense channel next to BM25): the default's channels
+    #: are fused by the plan into one ranking, then that ranking (weight 1) and the graph's (this
+    #: weight) by RRF with ``stage_rrf_k`` (None: RetrievalConfig.rrf_k; an rrf_k set other than the
+    #: default wins). 0.75 and 10: tuned on the HotpotQA tuning subset (docs/evaluation.md).
+    #: Without a plan (BM25 only, or explicit channel weights) every channel is fused at once with
+    #: ``fusion_weight`` / ``fusion_rrf_k``, as before.
+    stage_weight: float = 0.75
+    stage_rrf_k: int | None = 10
     #: a chunk's score is its PPR mass / (weighted degree) ** chunk_degree_power (0: the mass itself)
     chunk_degree_power: float = 0.0
     #: the PPR store: ``inprocess`` (numpy/scipy CSR) or ``networkx`` (extra ``graph``; the same
@@ -72,9 +83,14 @@ class GraphChannelConfig:
             raise ConfigError(f"unknown graph store {self.store!r}; allowed: {', '.join(GRAPH_STORES)} (RAGSPINE_GRAPH_STORE)")
         if not 0.0 <= self.damping < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {self.damping}")
-        if self.fusion_rrf_k is not None and (isinstance(self.fusion_rrf_k, bool) or not isinstance(self.fusion_rrf_k, int)
-                                              or self.fusion_rrf_k < 0):
-            raise ConfigError(f"fusion_rrf_k must be an integer >= 0 or None, got {self.fusion_rrf_k!r}")
+        for name in ("fusion_rrf_k", "stage_rrf_k"):
+            k = getattr(self, name)
+            if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+                raise ConfigError(f"{name} must be an integer >= 0 or None, got {k!r}")
+        for name in ("fusion_weight", "stage_weight"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (math.isfinite(w) and w > 0):
+                raise ConfigError(f"{name} must be a finite number > 0, got {w!r}")
         if not (math.isfinite(self.chunk_degree_power) and self.chunk_degree_power >= 0):
             raise ConfigError(f"chunk_degree_power must be a finite number >= 0, got {self.chunk_degree_power}")
         if self.passage_seeds < 0 or self.max_entity_seeds < 0:
