@@ -55,6 +55,11 @@ class GraphChannelConfig:
     max_entity_seeds: int = 12
     #: a lowercase one-word query term seeds only a glossary entity (English names are capitalised)
     capitalised_names: bool = True
+    #: an entity named in more than this share of the library's chunks seeds no walk: a hub (the
+    #: company itself, a metric every report names) does not locate a passage, and the walk from it
+    #: only spreads over everything about it (1.0: no limit). 0.05 leaves hotpotqa-dev as it was
+    #: (1 of its 2,059 query seeds is above 2 %) and drops `Acme China`, `revenue` on the sample.
+    max_seed_share: float = 0.05
     #: seed weight = log(1 + N / df) ** specificity_power
     specificity_power: float = 1.0
     type_weights: tuple[tuple[str, float], ...] = field(default=DEFAULT_TYPE_WEIGHTS)
@@ -67,11 +72,11 @@ class GraphChannelConfig:
     #: graph mode with a language-aware plan (a dense channel next to BM25): the default's channels
     #: are fused by the plan into one ranking, then that ranking (weight 1) and the graph's (this
     #: weight) by RRF with ``stage_rrf_k`` (None: RetrievalConfig.rrf_k; an rrf_k set other than the
-    #: default wins). 0.75 and 10: tuned on the HotpotQA tuning subset (docs/evaluation.md).
+    #: default wins). 0.9 and 5: tuned on the HotpotQA tuning subset (docs/evaluation.md).
     #: Without a plan (BM25 only, or explicit channel weights) every channel is fused at once with
     #: ``fusion_weight`` / ``fusion_rrf_k``, as before.
-    stage_weight: float = 0.75
-    stage_rrf_k: int | None = 10
+    stage_weight: float = 0.9
+    stage_rrf_k: int | None = 5
     #: a chunk's score is its PPR mass / (weighted degree) ** chunk_degree_power (0: the mass itself)
     chunk_degree_power: float = 0.0
     #: the PPR store: ``inprocess`` (numpy/scipy CSR) or ``networkx`` (extra ``graph``; the same
@@ -93,6 +98,8 @@ class GraphChannelConfig:
                 raise ConfigError(f"{name} must be a finite number > 0, got {w!r}")
         if not (math.isfinite(self.chunk_degree_power) and self.chunk_degree_power >= 0):
             raise ConfigError(f"chunk_degree_power must be a finite number >= 0, got {self.chunk_degree_power}")
+        if not (math.isfinite(self.max_seed_share) and 0.0 < self.max_seed_share <= 1.0):
+            raise ConfigError(f"max_seed_share must be in (0, 1] (1: no limit), got {self.max_seed_share}")
         if self.passage_seeds < 0 or self.max_entity_seeds < 0:
             raise ConfigError("passage_seeds and max_entity_seeds must be >= 0")
         unknown = [t for t, _ in self.type_weights if t not in EDGE_TYPES]
@@ -137,6 +144,7 @@ class GraphChannel:
         df = np.asarray(nodes.column("df").to_numpy()[:n_ent], dtype=np.float64)
         n_chunks = max(int(g.params["counts"]["nodes"]["chunk"]), 1)
         self._idf = np.log1p(n_chunks / np.maximum(df, 1.0))
+        self._hub = df / n_chunks > config.max_seed_share
         self._node_of = {k: i for i, k in enumerate(keys)}
         alias_path = directory / ALIASES_FILE
         if alias_path.is_file():
@@ -161,7 +169,12 @@ class GraphChannel:
         self.fusion_rrf_k = config.fusion_rrf_k
 
     def entity_seeds(self, query: str) -> dict[int, float]:
-        """Entity node -> seed weight: the longest names found in the query, by specificity."""
+        """Entity node -> seed weight: the longest names found in the query, by specificity
+        (hubs, named in more than ``max_seed_share`` of the chunks, left out)."""
+        return self._entity_seeds(query)[0]
+
+    def _entity_seeds(self, query: str) -> tuple[dict[int, float], list[int]]:
+        """The seeds and the hub entities the query named (not seeds)."""
         found: dict[int, tuple[float, int, int]] = {}
         for key, i, j, cap in name_spans(query, capitalised_only=False):
             if key in STOP_WORDS or len(key) < 2:
@@ -182,8 +195,9 @@ class GraphChannel:
             if i >= 0 and any(a <= i and j <= b and (b - a) > (j - i) for a, b in spans):
                 continue
             seeds[node] = w
-        best = sorted(seeds.items(), key=lambda kv: (-kv[1], kv[0]))[: self.config.max_entity_seeds]
-        return dict(best)
+        hubs = sorted(n for n in seeds if self._hub[n])
+        best = sorted(((n, w) for n, w in seeds.items() if not self._hub[n]), key=lambda kv: (-kv[1], kv[0]))
+        return dict(best[: self.config.max_entity_seeds]), hubs
 
     def _passage_seeds(self, query: str, allowed: np.ndarray | None) -> dict[int, float]:
         seeds: dict[int, float] = {}
@@ -225,10 +239,12 @@ class GraphChannel:
 
     def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
         """Which entities seeded the walk (names from open text and the glossary only)."""
-        ent = self.entity_seeds(query)
+        ent, hubs = self._entity_seeds(query)
         names = ", ".join(f"{self._labels[n]} ({w:.2f})" for n, w in sorted(ent.items(), key=lambda kv: (-kv[1], kv[0])))
-        return (f"seed entities: {names or 'none'}; passage seeds: top {self.config.passage_seeds} per channel; "
-                f"damping {self.config.damping}")
+        skipped = ", ".join(self._labels[n] for n in hubs)
+        return (f"seed entities: {names or 'none'}"
+                + (f"; hubs not seeded (named in > {self.config.max_seed_share:.0%} of chunks): {skipped}" if skipped else "")
+                + f"; passage seeds: top {self.config.passage_seeds} per channel; damping {self.config.damping}")
 
 
 def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | None":

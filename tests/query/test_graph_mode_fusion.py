@@ -19,7 +19,7 @@ from tests.conftest import SAMPLE_LIBRARY, copy_sample_data
 pytestmark = pytest.mark.slow
 
 #: one English and one Chinese question naming entities of the sample's graph
-SEEDED = ("Which subsidiary of Acme Group makes sodium-ion batteries and where is the plant?",
+SEEDED = ("Which subsidiary of Acme Group makes the PowerFlex 5, and where is it built?",
           "Acme China 的 AC-9 系列伺服驱动器由哪家子公司生产?")
 
 
@@ -116,3 +116,30 @@ def test_graph_mode_config_k_and_explicit_weights(vector_sample):
         assert "graph=0.5" in fuse_detail(graph=GraphChannelConfig(stage_weight=0.5))
         # explicit channel weights: the static fusion of every channel, no plan
         assert fuse_detail(channel_weights={"bm25": 1.0, "vector": 1.0, "graph": 2.0}).startswith("k=20 ")
+
+
+def test_a_hub_entity_seeds_no_walk(vector_sample):
+    """An entity named in more than ``max_seed_share`` of the chunks is no seed (explain names it)."""
+    from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+    from ragspine_query.errors import ConfigError
+    from ragspine_query.graph import GraphChannelConfig
+
+    query = "What did Acme Group say about the PowerFlex 5?"
+    with open_library(vector_sample) as lib:
+        def channel(**kw):
+            r = HybridRetriever(lib, embedding_backend=None, config=RetrievalConfig(mode="graph", graph=GraphChannelConfig(**kw)))
+            return next(c for c in r.channels if c.name == "graph")
+
+        default, unlimited = channel(), channel(max_seed_share=1.0)
+        labels = lambda ch: {ch._labels[n] for n in ch.entity_seeds(query)}  # noqa: E731
+        assert labels(unlimited) == {"Acme Group", "PowerFlex 5"}
+        assert labels(default) == {"PowerFlex 5"}
+        detail = default.describe(query)
+        assert "hubs not seeded (named in > 5% of chunks): Acme Group" in detail
+        n = lib.n_chunks
+        # only a hub named: no seed, no ranking (graph mode then ranks as the default)
+        rows, _ = default.search("What is Acme Group?", 10, None)
+        assert rows.size == 0 and unlimited.search("What is Acme Group?", 10, None)[0].size > 0 and n > 0
+        for bad in (0.0, 1.5, float("nan")):
+            with pytest.raises(ConfigError, match="max_seed_share"):
+                GraphChannelConfig(max_seed_share=bad)
