@@ -60,6 +60,8 @@ class GraphChannelConfig:
     #: only spreads over everything about it (1.0: no limit). 0.05 leaves hotpotqa-dev as it was
     #: (1 of its 2,059 query seeds is above 2 %) and drops `Acme China`, `revenue` on the sample.
     max_seed_share: float = 0.05
+    #: ... and in at least this many chunks (in a small library every name is in > 5 % of it)
+    hub_min_chunks: int = 10
     #: seed weight = log(1 + N / df) ** specificity_power
     specificity_power: float = 1.0
     type_weights: tuple[tuple[str, float], ...] = field(default=DEFAULT_TYPE_WEIGHTS)
@@ -100,8 +102,8 @@ class GraphChannelConfig:
             raise ConfigError(f"chunk_degree_power must be a finite number >= 0, got {self.chunk_degree_power}")
         if not (math.isfinite(self.max_seed_share) and 0.0 < self.max_seed_share <= 1.0):
             raise ConfigError(f"max_seed_share must be in (0, 1] (1: no limit), got {self.max_seed_share}")
-        if self.passage_seeds < 0 or self.max_entity_seeds < 0:
-            raise ConfigError("passage_seeds and max_entity_seeds must be >= 0")
+        if self.passage_seeds < 0 or self.max_entity_seeds < 0 or self.hub_min_chunks < 0:
+            raise ConfigError("passage_seeds, max_entity_seeds and hub_min_chunks must be >= 0")
         unknown = [t for t, _ in self.type_weights if t not in EDGE_TYPES]
         if unknown:
             raise ConfigError(f"unknown edge type(s) {unknown}; allowed: {', '.join(EDGE_TYPES)}")
@@ -144,7 +146,7 @@ class GraphChannel:
         df = np.asarray(nodes.column("df").to_numpy()[:n_ent], dtype=np.float64)
         n_chunks = max(int(g.params["counts"]["nodes"]["chunk"]), 1)
         self._idf = np.log1p(n_chunks / np.maximum(df, 1.0))
-        self._hub = df / n_chunks > config.max_seed_share
+        self._hub = (df / n_chunks > config.max_seed_share) & (df >= config.hub_min_chunks)
         self._node_of = {k: i for i, k in enumerate(keys)}
         alias_path = directory / ALIASES_FILE
         if alias_path.is_file():
