@@ -11,7 +11,8 @@ question type. hotpotqa-dev has one split, so ``tune`` uses a fixed *tuning* sub
 300 queries with the smallest sha256("graph-tune:" + id)) and reports the other 700
 (*held* subset) separately; the defaults in ``GraphChannelConfig`` were picked on the
 tuning subset only (a config may also carry ``rrf_k`` and ``weights`` of the
-RetrievalConfig). ``build`` times the graph build on synthetic chunks: wall and CPU
+RetrievalConfig; each query's channel rankings are computed once per graph configuration and
+reused by the configs that change only the fusion: ``stage_weight``, ``stage_rrf_k``, …). ``build`` times the graph build on synthetic chunks: wall and CPU
 seconds (the CPU figure is the one to compare on a loaded machine), peak RSS, in a child
 process per size. ``rules`` builds the relation graph of an already built hotpotqa-dev
 library (``ragspine eval … --embedding none --out OUT``; ``--library`` names its
