@@ -26,8 +26,8 @@ SEEDED = ("Which subsidiary of Acme Group makes the PowerFlex 5, and where is it
 @pytest.fixture(scope="module")
 def vector_sample(tmp_path_factory) -> Path:
     """The sample library built with deterministic vectors (a dense channel next to BM25)."""
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
 
     data = copy_sample_data(tmp_path_factory.mktemp("graph_fusion") / "data")
     paths = LibraryPaths(SAMPLE_LIBRARY, data / "raw" / SAMPLE_LIBRARY, data / "artifacts" / SAMPLE_LIBRARY)
@@ -38,7 +38,7 @@ def vector_sample(tmp_path_factory) -> Path:
 
 def retriever(lib, mode: str, **kw):
     from ragspine_query import HybridRetriever, RetrievalConfig
-    from ragspine_query.dense.embedding import make_embedding_backend
+    from ragspine_core.dense.embedding import make_embedding_backend
 
     return HybridRetriever(lib, embedding_backend=make_embedding_backend("deterministic"), config=RetrievalConfig(mode=mode, **kw))
 
@@ -121,7 +121,7 @@ def test_graph_mode_config_k_and_explicit_weights(vector_sample):
 def test_a_hub_entity_seeds_no_walk(vector_sample):
     """An entity named in more than ``max_seed_share`` of the chunks is no seed (explain names it)."""
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
-    from ragspine_query.errors import ConfigError
+    from ragspine_core.errors import ConfigError
     from ragspine_query.graph import GraphChannelConfig
 
     query = "What did Acme Group say about the PowerFlex 5?"
