@@ -30,6 +30,7 @@ from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, Lexic
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
 from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates, now
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
+from ragspine_query.graph.graph_channel import GraphChannelConfig
 from ragspine_query.pipeline.stages import SearchResult
 from ragspine_core.records import Hit, lazy_hits, ranked_hits
 from ragspine_core.text.language import LanguageProfile, query_language
@@ -37,9 +38,15 @@ from ragspine_core.runtime.kernels import query_kernels
 from ragspine_core.runtime.threads import pin_query_threads
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
-#: ``graph``: BM25 + dense (when the index has vectors) + the relation-graph PPR channel
+#: ``graph``: the default's channels fused as the default fuses them (the language-aware
+#: plan), then that ranking and the relation-graph PPR channel's fused by weighted RRF
 RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
 LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
+#: Channels fused *after* the language-aware plan of the others: the plan fuses the default's
+#: channels into one ranking, then weighted RRF fuses that ranking (weight 1) with these
+#: channels' (``GraphChannelConfig.stage_weight``, RRF k ``stage_rrf_k`` unless
+#: ``RetrievalConfig.rrf_k`` is set). Graph mode thus keeps the default's fusion and adds the graph.
+STAGED_CHANNELS = frozenset({"graph"})
 
 _MASK_CACHE_SIZE = 32
 
@@ -186,6 +193,11 @@ class HybridRetriever:
         # graph mode fuses with the graph channel's tuned RRF k unless the config sets its own
         own_k = [getattr(c, "fusion_rrf_k", None) for c in self.channels] if config.mode == "graph" else []
         self._rrf_k = next((k for k in own_k if k is not None), config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
+        # the second stage of a staged fusion (the default's fused ranking + the graph's): weight and k
+        graph_cfg = config.graph or GraphChannelConfig()
+        self._stage_weight = float(graph_cfg.stage_weight)
+        stage_k = graph_cfg.stage_rrf_k
+        self._stage_rrf_k = (stage_k if stage_k is not None else config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
         self._profile: LanguageProfile | None = None
         self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
@@ -210,11 +222,12 @@ class HybridRetriever:
         return self._row_language
 
     def fusion_plan(self, query: str) -> FusionPlan | None:
-        """The language-aware fusion plan for ``query`` (``auto`` mode), or None when the
-        static configuration applies: a forced mode, explicit ``channel_weights``, or no
-        dense channel next to BM25."""
-        names = tuple(c.name for c in self.channels if selects(query, c))
-        if self.config.mode != "auto" or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
+        """The language-aware fusion plan for ``query`` (``auto`` mode, and the default's
+        channels in ``graph`` mode), or None when the static configuration applies: another
+        forced mode, explicit ``channel_weights``, or no dense channel next to BM25."""
+        # graph mode plans the default's channels (the graph channel is fused after them, see search)
+        names = tuple(c.name for c in self.channels if selects(query, c) and c.name not in STAGED_CHANNELS)
+        if self.config.mode not in ("auto", "graph") or self.config.channel_weights or not {"bm25", "vector"} <= set(names):
             return None
         # the plan depends on the query only through its language (the profile is the
         # snapshot's): planned once per language and channel set
@@ -233,6 +246,15 @@ class HybridRetriever:
         return fuse_mixed_languages([(c.name, r, sc) for c, (r, sc) in zip(channels, lists)],
                                     row_language=self._row_languages(), query_language=plan.query_language,
                                     policy=plan.mixed, channel_languages=served, cross_lingual=cross)
+
+    def _fuse_planned(self, plan: FusionPlan | None, channels: list, lists: list, weights: list, rrf_k: float,
+                      top: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """``lists`` fused by ``plan``'s method (mixed, convex or RRF; no plan: RRF with ``weights``, ``rrf_k``)."""
+        if plan is not None and plan.method == "mixed":
+            return self._fuse_mixed(plan, channels, lists)
+        if plan is not None and plan.method == "convex":
+            return weighted_score_fusion(lists, weights=weights, depth=plan.depth, top=top)
+        return weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=top)
 
     @property
     def library_id(self) -> str:
@@ -377,12 +399,20 @@ class HybridRetriever:
             return SearchResult(ranked_hits(self.library.chunks_by_rows, order, self.library.chunk_ids(), names[0],
                                             scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k))
         t0 = now() if tracer else 0.0
-        if plan is not None and plan.method == "mixed":
-            fused_rows, fused = self._fuse_mixed(plan, channels, lists)
-        elif plan is not None and plan.method == "convex":
-            fused_rows, fused = weighted_score_fusion(lists, weights=weights, depth=plan.depth, top=None if decay else top_k)
+        staged = [i for i, c in enumerate(channels) if c.name in STAGED_CHANNELS] if plan is not None else []
+        if staged:
+            # the default's channels fused as the default fuses them (whole ranking), then that
+            # ranking and the graph's by weighted RRF: what the default finds stays, the graph adds
+            base = [i for i in range(len(channels)) if i not in staged]
+            base_rows, _ = self._fuse_planned(plan, [channels[i] for i in base], [lists[i] for i in base],
+                                              [weights[i] for i in base], rrf_k, None)
+            for i in staged:
+                weights[i] = self._stage_weight
+            fused_rows, fused = weighted_rrf([base_rows] + [lists[i][0] for i in staged],
+                                             weights=[1.0] + [weights[i] for i in staged], rrf_k=self._stage_rrf_k,
+                                             top=None if decay else top_k)
         else:
-            fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=None if decay else top_k)
+            fused_rows, fused = self._fuse_planned(plan, channels, lists, weights, rrf_k, None if decay else top_k)
         if decay:
             from ragspine_query.cortex import time_decayed
 
@@ -429,8 +459,10 @@ class HybridRetriever:
         hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts, vias)
         if tracer is not None:
             shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
+            staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
+                                    for i in staged)
             tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
-                       detail=(f"language-aware {plan.describe()}" if plan is not None
+                       detail=(f"language-aware {plan.describe()}{staged_detail}" if plan is not None
                                else f"k={rrf_k} weights={dict(zip(names, weights))}")
                               + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
                               + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))

@@ -6,8 +6,11 @@ Seeds are (1) the entities named in the query — string match of the query's wo
 ranks first, weighted ``1 / rank`` (the "embedding match": the query's nearest passages
 stand in for its nearest entity names, as in HippoRAG 2's passage nodes). Personalized
 PageRank spreads the seed mass over the typed graph (query-time weight per edge type);
-a chunk's score is its node's mass. Selected by ``--mode graph`` (BM25 + dense + graph,
-fused by :func:`~ragspine_query.fusion.weighted_rrf`).
+a chunk's score is its node's mass. Selected by ``--mode graph``: the default's channels
+(BM25 + dense) fused as the default fuses them (the language-aware plan), then that ranking
+and the graph's fused by :func:`~ragspine_query.fusion.weighted_rrf`
+(``GraphChannelConfig.stage_weight`` / ``stage_rrf_k``); without a dense channel, BM25 and
+the graph by one weighted RRF (``fusion_weight`` / ``fusion_rrf_k``).
 
 Labels the channel shows (``describe``) are entity names of the graph, which never come
 from RESTRICTED text (the relation_graph asset's blocking check).
@@ -52,6 +55,13 @@ class GraphChannelConfig:
     max_entity_seeds: int = 12
     #: a lowercase one-word query term seeds only a glossary entity (English names are capitalised)
     capitalised_names: bool = True
+    #: an entity named in more than this share of the library's chunks seeds no walk: a hub (the
+    #: company itself, a metric every report names) does not locate a passage, and the walk from it
+    #: only spreads over everything about it (1.0: no limit). 0.05 leaves hotpotqa-dev as it was
+    #: (1 of its 2,059 query seeds is above 2 %) and drops `Acme China`, `revenue` on the sample.
+    max_seed_share: float = 0.05
+    #: ... and in at least this many chunks (in a small library every name is in > 5 % of it)
+    hub_min_chunks: int = 10
     #: seed weight = log(1 + N / df) ** specificity_power
     specificity_power: float = 1.0
     type_weights: tuple[tuple[str, float], ...] = field(default=DEFAULT_TYPE_WEIGHTS)
@@ -61,6 +71,14 @@ class GraphChannelConfig:
     #: the RRF k of the fusion in ``graph`` mode (None: RetrievalConfig.rrf_k); used unless
     #: RetrievalConfig.rrf_k is set to other than its default (tuned on the HotpotQA tuning subset)
     fusion_rrf_k: int | None = 20
+    #: graph mode with a language-aware plan (a dense channel next to BM25): the default's channels
+    #: are fused by the plan into one ranking, then that ranking (weight 1) and the graph's (this
+    #: weight) by RRF with ``stage_rrf_k`` (None: RetrievalConfig.rrf_k; an rrf_k set other than the
+    #: default wins). 0.9 and 5: tuned on the HotpotQA tuning subset (docs/evaluation.md).
+    #: Without a plan (BM25 only, or explicit channel weights) every channel is fused at once with
+    #: ``fusion_weight`` / ``fusion_rrf_k``, as before.
+    stage_weight: float = 0.9
+    stage_rrf_k: int | None = 5
     #: a chunk's score is its PPR mass / (weighted degree) ** chunk_degree_power (0: the mass itself)
     chunk_degree_power: float = 0.0
     #: the PPR store: ``inprocess`` (numpy/scipy CSR) or ``networkx`` (extra ``graph``; the same
@@ -72,13 +90,20 @@ class GraphChannelConfig:
             raise ConfigError(f"unknown graph store {self.store!r}; allowed: {', '.join(GRAPH_STORES)} (RAGSPINE_GRAPH_STORE)")
         if not 0.0 <= self.damping < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {self.damping}")
-        if self.fusion_rrf_k is not None and (isinstance(self.fusion_rrf_k, bool) or not isinstance(self.fusion_rrf_k, int)
-                                              or self.fusion_rrf_k < 0):
-            raise ConfigError(f"fusion_rrf_k must be an integer >= 0 or None, got {self.fusion_rrf_k!r}")
+        for name in ("fusion_rrf_k", "stage_rrf_k"):
+            k = getattr(self, name)
+            if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+                raise ConfigError(f"{name} must be an integer >= 0 or None, got {k!r}")
+        for name in ("fusion_weight", "stage_weight"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (math.isfinite(w) and w > 0):
+                raise ConfigError(f"{name} must be a finite number > 0, got {w!r}")
         if not (math.isfinite(self.chunk_degree_power) and self.chunk_degree_power >= 0):
             raise ConfigError(f"chunk_degree_power must be a finite number >= 0, got {self.chunk_degree_power}")
-        if self.passage_seeds < 0 or self.max_entity_seeds < 0:
-            raise ConfigError("passage_seeds and max_entity_seeds must be >= 0")
+        if not (math.isfinite(self.max_seed_share) and 0.0 < self.max_seed_share <= 1.0):
+            raise ConfigError(f"max_seed_share must be in (0, 1] (1: no limit), got {self.max_seed_share}")
+        if self.passage_seeds < 0 or self.max_entity_seeds < 0 or self.hub_min_chunks < 0:
+            raise ConfigError("passage_seeds, max_entity_seeds and hub_min_chunks must be >= 0")
         unknown = [t for t, _ in self.type_weights if t not in EDGE_TYPES]
         if unknown:
             raise ConfigError(f"unknown edge type(s) {unknown}; allowed: {', '.join(EDGE_TYPES)}")
@@ -121,6 +146,7 @@ class GraphChannel:
         df = np.asarray(nodes.column("df").to_numpy()[:n_ent], dtype=np.float64)
         n_chunks = max(int(g.params["counts"]["nodes"]["chunk"]), 1)
         self._idf = np.log1p(n_chunks / np.maximum(df, 1.0))
+        self._hub = (df / n_chunks > config.max_seed_share) & (df >= config.hub_min_chunks)
         self._node_of = {k: i for i, k in enumerate(keys)}
         alias_path = directory / ALIASES_FILE
         if alias_path.is_file():
@@ -145,7 +171,12 @@ class GraphChannel:
         self.fusion_rrf_k = config.fusion_rrf_k
 
     def entity_seeds(self, query: str) -> dict[int, float]:
-        """Entity node -> seed weight: the longest names found in the query, by specificity."""
+        """Entity node -> seed weight: the longest names found in the query, by specificity
+        (hubs, named in more than ``max_seed_share`` of the chunks, left out)."""
+        return self._entity_seeds(query)[0]
+
+    def _entity_seeds(self, query: str) -> tuple[dict[int, float], list[int]]:
+        """The seeds and the hub entities the query named (not seeds)."""
         found: dict[int, tuple[float, int, int]] = {}
         for key, i, j, cap in name_spans(query, capitalised_only=False):
             if key in STOP_WORDS or len(key) < 2:
@@ -166,8 +197,9 @@ class GraphChannel:
             if i >= 0 and any(a <= i and j <= b and (b - a) > (j - i) for a, b in spans):
                 continue
             seeds[node] = w
-        best = sorted(seeds.items(), key=lambda kv: (-kv[1], kv[0]))[: self.config.max_entity_seeds]
-        return dict(best)
+        hubs = sorted(n for n in seeds if self._hub[n])
+        best = sorted(((n, w) for n, w in seeds.items() if not self._hub[n]), key=lambda kv: (-kv[1], kv[0]))
+        return dict(best[: self.config.max_entity_seeds]), hubs
 
     def _passage_seeds(self, query: str, allowed: np.ndarray | None) -> dict[int, float]:
         seeds: dict[int, float] = {}
@@ -209,10 +241,12 @@ class GraphChannel:
 
     def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
         """Which entities seeded the walk (names from open text and the glossary only)."""
-        ent = self.entity_seeds(query)
+        ent, hubs = self._entity_seeds(query)
         names = ", ".join(f"{self._labels[n]} ({w:.2f})" for n, w in sorted(ent.items(), key=lambda kv: (-kv[1], kv[0])))
-        return (f"seed entities: {names or 'none'}; passage seeds: top {self.config.passage_seeds} per channel; "
-                f"damping {self.config.damping}")
+        skipped = ", ".join(self._labels[n] for n in hubs)
+        return (f"seed entities: {names or 'none'}"
+                + (f"; hubs not seeded (named in > {self.config.max_seed_share:.0%} of chunks): {skipped}" if skipped else "")
+                + f"; passage seeds: top {self.config.passage_seeds} per channel; damping {self.config.damping}")
 
 
 def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | None":

@@ -11,7 +11,8 @@ question type. hotpotqa-dev has one split, so ``tune`` uses a fixed *tuning* sub
 300 queries with the smallest sha256("graph-tune:" + id)) and reports the other 700
 (*held* subset) separately; the defaults in ``GraphChannelConfig`` were picked on the
 tuning subset only (a config may also carry ``rrf_k`` and ``weights`` of the
-RetrievalConfig). ``build`` times the graph build on synthetic chunks: wall and CPU
+RetrievalConfig; each query's channel rankings are computed once per graph configuration and
+reused by the configs that change only the fusion: ``stage_weight``, ``stage_rrf_k``, …). ``build`` times the graph build on synthetic chunks: wall and CPU
 seconds (the CPU figure is the one to compare on a loaded machine), peak RSS, in a child
 process per size. ``rules`` builds the relation graph of an already built hotpotqa-dev
 library (``ragspine eval … --embedding none --out OUT``; ``--library`` names its
@@ -70,13 +71,44 @@ def retriever_for(lib, mode, backend, **graph_kw):
     return HybridRetriever(lib, embedding_backend=None if mode == "bm25" else backend, config=cfg)
 
 
+#: channel rankings already computed in this process: (channel, its ranking knobs, query, depth) ->
+#: (rows, scores). A ``tune`` grid over fusion knobs then runs each query's channels once.
+_RANKINGS: dict = {}
+#: GraphChannelConfig fields that change only how the graph's ranking is fused, not the ranking
+FUSION_ONLY = ("fusion_weight", "fusion_rrf_k", "stage_weight", "stage_rrf_k")
+
+
+class MemoChannel:
+    """A channel whose rankings are remembered in :data:`_RANKINGS` (the same rows and scores)."""
+
+    def __init__(self, inner, key):
+        self._inner, self._key = inner, key
+        self.name = inner.name
+
+    def __getattr__(self, attr):
+        return getattr(self._inner, attr)
+
+    def search(self, query, depth, allowed):
+        key = (self.name, self._key, str(query), depth, None if allowed is None else hash(allowed.tobytes()))
+        if key not in _RANKINGS:
+            _RANKINGS[key] = self._inner.search(query, depth, allowed)
+        return _RANKINGS[key]
+
+
+def memoise_channels(retriever, graph_kw):
+    knobs = json.dumps({k: v for k, v in sorted(graph_kw.items()) if k not in FUSION_ONLY}, default=str)
+    retriever.channels = [MemoChannel(c, knobs if c.name == "graph" else "") for c in retriever.channels]
+
+
 def evaluate(lib, dataset, subsets, types, mode, backend, **kw):
     """Run every query of the union of ``subsets`` once; metrics per named subset."""
     from ragspine_tools.evaluate import run_queries
     from ragspine_tools.eval.metrics import evaluate_run
 
     every = set().union(*subsets.values())
+    graph_kw = {k: v for k, v in kw.items() if k not in ("weights", "rrf_k")}
     r = retriever_for(lib, mode, backend, **kw)
+    memoise_channels(r, graph_kw)
     run, spq = run_queries(r, subset(dataset, every), quiet=True)
     res = {}
     for name, ids in subsets.items():

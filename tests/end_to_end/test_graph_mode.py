@@ -21,13 +21,16 @@ def test_manifest_lists_the_relation_graph(built_sample):
 def test_query_cli_graph_mode_explains_seeds_and_what_only_the_graph_found(built_sample, capsys):
     from ragspine_tools.query_command import main
 
-    assert main(["query", str(built_sample), "Which subsidiary of Acme Group localised its battery supply chain?",
+    assert main(["query", str(built_sample), "Which subsidiary of Acme Group makes the PowerFlex 5?",
                  "--mode", "graph", "--top-k", "5", "--explain", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["results"] and all(r["sensitivity"] != "RESTRICTED" for r in out["results"])
     rows = out["explain"]
     graph = [r for r in rows if r["stage"] == "channel" and r["name"] == "graph"]
-    assert graph and graph[0]["chunk_id"] is not None and "Acme Group (" in graph[0]["detail"]
+    assert graph and graph[0]["chunk_id"] is not None and "PowerFlex 5 (" in graph[0]["detail"]
+    # Acme Group is named in more than 5 % of the sample's chunks: a hub, named but not a seed
+    hubs = graph[0]["detail"].split("hubs not seeded", 1)[1].split(";")[0]
+    assert "Acme Group" in hubs and "Acme Group (" not in graph[0]["detail"]
     assert any(r["stage"] == "only_in" and r["name"] == "graph" for r in rows)
     blob = json.dumps(out)
     for marker in RESTRICTED_MARKERS.values():

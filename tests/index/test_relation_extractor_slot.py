@@ -99,7 +99,7 @@ def test_the_graph_store_is_selectable(built_sample):
         a = GraphChannel(lib)
         b = GraphChannel(lib, config=GraphChannelConfig(store="networkx"))
         assert isinstance(b.store, NetworkXGraphStore)
-        q = "Which subsidiary of Acme Group makes sodium-ion batteries and where is the plant?"
+        q = "Which subsidiary of Acme Group makes the PowerFlex 5?"  # Acme Group: a hub, PowerFlex 5 seeds
         ra, sa = a.search(q, 10, None)
         rb, sb = b.search(q, 10, None)
         assert ra.size and np.allclose(sa, sb, atol=1e-5)
