@@ -276,7 +276,7 @@ class QueryPath(Engine):
         import json as _json
 
         from ragspine_assets.indexing.artifacts import LibraryPaths
-        from ragspine_assets.indexing.steps import build_library
+        from ragspine_assets.indexing.pipeline import build_library
 
         raw = self.index_dir / "raw" / "qpath"
         raw.mkdir(parents=True, exist_ok=True)

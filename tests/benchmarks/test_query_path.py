@@ -20,7 +20,7 @@ def library(tmp_path_factory):
     """A library built by the real indexing steps: multi-paragraph documents (several
     chunks each, so the document field matters), every 7th document RESTRICTED."""
     from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.steps import build_library
+    from ragspine_assets.indexing.pipeline import build_library
     from ragspine_query.library import open_library
 
     root = tmp_path_factory.mktemp("qpath")

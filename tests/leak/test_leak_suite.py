@@ -40,7 +40,8 @@ import pytest
 
 from ragspine_assets.indexing.artifacts import LibraryPaths
 from ragspine_assets.indexing.parsing import parse_library
-from ragspine_assets.indexing.steps import build_library, text_hash
+from ragspine_assets.indexing.embeddings import text_hash
+from ragspine_assets.indexing.pipeline import build_library
 from ragspine_query.library import open_library
 from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_query.records import RESTRICTED_SENSITIVITY

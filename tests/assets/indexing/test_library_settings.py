@@ -8,7 +8,8 @@ import pytest
 
 from ragspine_assets.indexing.library_settings import CHUNKER_OPTION_KEYS, chunker_kwargs
 from ragspine_assets.indexing.parsing import LIBRARY_CONFIG_KEYS, load_library_config
-from ragspine_assets.indexing.steps import load_documents, update_chunk_store
+from ragspine_assets.indexing.chunks import update_chunk_store
+from ragspine_assets.indexing.documents import load_documents
 from ragspine_query import schema
 from ragspine_query.chunk_store import ChunkStoreReader
 from ragspine_query.errors import ConfigError

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_assets.indexing.chunking.semantic_embedding import SentenceEmbeddings
-from ragspine_assets.indexing.steps import load_documents, update_chunk_store, verify_chunks
+from ragspine_assets.indexing.chunks import update_chunk_store, verify_chunks
+from ragspine_assets.indexing.documents import load_documents
 from ragspine_query import schema
 from ragspine_query.chunk_store import ChunkStoreReader
 from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
