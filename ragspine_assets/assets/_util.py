@@ -1,3 +1,6 @@
+"""What the assets share: the step context of an asset execution, its log and progress,
+check specs and results, and the Markdown helpers of the UI metadata."""
+
 from __future__ import annotations
 
 import sys

@@ -1,9 +1,10 @@
-"""What every pipeline step shares: its context, its result, and its check outcomes.
+"""What every pipeline step shares: its context, its result, its check outcomes and progress.
 
 A step is a plain function ``step(ctx, **upstream_values) -> StepResult`` (no Dagster
 import). The Dagster asset of the same name calls it and turns the result into an
 ``Output`` plus ``AssetCheckResult`` events; :func:`~.pipeline.build_library` calls it
-and stops when a blocking check fails — exactly as a Dagster run stops.
+and stops when a blocking check fails — exactly as a Dagster run stops. Long work reports
+:class:`Progress` counts through :meth:`StepContext.progress`.
 """
 
 from __future__ import annotations
