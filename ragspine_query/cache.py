@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
-from .cortex import normalize_query
+from .text.normalize import normalize_query
 from .errors import ConfigError
 from .pipeline.explain import Tracer, now
 from .pipeline.stages import SearchResult
