@@ -20,10 +20,10 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
-from .text.normalize import normalize_query
-from .errors import ConfigError
-from .pipeline.explain import Tracer, now
-from .pipeline.stages import SearchResult
+from ragspine_core.text.normalize import normalize_query
+from ragspine_core.errors import ConfigError
+from ragspine_query.pipeline.explain import Tracer, now
+from ragspine_query.pipeline.stages import SearchResult
 
 T = TypeVar("T")
 

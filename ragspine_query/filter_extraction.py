@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from .text.normalize import normalize_query
-from .errors import ConfigError
-from .filters import Predicate, parse_filters
-from .pipeline.explain import Tracer, hit_candidates, now
+from ragspine_core.text.normalize import normalize_query
+from ragspine_core.errors import ConfigError
+from ragspine_query.filters import Predicate, parse_filters
+from ragspine_query.pipeline.explain import Tracer, hit_candidates, now
 
 if TYPE_CHECKING:
-    from .glossary import Glossary
+    from ragspine_core.glossary import Glossary
 
 #: Default minimum confidence of an extracted predicate that is applied (0.7: measured on the
 #: judged sample questions, docs/query-intelligence.md; bare years (0.5) and geographies (0.6) are shown, not applied).
@@ -300,7 +300,7 @@ class LLMFilterExtractor:
         self.values = {k: tuple(sorted({str(v) for v in vs if str(v)})) for k, vs in values.items()}
 
     def extract(self, query: str) -> Extraction:
-        from .transforms.base import ask_llm
+        from ragspine_query.transforms.transform import ask_llm
 
         system = LLM_SYSTEM.format(entities=", ".join(self.values.get("entity", ())) or "none",
                                    periods=", ".join(self.values.get("period", ())) or "none",
@@ -431,7 +431,7 @@ class FilterPreference:
 
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False,
             extract_filters: bool = True) -> Any:
-        from .pipeline.stages import SearchResult
+        from ragspine_query.pipeline.stages import SearchResult
 
         if not extract_filters or (self.gate is not None and self.gate.check(query) is not None):
             res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
@@ -483,7 +483,7 @@ class FilterPreference:
 
     @staticmethod
     def _result(res: Any, tracer: Tracer | None, query: str, applied: AppliedFilters) -> Any:
-        from .pipeline.stages import SearchResult
+        from ragspine_query.pipeline.stages import SearchResult
 
         out = SearchResult(list(res), tracer.freeze(query) if tracer is not None else None, getattr(res, "refusal", None))
         out.carry(res)

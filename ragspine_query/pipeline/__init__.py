@@ -7,9 +7,9 @@
 * :mod:`.explain` — the frozen :class:`Explain` trace (``to_rows()``, ``format_table()``).
 """
 
-from .channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
-from .explain import Candidate, Explain, StageTrace
-from .stages import (
+from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
+from ragspine_query.pipeline.explain import Candidate, Explain, StageTrace
+from ragspine_query.pipeline.stages import (
     PostProcessor,
     QueryPipeline,
     SearchResult,

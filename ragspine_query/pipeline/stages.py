@@ -2,7 +2,7 @@
 
 ``gate → transform(s) → gate(variants) → channels → fuse → rerank → post-process → RESTRICTED strip → snippets``
 
-* the **gate** (optional, :mod:`ragspine_query.gate`) refuses a query naming a glossary
+* the **gate** (optional, :mod:`ragspine_core.gate`) refuses a query naming a glossary
   competitor before anything runs, and drops generated variants that name one; a
   refusal is ``SearchResult.refusal``, not a silent empty list;
 
@@ -29,11 +29,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from ..fusion import DEFAULT_RRF_K, weighted_rrf
-from ..records import Hit, hits_to_frame
-from ..text.language import query_language
-from ..transforms.base import in_language_of
-from .explain import Explain, Tracer, hit_candidates, now
+from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
+from ragspine_core.records import Hit, hits_to_frame
+from ragspine_core.text.language import query_language
+from ragspine_query.transforms.transform import in_language_of
+from ragspine_query.pipeline.explain import Explain, Tracer, hit_candidates, now
 
 
 #: Whether a query variant (glossary alias, rewrite) ranks only rows in the user's query's
@@ -47,7 +47,7 @@ VARIANTS_OWN_LANGUAGE_ONLY = False
 class SearchResult(list):
     """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
-    ``refusal`` is a :class:`~ragspine_query.gate.Refusal` (why nothing was retrieved: a
+    ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
     competitor query, an ungroundable one) or None; a refused result holds no hits.
 
     Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
@@ -185,7 +185,7 @@ class QueryPipeline:
         gate: Any | None = None,
     ) -> None:
         self.source = source
-        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_query.gate`): the user's
+        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
         #: query is checked before anything runs, every generated variant before retrieval
         self.gate = gate
         self.transforms = list(transforms) + (list(_TRANSFORMS.items()) if use_registered else [])
@@ -209,7 +209,7 @@ class QueryPipeline:
 
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         tracer = Tracer() if explain else None
-        from ..assessment import default_tier
+        from ragspine_query.assessment import default_tier
 
         tier = default_tier(self.source)
         if self.gate is not None:
@@ -265,12 +265,12 @@ class QueryPipeline:
             note = ""  # what the reranker leaves alone because of its languages
             if self.reranker is not None:
                 if tracer is not None:
-                    from ..rerank.base import language_note
+                    from ragspine_query.rerank.reranker import language_note
 
                     note = language_note(self.reranker, query, hits, self.rerank_top_n)
                 hits, name = self.reranker.rank(query, hits, top_n=self.rerank_top_n), type(self.reranker).__name__
             else:
-                from ..rerank.listwise import listwise_rerank
+                from ragspine_query.rerank.listwise import listwise_rerank
 
                 hits, name = listwise_rerank(query, hits, self.judge, top_n=self.rerank_top_n), "listwise"
             if tracer is not None:
