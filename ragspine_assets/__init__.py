@@ -22,7 +22,6 @@ MOVED = {
     "ragspine_assets.indexing.lexical": "ragspine_index.steps.bm25_index",
     "ragspine_assets.indexing.manifest": "ragspine_index.steps.index_manifest",
     "ragspine_assets.indexing.relation_graph": "ragspine_index.steps.relation_graph",
-    "ragspine_assets.indexing.steps": "ragspine_index.step_exports",
     "ragspine_assets.indexing.summarizers": "ragspine_index.raptor.summarizers",
     "ragspine_assets.indexing.summary_tree": "ragspine_index.steps.summary_tree",
     "ragspine_assets.ingest": "ragspine_dagster.ingest",

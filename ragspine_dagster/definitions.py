@@ -19,7 +19,8 @@ Environment variables are read here and nowhere deeper, through
   Parallelism *across* libraries is one run per partition, bounded by the run
   coordinator (see docs/operations.md).
 * ``RAGSPINE_IO_DIR``: where step outputs are stored (default: under ``DAGSTER_HOME``);
-  shared storage when steps run on different machines.
+  shared storage when steps run on different machines. They are stored by
+  :class:`~.io_manager.StepOutputIOManager`: references, never document text.
 * ``RAGSPINE_EMBEDDING_SHARDS`` (default 1): >= 2 makes ``chunk_embeddings`` the graph of
   :mod:`.assets.embeddings_fanout` (plan -> one step per shard -> merge), so one library's
   embedding spreads over workers; set it alike on every worker and the run launcher.
@@ -37,6 +38,7 @@ from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 
 from ragspine_dagster.assets import ALL_ASSETS
+from ragspine_dagster.io_manager import StepOutputIOManager
 from ragspine_dagster.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 from ragspine_dagster.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from ragspine_dagster.sensors import raw_files_sensor
@@ -71,10 +73,12 @@ def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
             summarizer_llm=LLMProviderResource.from_settings(settings),
         ),
         "llm": LLMProviderResource.from_settings(settings),
+        # The storage policy of step outputs (io_manager.py): the parsed documents are stored as
+        # a reference to the file under the library's work/ folder (never their text), the
+        # chunk update without RESTRICTED doc ids, the artifact references as they are; under
+        # RAGSPINE_IO_DIR (shared storage, where every worker reads them) or DAGSTER_HOME/storage.
+        "io_manager": StepOutputIOManager(base_dir=settings.io_dir or ""),
     }
-    if settings.io_dir:
-        # step outputs (artifact references and the parsed documents) where every worker reads them
-        resources["io_manager"] = dg.FilesystemIOManager(base_dir=settings.io_dir)
     return resources
 
 

@@ -22,6 +22,7 @@ from ragspine_dagster.assets import ALL_ASSETS
 from ragspine_dagster.assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from ragspine_index.artifacts import pid_alive, validate_library_id
 from ragspine_dagster.instance_config import write_default_instance_config
+from ragspine_dagster.io_manager import StepOutputIOManager
 from ragspine_dagster.partitions import LIBRARIES_PARTITION
 from ragspine_dagster.progress import wants_terminal_progress
 from ragspine_dagster.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
@@ -295,7 +296,8 @@ def ingest_library(
                     f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')}); wait for it to finish (or cancel it in the "
                     "Dagster UI), then run again")
             result = dg.materialize(
-                ALL_ASSETS, instance=instance, resources={"ragspine": resource}, partition_key=library_id,
+                ALL_ASSETS, instance=instance, partition_key=library_id,
+                resources={"ragspine": resource, "io_manager": StepOutputIOManager()},
                 tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
                 run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
             )

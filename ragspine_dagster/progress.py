@@ -2,17 +2,14 @@
 
 ``ragspine eval`` and ``ragspine ingest`` draw a live line on stderr only when stderr is a
 terminal (never in ``--json`` output or a CI log, which are not terminals); the Dagster
-steps put the same counts, rate and ETA into their run logs (``context.log``).
+steps report structured counts (``indexing.step_api.Progress``) that their run logs show
+with the same rate and ETA (``assets/_util.step_log``).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Callable, TextIO
-
-#: A message that reports ``done/total`` (e.g. "embedded 64/243 new texts") gets a rate and ETA.
-_COUNTS = re.compile(r"\b(\d+)/(\d+)\b")
 
 
 def wants_terminal_progress(stream: TextIO, *, quiet: bool = False) -> bool:
@@ -46,27 +43,16 @@ class RateMeter:
     def elapsed(self) -> float:
         return self._clock() - self._t0
 
-    def describe(self, done: int, total: int) -> str:
+    def describe(self, done: int, total: int, *, unit: str | None = None) -> str:
+        """``"done/total unit (rate/s, ETA m:ss)"``; ``unit`` overrides the meter's."""
         elapsed = self.elapsed()
-        unit = f" {self.unit}" if self.unit else ""
+        unit = self.unit if unit is None else unit
+        unit = f" {unit}" if unit else ""
         if done <= 0 or elapsed <= 0:
             return f"{done}/{total}{unit}"
         rate = done / elapsed
         tail = f"ETA {format_duration((total - done) / rate)}" if done < total else f"in {format_duration(elapsed)}"
         return f"{done}/{total}{unit} ({rate:.1f}/s, {tail})"
-
-    def annotate(self, message: str) -> str:
-        """``message`` with rate and ETA appended when it reports ``done/total`` counts."""
-        found = _COUNTS.search(message)
-        if not found:
-            return message
-        done, total = int(found.group(1)), int(found.group(2))
-        elapsed = self.elapsed()
-        if done <= 0 or total <= 0 or elapsed <= 0 or done > total:
-            return message
-        rate = done / elapsed
-        tail = f"ETA {format_duration((total - done) / rate)}" if done < total else f"done in {format_duration(elapsed)}"
-        return f"{message} ({rate:.1f}/s, {tail})"
 
 
 class TerminalProgress:

@@ -1,10 +1,12 @@
 """The index pipeline, declared once: the steps, in asset order, and the orchestrator.
 
-Every Dagster asset calls its :class:`Step` one-to-one (``ragspine_dagster/assets/``);
+Every Dagster asset is made from its :class:`Step` by one factory
+(``ragspine_dagster/assets/factory.py``);
 :func:`build_library` runs the same steps in the same order without Dagster (evaluation,
 benchmarks, notebooks) and stops, like a Dagster run, when a blocking check fails.
 Adding an artifact: a stage module with a step whose value has ``artifact_paths()``, one
-``schema.register_artifact`` call, and one :class:`Step` here (docs/architecture.md).
+``schema.register_artifact`` call, and one :class:`Step` here; its asset needs no other
+edit (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from ragspine_index.steps.summary_tree import SUMMARY_TREE_CHECKS, summary_tree_
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One stage: the asset of the same name calls ``function`` and reports ``checks``."""
+    """One stage: the asset of the same name (made by ``assets/factory.py``) calls
+    ``function`` and reports ``checks``."""
 
     name: str
     function: Callable[..., StepResult]

@@ -1,9 +1,10 @@
-"""What every pipeline step shares: its context, its result, and its check outcomes.
+"""What every pipeline step shares: its context, its result, its check outcomes and progress.
 
 A step is a plain function ``step(ctx, **upstream_values) -> StepResult`` (no Dagster
 import). The Dagster asset of the same name calls it and turns the result into an
 ``Output`` plus ``AssetCheckResult`` events; :func:`~.pipeline.build_library` calls it
-and stops when a blocking check fails — exactly as a Dagster run stops.
+and stops when a blocking check fails — exactly as a Dagster run stops. Long work reports
+:class:`Progress` counts through :meth:`StepContext.progress`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,25 @@ class StepResult:
         return [c for c in self.checks if c.blocking and not c.passed]
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Counts a step reports while it works: ``done`` of ``total`` ``unit``, doing ``what``.
+
+    A step calls :meth:`StepContext.progress` with one; the display (the Dagster run log
+    with rate and ETA, a terminal, or :func:`~.pipeline.build_library`'s ``progress``
+    callback as :meth:`text`) reads the numbers, never text parsed back from a message.
+    """
+
+    what: str
+    done: int
+    total: int
+    unit: str = ""
+
+    def text(self) -> str:
+        """``"embedded 64/243 new texts"``."""
+        return f"{self.what} {self.done}/{self.total}" + (f" {self.unit}" if self.unit else "")
+
+
 def outcome(spec: CheckSpec, passed: bool, metadata: Mapping[str, Any] | None = None, message: str = "") -> CheckOutcome:
     return CheckOutcome(spec.name, bool(passed), spec.blocking, spec.severity, dict(metadata or {}), message)
 
@@ -99,6 +119,16 @@ class StepContext:
     #: ``make_llm()`` -> an ``LLMProvider`` or None (the ``llm`` resource); only the
     #: ``summary_tree`` step calls it, and only for a library whose summarizer is ``llm``.
     make_llm: Callable[[], Any] | None = None
+    #: Where :meth:`progress` sends a step's structured counts; ``None``: :attr:`log` gets
+    #: :meth:`Progress.text`.
+    report_progress: Callable[[Progress], None] | None = None
+
+    def progress(self, counts: Progress) -> None:
+        """Report ``counts`` (e.g. ``Progress("embedded", 64, 243, "new texts")``)."""
+        if self.report_progress is not None:
+            self.report_progress(counts)
+        else:
+            self.log(counts.text())
 
     def backend(self, spec: str) -> Any:
         if self.make_backend is not None:

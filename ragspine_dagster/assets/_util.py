@@ -1,3 +1,6 @@
+"""What the assets share: the step context of an asset execution, its log and progress,
+check specs and results, and the Markdown helpers of the UI metadata."""
+
 from __future__ import annotations
 
 import sys
@@ -9,9 +12,10 @@ from ragspine_core.dense.ann import AnnConfig
 from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for the assets)
 
 from ragspine_index.pipeline import CODE_VERSIONS, Step
-from ragspine_index.step_api import BlockingCheckError, StepContext, StepResult
+from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
 
 if TYPE_CHECKING:
+    from ragspine_dagster.progress import RateMeter
     from ragspine_dagster.resources import RagspineConfig
 
 
@@ -20,10 +24,15 @@ TAG_PROGRESS = "ragspine/progress"
 PROGRESS_TERMINAL = "terminal"
 
 
-def step_log(context: dg.AssetExecutionContext) -> Callable[[str], None]:
-    """The log a step reports through: the run's log (``context.log``), where a message with
-    ``done/total`` counts gets the rate and ETA; echoed on stderr when the run is tagged
-    :data:`TAG_PROGRESS` (an in-process ``ragspine ingest`` on a terminal)."""
+def step_log(context: dg.AssetExecutionContext) -> tuple[Callable[[str], None], Callable[[Progress], None]]:
+    """What a step reports through: ``(log, progress)``.
+
+    ``log(message)`` writes to the run's log (``context.log``); ``progress(counts)`` writes
+    its :class:`~ragspine_index.step_api.Progress` counts there with the rate and
+    ETA of a :class:`~ragspine_dagster.progress.RateMeter` started with the step. Both are
+    echoed on stderr when the run is tagged :data:`TAG_PROGRESS` (an in-process
+    ``ragspine ingest`` on a terminal).
+    """
     from ragspine_dagster.progress import RateMeter
 
     meter = RateMeter()
@@ -34,12 +43,20 @@ def step_log(context: dg.AssetExecutionContext) -> Callable[[str], None]:
         echo, name = False, ""
 
     def log(message: str) -> None:
-        message = meter.annotate(message)
         context.log.info(message)
         if echo:
             print(f"  {name}: {message}", file=sys.stderr, flush=True)
 
-    return log
+    def progress(counts: Progress) -> None:
+        log(progress_line(counts, meter))
+
+    return log, progress
+
+
+def progress_line(counts: Progress, meter: "RateMeter") -> str:
+    """``"embedded 64/243 new texts (52.1/s, ETA 0:03)"``: the counts as reported, the rate
+    and ETA from ``meter`` (started with the step)."""
+    return f"{counts.what} {meter.describe(counts.done, counts.total, unit=counts.unit)}"
 
 
 def run_id_of(context: dg.AssetExecutionContext) -> str:
@@ -85,15 +102,20 @@ def md_list(items: Sequence[str], *, limit: int = 20) -> dg.MetadataValue:
 
 
 # ------------------------------------------------------------------ the step layer
-def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig") -> StepContext:
-    """The plain step context of one asset execution (paths, run id, embedding backend…)."""
+def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False) -> StepContext:
+    """The plain step context of one asset execution (paths, run id, embedding backend…).
+
+    ``llm``: the step may call the ``summarizer_llm`` resource (``make_llm``)."""
     paths = ragspine.library_paths(context.partition_key)
     emb = ragspine.embedding_resource()
+    log, progress = step_log(context)
+    provider = ragspine.summarizer_llm if llm else None
     return StepContext(
         paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
         embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
-        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=step_log(context),
-        ann=AnnConfig(min_vectors=ragspine.ann_min_vectors))
+        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=log, report_progress=progress,
+        ann=AnnConfig(min_vectors=ragspine.ann_min_vectors),
+        make_llm=provider.make if provider is not None else None)
 
 
 def check_specs(step: Step) -> list[dg.AssetCheckSpec]:
@@ -129,10 +151,11 @@ def _tag_run_host(context: dg.AssetExecutionContext) -> None:
         pass
 
 
-def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", **inputs: Any) -> StepResult:
+def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False,
+                   **inputs: Any) -> StepResult:
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
     _tag_run_host(context)
     try:
-        return step.function(step_context(context, ragspine), **inputs)
+        return step.function(step_context(context, ragspine, llm=llm), **inputs)
     except BlockingCheckError as exc:
         raise dg.Failure(str(exc)) from exc

@@ -1,7 +1,7 @@
 """``chunk_embeddings`` as a graph: plan -> one step per shard (dynamic) -> merge.
 
 The same asset key, inputs, checks, code version and output value as the one-step asset
-(:mod:`.embeddings`); the definitions use this one when ``RAGSPINE_EMBEDDING_SHARDS`` >= 2.
+(:mod:`.factory`); the definitions use this one when ``RAGSPINE_EMBEDDING_SHARDS`` >= 2.
 Each ``embed_shard`` step is a separate step of the run, so the Celery (or k8s, dask)
 executor sends it to whichever worker is free; ``ragspine`` resource field
 ``embedding_shards`` (from that variable; also settable in a run's resource config) caps
@@ -17,12 +17,14 @@ from ragspine_index.steps.embedding_shards import (EmbeddingShard, ShardPlan, Sh
                                          plan_embedding_shards, shard_summary)
 from ragspine_index.steps.chunk_embeddings import EmbeddingRef
 from ragspine_index.steps.index_text import IndexTextRef
+from ragspine_index.pipeline import STEP_BY_NAME
 from ragspine_index.step_api import BlockingCheckError
 from ragspine_dagster.partitions import libraries_partitions
 from ragspine_dagster.resources import RagspineConfig
 from ragspine_dagster.assets._util import _tag_run_host, check_results, check_specs, md_table, step_context
-from ragspine_dagster.assets.embeddings import EMBEDDINGS_CODE_VERSION, STEP, embedding_metadata
+from ragspine_dagster.assets.factory import embedding_metadata
 
+STEP = STEP_BY_NAME["chunk_embeddings"]
 CHECK_SPECS = check_specs(STEP)
 #: The graph's output per check (Dagster names them after the asset and check).
 CHECK_OUTPUTS = {spec.name: spec.get_python_identifier() for spec in CHECK_SPECS}
@@ -77,7 +79,7 @@ def merge_embedding_shards(context: dg.OpExecutionContext, ragspine: RagspineCon
 @dg.graph_asset(
     key="chunk_embeddings",
     partitions_def=libraries_partitions,
-    code_version=EMBEDDINGS_CODE_VERSION,
+    code_version=STEP.code_version,
     group_name="indexing",
     kinds={"onnx", "numpy"},
     check_specs=CHECK_SPECS,

@@ -23,7 +23,7 @@ from ragspine_index.steps.documents import DocumentSet
 from ragspine_index.steps.index_text import IndexTextRef, read_index_text
 from ragspine_index.library_settings import resolve_embedding_spec, resolve_library_settings
 from ragspine_index.publish import current_snapshot_id
-from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
+from ragspine_index.step_api import CheckSpec, Progress, StepContext, StepResult, outcome
 
 __all__ = ["EMBED_BLOCK", "EmbeddingCache", "EmbeddingInput", "EmbeddingRef", "assemble_embeddings", "build_embeddings",
            "embed_block", "embedding_input", "embeddings_step", "missing_hashes", "purge_restricted_vectors",
@@ -434,6 +434,6 @@ def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: Docum
     backend = ctx.backend(spec)
     ref = build_embeddings(
         ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
-        progress=lambda done, total: ctx.log(f"embedded {done}/{total} new texts"), store_path=ctx.paths.chunk_store,
+        progress=lambda done, total: ctx.progress(Progress("embedded", done, total, "new texts")), store_path=ctx.paths.chunk_store,
         ann=library_ann_config(ctx, documents))
     return embedding_step_result(ref, index_text)

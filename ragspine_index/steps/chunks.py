@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -53,22 +53,14 @@ class ChunkUpdate:
         hidden = set(self.restricted)
         return [d for d in doc_ids if d not in hidden]
 
-    def __reduce__(self):
-        """Pickle (Dagster's stored step output, outside the data plane) without any
-        RESTRICTED doc id: the id lists keep only open documents and ``restricted`` is
-        emptied. Downstream steps read the chunk store, never these lists."""
-        state = {name: getattr(self, name) for name in _CHUNK_UPDATE_FIELDS}
-        for name in _ID_LISTS:
-            state[name] = tuple(self.shown(state[name]))
-        state["restricted"] = ()
-        return (_chunk_update, (state,))
+    def without_restricted_ids(self) -> "ChunkUpdate":
+        """The update as it may be stored outside the data plane (Dagster's step outputs):
+        the id lists keep only open documents and ``restricted`` is emptied. Downstream
+        steps read the chunk store, never these lists."""
+        return replace(self, **{name: tuple(self.shown(getattr(self, name))) for name in _ID_LISTS},
+                       restricted=())
 
 
-def _chunk_update(state: dict[str, Any]) -> ChunkUpdate:
-    return ChunkUpdate(**state)
-
-
-_CHUNK_UPDATE_FIELDS = tuple(f.name for f in fields(ChunkUpdate))
 _ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error")
 
 

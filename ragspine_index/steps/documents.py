@@ -1,8 +1,10 @@
 """Stage 1, ``documents``: parse and validate a library's raw files.
 
-:class:`DocumentSet` pickles as a reference to a file under the library's ``work/``
-folder (:meth:`DocumentSet.save`), never as document text, so no RESTRICTED body is
-ever copied into ``DAGSTER_HOME``.
+The step saves the parsed documents under the library's ``work/`` folder
+(:meth:`DocumentSet.save`); between processes a set travels as :meth:`DocumentSet.reference`
+(every field but the documents) and is read back with :meth:`DocumentSet.from_reference`.
+Dagster's step-output IO manager (``ragspine_dagster/io_manager.py``) stores only that
+reference, so no RESTRICTED body or title is ever copied into ``DAGSTER_HOME``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ragspine_core.errors import DocumentError, RagspineError
 
@@ -65,45 +67,61 @@ class DocumentSet:
 
     # -- between processes: a reference, never the text --------------------------------
     def save(self, paths: LibraryPaths) -> "DocumentSet":
-        """Write the parsed documents under the library's ``work/documents/`` and return a
-        set that pickles as a reference to that file.
-
-        Dagster's IO manager pickles step outputs under ``DAGSTER_HOME`` (or
-        ``RAGSPINE_IO_DIR``); a saved set's pickle carries no document text, so neither a
-        RESTRICTED body nor its title is ever copied out of the library's own folder.
-        """
+        """Write the parsed documents under the library's ``work/documents/`` and return the
+        set with :attr:`saved_path` naming that file (content-addressed: written once)."""
         records = [{f.name: getattr(d, f.name) for f in dataclasses.fields(SourceDocument)} for d in self.documents]
         payload = json.dumps(records, ensure_ascii=False, sort_keys=True).encode("utf-8")
         target = paths.work_dir("documents", hashlib.sha256(payload).hexdigest())
         write_once(target, lambda tmp: (tmp / _DOCUMENTS_FILE).write_bytes(payload))
         return dataclasses.replace(self, saved_path=str(target / _DOCUMENTS_FILE))
 
-    def __reduce__(self):
+    def reference(self) -> dict[str, Any]:
+        """Every field but :attr:`documents`: what may be stored outside the library's folder.
+
+        Raises:
+            RagspineError: the set was never saved (:meth:`save`): its reference would lose
+                the documents.
+        """
         if not self.saved_path:
-            return object.__reduce__(self)
-        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "documents"}
-        return (_load_saved_document_set, (state,))
+            raise RagspineError(
+                f"the parsed documents of library {self.library_id!r} were not saved under the library "
+                "(DocumentSet.save); a step output that holds document text is never stored")
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "documents"}
+
+    @classmethod
+    def from_reference(cls, reference: Mapping[str, Any]) -> "DocumentSet":
+        """The set of a :meth:`reference`, its documents read back from :attr:`saved_path`.
+
+        Raises:
+            RagspineError: the saved file is gone (the message says to re-materialize).
+        """
+        state = dict(reference)
+        try:
+            Path(state["saved_path"]).stat()  # a removed file is an error even when a copy is cached
+            docs = _saved_documents(state["saved_path"])
+        except OSError as exc:
+            raise RagspineError(
+                f"the parsed documents of library {state['library_id']!r} are gone ({exc.strerror}); "
+                "re-materialize the documents asset") from exc
+        return cls(documents=docs, **state)
+
+    def __reduce__(self):
+        """Refused: a set holds document text, RESTRICTED bodies included; what may be stored
+        is its :meth:`reference` (Dagster's step-output IO manager stores exactly that)."""
+        raise TypeError(
+            f"a DocumentSet (library {self.library_id!r}) holds document text and is never pickled; store "
+            "DocumentSet.reference() instead: give Dagster the io_manager of "
+            "ragspine_dagster.definitions.make_resources (StepOutputIOManager)")
 
 
 _DOCUMENTS_FILE = "documents.json"
-
-
-def _load_saved_document_set(state: dict[str, Any]) -> DocumentSet:
-    try:
-        Path(state["saved_path"]).stat()  # a removed file is an error even when a copy is cached
-        docs = _saved_documents(state["saved_path"])
-    except OSError as exc:
-        raise RagspineError(
-            f"the parsed documents of library {state['library_id']!r} are gone ({exc.strerror}); "
-            "re-materialize the documents asset") from exc
-    return DocumentSet(documents=docs, **state)
 
 
 @functools.lru_cache(maxsize=1)
 def _saved_documents(path: str) -> tuple[SourceDocument, ...]:
     """The documents of one saved file, read once per process.
 
-    Every downstream step unpickles the ``documents`` output; in one process (the
+    Every downstream step loads the ``documents`` output; in one process (the
     in-process executor) they would each re-read it: 6 x ~5 s at a million chunks. The
     file is content-addressed (its name is the hash of its bytes), so it never changes.
     """
@@ -178,7 +196,7 @@ DOCUMENTS_CHECKS = (PARSE_CLEANLY,)
 
 
 def documents_step(ctx: StepContext) -> StepResult:
-    """Parse the library folder; the result is saved under ``work/documents`` (a reference pickles)."""
+    """Parse the library folder; the result is saved under ``work/documents`` (its reference travels)."""
     paths = ctx.paths
     if not paths.raw.is_dir():
         raise RagspineError(

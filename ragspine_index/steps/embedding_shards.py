@@ -45,7 +45,7 @@ from ragspine_index.steps.chunk_embeddings import (EMBED_BLOCK, EmbeddingCache, 
                          purge_restricted_vectors, text_hash)
 from ragspine_index.steps.index_text import IndexTextRef, read_index_text
 from ragspine_index.library_settings import resolve_library_settings
-from ragspine_index.step_api import StepContext, StepResult
+from ragspine_index.step_api import Progress, StepContext, StepResult
 
 __all__ = ["EmbeddingShard", "ShardPlan", "ShardResult", "embed_shard", "fanout_metadata", "merge_embedding_shards",
            "plan_embedding_shards", "shard_count", "shard_summary", "split_blocks"]
@@ -191,7 +191,8 @@ def embed_shard(ctx: StepContext, index_text: IndexTextRef, shard: EmbeddingShar
     try:
         for i in range(0, len(texts), EMBED_BLOCK):
             embed_block(backend, cache, texts[i:i + EMBED_BLOCK], hashes[i:i + EMBED_BLOCK], batch_size=batch_size)
-            ctx.log(f"shard {shard.index + 1}/{shard.of}: embedded {min(i + EMBED_BLOCK, len(texts))}/{len(texts)} new texts")
+            ctx.progress(Progress(f"shard {shard.index + 1}/{shard.of}: embedded", min(i + EMBED_BLOCK, len(texts)),
+                                  len(texts), "new texts"))
     finally:
         cache.close()
     return ShardResult(shard.index, len(texts), shard.blocks, time.perf_counter() - t0, **where)

@@ -1,7 +1,7 @@
 """Hybrid query latency: BM25 + exact cosine + RRF through :class:`HybridRetriever`.
 
 One process, one synthetic library built by the real pipeline
-(:func:`ragspine_index.step_exports.build_library`, ``embedding="deterministic"`` so the
+(:func:`ragspine_index.pipeline.build_library`, ``embedding="deterministic"`` so the
 vectors are written by the same code as production), then per query, one query per call:
 
 * ``hybrid`` / ``bm25`` — end-to-end ``HybridRetriever.search(q, top_k=10)`` (fusion and
@@ -230,7 +230,7 @@ def dense_library(base, vectors: np.ndarray, model_id: str):
 # ------------------------------------------------------------------------ synthetic
 def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str | None]) -> dict:
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.step_exports import build_library
+    from ragspine_index.pipeline import build_library
     from ragspine_core.dense.embedding import make_embedding_backend
     from ragspine_core.dense.vector_store import top_k_cosine
     from ragspine_query.library import open_library
@@ -313,7 +313,7 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
             "generate_and_write_s": round(gen_s, 2),
         },
         "build": {
-            "how": "ragspine_index.step_exports.build_library(LibraryPaths, embedding='deterministic') from corpus.jsonl",
+            "how": "ragspine_index.pipeline.build_library(LibraryPaths, embedding='deterministic') from corpus.jsonl",
             "seconds": round(build_s, 2),
             "timings_s": {k: round(v, 2) for k, v in res.timings.items()},
             "analyzer": res.bm25.analyzer,

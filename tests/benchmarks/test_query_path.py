@@ -20,7 +20,7 @@ def library(tmp_path_factory):
     """A library built by the real indexing steps: multi-paragraph documents (several
     chunks each, so the document field matters), every 7th document RESTRICTED."""
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.step_exports import build_library
+    from ragspine_index.pipeline import build_library
     from ragspine_query.library import open_library
 
     root = tmp_path_factory.mktemp("qpath")

@@ -27,7 +27,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.loader import LoadingContextForTest
 
 from ragspine_dagster.assets import ALL_ASSETS, chunks
-from ragspine_dagster.assets.chunks import CHUNKS_CODE_VERSION
+from ragspine_index.pipeline import CHUNKS_CODE_VERSION
 from ragspine_index.chunking import CHUNKER_VERSIONS, ParagraphChunker
 from ragspine_dagster.definitions import ingest_job, make_resources
 from ragspine_dagster.partitions import LIBRARIES_PARTITION
@@ -112,8 +112,8 @@ def change_the_chunker(monkeypatch: pytest.MonkeyPatch) -> dg.AssetsDefinition:
     monkeypatch.setitem(CHUNKER_VERSIONS, "paragraph", "2")
     assert "paragraph@1" in CHUNKS_CODE_VERSION, CHUNKS_CODE_VERSION
     new_code_version = CHUNKS_CODE_VERSION.replace("paragraph@1", "paragraph@2")
-    manifest_module = importlib.import_module("ragspine_dagster.assets.manifest")
-    monkeypatch.setitem(manifest_module.CODE_VERSIONS, "chunks", new_code_version)
+    pipeline_module = importlib.import_module("ragspine_index.pipeline")
+    monkeypatch.setitem(pipeline_module.CODE_VERSIONS, "chunks", new_code_version)
     return chunks.map_asset_specs(lambda spec: spec.replace_attributes(code_version=new_code_version))
 
 

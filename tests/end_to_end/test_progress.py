@@ -41,8 +41,7 @@ def test_rate_meter_reports_counts_rate_and_eta() -> None:
     clock.t += 10
     assert meter.describe(50, 200) == "50/200 texts (5.0/s, ETA 0:30)"
     assert meter.describe(200, 200) == "200/200 texts (20.0/s, in 0:10)"
-    assert meter.annotate("embedded 64/256 new texts") == "embedded 64/256 new texts (6.4/s, ETA 0:30)"
-    assert meter.annotate("parsed 46 documents (0 errors)") == "parsed 46 documents (0 errors)"
+    assert meter.describe(64, 256, unit="new texts") == "64/256 new texts (6.4/s, ETA 0:30)"
     assert format_duration(3725) == "1:02:05" and format_duration(7) == "0:07"
 
 

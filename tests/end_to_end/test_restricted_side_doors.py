@@ -17,7 +17,7 @@ import dagster as dg
 import pytest
 
 from ragspine_index.artifacts import LibraryPaths
-from ragspine_index.step_exports import text_hash
+from ragspine_index.steps.chunk_embeddings import text_hash
 from ragspine_dagster.resources import RagspineConfig
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
@@ -269,6 +269,7 @@ def test_library_names_that_could_leave_the_data_root_are_refused(tmp_path, name
 
 def test_partition_key_outside_the_data_root_writes_nothing_outside(tmp_path):
     from ragspine_dagster.assets import ALL_ASSETS
+    from ragspine_dagster.io_manager import StepOutputIOManager
     from ragspine_dagster.partitions import LIBRARIES_PARTITION
 
     data = tmp_path / "nest" / "data"
@@ -277,7 +278,8 @@ def test_partition_key_outside_the_data_root_writes_nothing_outside(tmp_path):
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(LIBRARIES_PARTITION, ["../../outside"])
         result = dg.materialize(ALL_ASSETS, instance=instance, partition_key="../../outside", raise_on_error=False,
-                                resources={"ragspine": RagspineConfig(data_root=str(data), embedding="none")})
+                                resources={"ragspine": RagspineConfig(data_root=str(data), embedding="none"),
+                                           "io_manager": StepOutputIOManager()})
     assert not result.success
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert after == before, "a bad partition key created files"

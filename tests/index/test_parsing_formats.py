@@ -259,8 +259,7 @@ def test_converter_versions_are_part_of_the_code_versions():
     for step in ("documents", "chunks"):
         assert all(f"{name}@{v}" in CODE_VERSIONS[step] for name, v in CONVERTER_VERSIONS.items())
     pytest.importorskip("dagster")
-    from ragspine_dagster.assets.chunks import chunks
-    from ragspine_dagster.assets.documents import documents
+    from ragspine_dagster.assets import chunks, documents
 
     # what Dagster compares to show an asset unsynced: a converter version change changes both
     assert "pdf@1" in next(iter(documents.code_versions_by_key.values()))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_index.chunking.semantic_embedding import SentenceEmbeddings
-from ragspine_index.step_exports import load_documents, update_chunk_store, verify_chunks
+from ragspine_index.steps.chunks import update_chunk_store, verify_chunks
+from ragspine_index.steps.documents import load_documents
 from ragspine_core import schema
 from ragspine_core.chunk_rows import ChunkStoreReader
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend

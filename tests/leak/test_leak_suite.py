@@ -40,7 +40,8 @@ import pytest
 
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.parsing import parse_library
-from ragspine_index.step_exports import build_library, text_hash
+from ragspine_index.steps.chunk_embeddings import text_hash
+from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library
 from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_core.records import RESTRICTED_SENSITIVITY

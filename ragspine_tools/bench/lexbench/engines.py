@@ -277,7 +277,7 @@ class QueryPath(Engine):
         import json as _json
 
         from ragspine_index.artifacts import LibraryPaths
-        from ragspine_index.step_exports import build_library
+        from ragspine_index.pipeline import build_library
 
         raw = self.index_dir / "raw" / "qpath"
         raw.mkdir(parents=True, exist_ok=True)

@@ -76,4 +76,4 @@ def test_every_path_is_configurable_from_the_environment(tmp_path) -> None:
     assert cfg.cache_dir() == tmp_path / "cache"
     assert cfg.glossary_file() == tmp_path / "terms.toml"
     assert resources["io_manager"].base_dir == str(tmp_path / "io")
-    assert "io_manager" not in make_resources({}), "default: Dagster's filesystem IO manager under DAGSTER_HOME"
+    assert make_resources({})["io_manager"].base_dir == "", "default: the step-output IO manager under DAGSTER_HOME"
