@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 raise RuntimeError(f"non-positive or non-finite figures {bad} in {m['label']}")
     stem = f"hybrid_{report['synthetic']['corpus']['name']}"
-    from ragspine_tools.bench.lexbench.report import write_report
+    from ragspine_tools.bench.lexbench.bench_report import write_report
 
     return write_report(report, out_dir, stem, as_json=args.json, render=render_markdown, summarize=summary_lines)
 

@@ -45,7 +45,7 @@ from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, Corpus, Synthetic
 from ragspine_tools.bench.lexbench.engines import ENGINE_NAMES, Engine, Tantivy, make_engines, time_queries  # noqa: E402
 from ragspine_tools.bench.lexbench.measure import dir_size_mb, latency_stats, machine_description, peak_rss, traced_peak  # noqa: E402
 from ragspine_tools.bench.lexbench.reference import ReferenceBM25, agreement  # noqa: E402
-from ragspine_tools.bench.lexbench.report import render_markdown, summary_lines, write_report  # noqa: E402
+from ragspine_tools.bench.lexbench.bench_report import render_markdown, summary_lines, write_report  # noqa: E402
 
 CORPORA = ("synthetic-100k", "synthetic-10k", "scifact")
 DEFAULT_OUT = REPORTS_DIR
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 report.update(run_lexical(corpus, args, scratch))
         if args.ingest:
-            from ragspine_tools.bench.lexbench.ingest import measure_ingest
+            from ragspine_tools.bench.lexbench.ingest_timing import measure_ingest
 
             _log(f"ingest: {args.ingest_docs:,} documents through the Dagster assets")
             report["ingest"] = measure_ingest(scratch / "ingest", args.ingest_docs, args.seed)
