@@ -31,7 +31,7 @@ from .pipeline import (
     register_postprocessor,
     register_transform,
 )
-from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, hits_to_frame, to_snippet
+from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, Snippet, hits_to_frame, to_snippet
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
 from .router import LibraryProfile, ProfileRouter
 from .text.tokenize import tokenize
@@ -46,4 +46,5 @@ __all__ = [
     "QueryIntelligence", "Refusal", "build_query_pipeline",
     "Confidence", "FilterPreference", "LibraryProfile", "ProfileRouter", "RuleFilterExtractor",
     "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
+    "Snippet",
 ]

@@ -1,4 +1,4 @@
-"""The seam into an agent: RESTRICTED-free, fully cited snippet dicts.
+"""The seam into an agent: RESTRICTED-free, fully cited, typed snippets (:class:`~ragspine_query.records.Snippet`).
 
 On this path RESTRICTED rows are removed from the candidate mask *before* any channel
 ranks them (``include_restricted=False``), so the ranks and fused scores a caller sees
@@ -20,7 +20,7 @@ from .limits import check_query
 from .pipeline.explain import hit_candidates, now
 from .pipeline.stages import QueryPipeline, SearchResult, Snippets
 from .pipeline.trace import current_tracer, tracing
-from .records import Hit, to_snippet
+from .records import Hit, Snippet, to_snippet
 from .settings import Settings
 from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
@@ -75,14 +75,16 @@ class NarrativeIndex(QueryPipeline):
 
 
 class NarrativeIndexRetriever:
-    """``retrieve(query, filters=None, top_k=50) -> list[dict]`` for the agent."""
+    """``retrieve(query, filters=None, top_k=50) -> Snippets`` (typed :class:`~ragspine_query.records.Snippet` objects) for the agent."""
 
     def __init__(self, index: SearchIndex, *, retry_without_filters: bool = True) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
-        """Cited, RESTRICTED-free snippet dicts, best first (a list; ``.explain`` when asked for).
+        """Cited, RESTRICTED-free snippets (:class:`~ragspine_query.records.Snippet`), best first (a
+        list; ``.explain`` when asked for). A snippet is still a dict (JSON as before);
+        read it by attribute (``s.text``, ``s.locator``): key access is deprecated.
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
@@ -104,7 +106,7 @@ class NarrativeIndexRetriever:
             sn.update(assessment)
         return out
 
-    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> tuple[list[dict], Any]:
+    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> tuple[list[Snippet], Any]:
         """Snippets of the top ``top_k`` hits (RESTRICTED rows never entered the ranking) and
         the result (its ``refusal``, if the query was refused by the gate or corrective
         retrieval; its tier and confidence)."""
@@ -113,7 +115,7 @@ class NarrativeIndexRetriever:
         t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if not r.chunk.is_restricted]
-        snippets = [to_snippet(r) for r in open_hits[:top_k]]
+        snippets = [Snippet(to_snippet(r)) for r in open_hits[:top_k]]
         tracer = current_tracer()
         if tracer is not None:
             tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)

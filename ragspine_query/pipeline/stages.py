@@ -27,7 +27,9 @@ is the retrieval part, from the gate to the RESTRICTED strip.)
   it again calls :meth:`QueryState.rerun`.
 
 A stage is added by listing it (:meth:`QueryPipeline.from_stages`), not by wrapping the
-pipeline. Tracing goes through a context variable (:mod:`.trace`). Transforms and
+pipeline. (Why one module of ~600 lines: the result types, the state, the built-in stages
+and the loop that runs them are read together; the query-intelligence stages live with
+their logic in :mod:`ragspine_query.filter_extraction` and :mod:`ragspine_query.corrective`.) Tracing goes through a context variable (:mod:`.trace`). Transforms and
 post-processors are protocols with registries: :func:`register_transform`,
 :func:`register_postprocessor` (and :func:`~ragspine_query.pipeline.channels.register_channel`).
 """
