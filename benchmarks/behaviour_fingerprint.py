@@ -35,7 +35,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = ROOT.parent / "shared" / "datasets"
+#: the shared datasets beside the checkout (``../shared/datasets``), or RAGSPINE_DATASETS
+DATASETS = Path(os.environ.get("RAGSPINE_DATASETS") or ROOT.parent / "shared" / "datasets")
 MODES = "auto,bm25,hybrid,vector,graph"
 #: (label, dataset folder, split, qrels stem or None)
 EVAL_SETS = (

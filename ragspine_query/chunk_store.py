@@ -1,17 +1,61 @@
-"""Read side of the versioned SQLite chunk store (opened ``mode=ro``)."""
+"""Reading chunk rows from SQLite, shared by the reader and the writer: a ``mode=ro``
+connection, a row turned into a :class:`~ragspine_query.records.Chunk`, the metadata
+pre-filter, and :class:`ChunkStoreReader` over a chunk store file."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import schema
-from .library import connect_read_only, row_to_chunk
+from .errors import IndexNotFoundError
 from .records import Chunk
 
 _SELECT = ", ".join(schema.CHUNK_COLUMN_NAMES)
 ITER_FILTER_FIELDS = ("doc_id", "topic", "entity", "geography", "period", "language")
+
+
+
+def connect_read_only(db_path: Path, *, immutable: bool = False) -> sqlite3.Connection:
+    """Open SQLite read-only (``mode=ro``); ``immutable`` for published snapshots."""
+    if not db_path.is_file():
+        raise IndexNotFoundError(f"{db_path} is missing: materialize the chunks asset")
+    uri = f"file:{db_path.as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def row_to_chunk(row: sqlite3.Row | dict) -> Chunk:
+    extra = json.loads(row["extra_json"] or "{}")
+    return Chunk(
+        chunk_id=row["chunk_id"],
+        library_id=row["library_id"],
+        doc_id=row["doc_id"],
+        ordinal=int(row["ordinal"]),
+        text=row["text"],
+        start=int(row["start_char"]),
+        end=int(row["end_char"]),
+        title=row["title"],
+        source_locator=row["source_locator"],
+        entity=row["entity"],
+        topic=row["topic"],
+        geography=row["geography"],
+        period=row["period"],
+        language=row["language"],
+        sensitivity=row["sensitivity"],
+        valid_as_of=row["valid_as_of"],
+        chunker=row["chunker"],
+        chunker_version=row["chunker_version"],
+        heading=row["heading"],
+        parent_id=row["parent_id"],
+        parent_text=row["parent_text"],
+        extra=tuple(sorted((str(k), str(v)) for k, v in extra.items())),
+        index_text=row["index_text"],
+        version=int(row["version"]),
+    )
 
 
 def iter_chunks_sql(conn: sqlite3.Connection, *, include_inactive: bool = False, **filters: str | None) -> list[Chunk]:

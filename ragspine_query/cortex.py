@@ -11,15 +11,13 @@ RRF and query normalisation.
 * :func:`time_decayed` multiplies fused RRF scores by the exponential recency weight of
   each chunk's ``valid_as_of`` (:func:`~ragspine_query.fusion.time_decay_weight`) and
   re-sorts — the seed's Time-Decayed RRF (``FuseOptions.DecayHalfLifeDays``; <= 0 is off).
-* :func:`normalize_query`: full/half width folded (NFKC), whitespace collapsed, case
-  folded — the form the result cache and the competitor gate compare.
+* :func:`normalize_query` (defined in :mod:`ragspine_query.text.normalize`, shared with the
+  build side's competitor screening) is re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import date
 from typing import Iterable, Literal
@@ -28,6 +26,7 @@ import numpy as np
 
 from .errors import ScoreError
 from .fusion import time_decay_weight
+from .text.normalize import normalize_query
 
 ScoreSignal = Literal["lexical", "dense", "maxsim", "ppr", "summary"]
 BOUNDED_SIGNALS = frozenset({"dense", "maxsim", "ppr", "summary"})
@@ -105,16 +104,6 @@ def time_decayed(rows: np.ndarray, fused: np.ndarray, valid_as_of: np.ndarray, *
     scores = fused * w
     order = np.lexsort((rows, -scores))
     return rows[order], scores[order]
-
-
-_SPACE = re.compile(r"\s+")
-
-
-def normalize_query(query: str, *, casefold: bool = True) -> str:
-    """NFKC (full-width → half-width, compatibility forms), whitespace runs → one space,
-    trimmed, and (``casefold=True``) case-folded."""
-    text = _SPACE.sub(" ", unicodedata.normalize("NFKC", str(query))).strip()
-    return text.casefold() if casefold else text
 
 
 __all__ = ["AgentScore", "BOUNDED_SIGNALS", "SIGNALS", "ScoreError", "normalize_query", "normalize_score",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from .cortex import normalize_query
+from .text.normalize import normalize_query
 from .errors import ConfigError
 from .filters import Predicate, parse_filters
 from .pipeline.explain import hit_candidates, now

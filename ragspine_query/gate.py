@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .cortex import normalize_query
+from .text.normalize import normalize_query
 from .glossary import Glossary
 
 

@@ -117,7 +117,7 @@ class QueryIntelligence:
 
 def _entity_counter(glossary: "Glossary"):
     """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
-    from .cortex import normalize_query
+    from .text.normalize import normalize_query
 
     names = [(normalize_query(n), c.id) for c in glossary.concepts if c.kind == "entity" for n in c.names]
 

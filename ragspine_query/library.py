@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import integrity, schema
+from .chunk_store import connect_read_only, row_to_chunk
 from .errors import IndexIncompatibleError, IndexNotFoundError
 from .lexical.bm25 import BM25Index
 from .records import METADATA_FIELDS, Chunk
@@ -67,46 +68,6 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
         raise IndexIncompatibleError(f"{path} lacks keys {missing}: re-materialize the index_manifest asset")
     integrity.check_manifest_id(snapshot_dir, manifest)
     return manifest
-
-
-def connect_read_only(db_path: Path, *, immutable: bool = False) -> sqlite3.Connection:
-    """Open SQLite read-only (``mode=ro``); ``immutable`` for published snapshots."""
-    if not db_path.is_file():
-        raise IndexNotFoundError(f"{db_path} is missing: materialize the chunks asset")
-    uri = f"file:{db_path.as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def row_to_chunk(row: sqlite3.Row | dict) -> Chunk:
-    extra = json.loads(row["extra_json"] or "{}")
-    return Chunk(
-        chunk_id=row["chunk_id"],
-        library_id=row["library_id"],
-        doc_id=row["doc_id"],
-        ordinal=int(row["ordinal"]),
-        text=row["text"],
-        start=int(row["start_char"]),
-        end=int(row["end_char"]),
-        title=row["title"],
-        source_locator=row["source_locator"],
-        entity=row["entity"],
-        topic=row["topic"],
-        geography=row["geography"],
-        period=row["period"],
-        language=row["language"],
-        sensitivity=row["sensitivity"],
-        valid_as_of=row["valid_as_of"],
-        chunker=row["chunker"],
-        chunker_version=row["chunker_version"],
-        heading=row["heading"],
-        parent_id=row["parent_id"],
-        parent_text=row["parent_text"],
-        extra=tuple(sorted((str(k), str(v)) for k, v in extra.items())),
-        index_text=row["index_text"],
-        version=int(row["version"]),
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from .errors import ConfigError, EmbeddingModelMismatchError
 from .filters import Predicate, combined_mask, parse_filters
 from .fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, ranking_bounds, weighted_rrf,
                      weighted_score_fusion)
-from .lexical.bm25 import top_k_rows
+from .lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
 from .library import Library
 from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from .tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
@@ -42,9 +42,6 @@ RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"
 RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
 LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 
-#: Weight of the document-level BM25 field blended into each chunk's lexical score.
-#: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
-DEFAULT_DOC_WEIGHT = 2.0
 _MASK_CACHE_SIZE = 32
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .cortex import normalize_query
+from .text.normalize import normalize_query
 
 if TYPE_CHECKING:
     from .glossary import Glossary

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragspine_query import schema
-from ragspine_query.chunk_store import iter_chunks_sql
-from ragspine_query.library import connect_read_only
+from ragspine_query.chunk_store import connect_read_only, iter_chunks_sql
 from ragspine_query.records import Chunk, is_restricted
 
 _COLS = schema.CHUNK_COLUMN_NAMES

@@ -11,10 +11,9 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ragspine_query import schema
-from ragspine_query.lexical.bm25 import (BM25Arrays, BM25Params, RowCounts, blend_bm25_arrays, build_bm25_from_counts,
+from ragspine_query.lexical.bm25 import (DEFAULT_DOC_WEIGHT, BM25Arrays, BM25Params, RowCounts, blend_bm25_arrays, build_bm25_from_counts,
                                          count_rows)
 from ragspine_query.records import is_restricted
-from ragspine_query.retriever import DEFAULT_DOC_WEIGHT
 from ragspine_query.text.tokenize import Analyzer, analyzer_from_id, make_analyzer, resolve_auto_analyzer
 
 from .artifacts import LibraryPaths, sha256_json, write_once

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragspine_query import schema
-from ragspine_query.library import connect_read_only
+from ragspine_query.chunk_store import connect_read_only
 
 from .chunk_store import ChunkStore
 from .fingerprints import restricted_keys, sentence_keys, text_hits, text_key

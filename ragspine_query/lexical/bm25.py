@@ -82,6 +82,11 @@ class BM25Arrays:
         return int(self.doc_lengths.shape[0])
 
 
+#: Weight of the document-level BM25 field blended into each chunk's lexical score (the
+#: ``bm25_blend`` artifact the writer builds and the retriever's default ``doc_weight``).
+#: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
+DEFAULT_DOC_WEIGHT = 2.0
+
 def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     """Lucene's non-negative BM25 IDF, float64."""
     df = df.astype(np.float64)

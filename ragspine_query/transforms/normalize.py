@@ -5,7 +5,7 @@ compare fully normalised forms (:func:`~ragspine_query.cortex.normalize_query`).
 
 from __future__ import annotations
 
-from ..cortex import normalize_query
+from ..text.normalize import normalize_query
 from .base import ChannelQuery, Variants
 
 
