@@ -1,6 +1,6 @@
 """Approximate nearest-neighbour engines vs the exact scan: recall@10, QPS, build time, size.
 
-Used to choose the ANN engine of ``ragspine_query.dense.ann`` (see docs/operations.md,
+Used to choose the ANN engine of ``ragspine_core.dense.ann`` (see docs/operations.md,
 "Scaling model"). Vectors are synthetic and seeded: ``latent``-dimensional Gaussian
 points pushed through a fixed random ``latent x dim`` projection plus isotropic noise,
 then L2-normalised. Real sentence embeddings have a low intrinsic dimension; pure
@@ -59,7 +59,7 @@ def rss_mb() -> float:
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, float]:
-    from ragspine_query.dense.vector_store import top_k_cosine
+    from ragspine_core.dense.vector_store import top_k_cosine
 
     out = np.empty((len(queries), k), dtype=np.int64)
     lat = []
@@ -73,7 +73,7 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndar
 
 def bench_engine(name: str, vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, k: int,
                  threads: int, work: Path, ef_values: list[int]) -> list[dict]:
-    from ragspine_query.dense.ann import AnnIndex as load_ann_index, AnnParams, build_ann_index
+    from ragspine_core.dense.ann import AnnIndex as load_ann_index, AnnParams, build_ann_index
 
     params = AnnParams(engine=name, m=16, ef_construction=128, ef_search=ef_values[0])
     before = rss_mb()

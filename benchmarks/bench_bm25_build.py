@@ -1,7 +1,7 @@
 """Peak memory and time of the ``bm25_index`` step's build at N synthetic chunks.
 
 Builds ``N`` seeded synthetic passages (:mod:`lexbench.corpus`), three chunks to a
-document, and calls :func:`ragspine_assets.indexing.lexical.build_library_bm25` (what the
+document, and calls :func:`ragspine_index.steps.bm25_index.build_library_bm25` (what the
 asset runs: chunk, document and blended indexes) with the English analyzer, in this
 process. Prints one JSON line: seconds, CPU seconds, RSS before, peak RSS (``ru_maxrss``,
 so run one size per process) and its growth, postings, blended index size.
@@ -26,9 +26,9 @@ if str(HERE) not in sys.path:
 
 from lexbench.corpus import SyntheticConfig, synthetic_corpus  # noqa: E402
 
-from ragspine_assets.indexing.lexical import build_library_bm25  # noqa: E402
-from ragspine_query import schema  # noqa: E402
-from ragspine_query.text.tokenize import make_analyzer  # noqa: E402
+from ragspine_index.steps.bm25_index import build_library_bm25  # noqa: E402
+from ragspine_core import schema  # noqa: E402
+from ragspine_core.text.tokenize import make_analyzer  # noqa: E402
 
 CHUNKS_PER_DOC = 3
 

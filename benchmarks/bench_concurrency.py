@@ -1,7 +1,7 @@
 """Concurrent queries: does a second thread add throughput to ``auto``-mode search?
 
 One process, one synthetic library built by the real pipeline
-(:func:`ragspine_assets.indexing.pipeline.build_library`, ``embedding="deterministic"`` by
+(:func:`ragspine_index.pipeline.build_library`, ``embedding="deterministic"`` by
 default or ``--embedding onnx`` for the packaged MiniLM that an English user's queries are
 embedded with, one chunk per passage, ~10k chunks by default), opened with ``open_library`` and queried
 through ``HybridRetriever(lib)`` in its default ``auto`` mode (BM25 + dense + fusion) and
@@ -12,9 +12,9 @@ in ``bm25`` mode, one query per call:
   sharing the one retriever, as a web server's worker threads would.
 
 The numeric libraries are *not* pinned by this script (no ``*_NUM_THREADS`` variables):
-the query path must pin its own thread pools (:mod:`ragspine_query.runtime.threads`);
+the query path must pin its own thread pools (:mod:`ragspine_core.runtime.threads`);
 that is what the benchmark checks. The query path's compiled kernels (numba, extra
-``accel``: :mod:`ragspine_query.runtime.kernels`, the BM25 kernel) are compiled before
+``accel``: :mod:`ragspine_core.runtime.kernels`, the BM25 kernel) are compiled before
 measuring, as a long-running server would have them; ``RAGSPINE_QUERY_JIT=0`` measures
 the numpy code instead. Every configuration runs ``--rounds`` times,
 configurations alternating within each round (a burst of background load on a shared
@@ -122,12 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     counts = [int(x) for x in args.threads.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
     from ragspine_query.library import open_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
-    from ragspine_query.runtime.kernels import compile_query_kernels, kernel_state
-    from ragspine_query.runtime.threads import pinned_pools
+    from ragspine_core.runtime.kernels import compile_query_kernels, kernel_state
+    from ragspine_core.runtime.threads import pinned_pools
 
     load_start = os.getloadavg()
     corpus = synthetic_corpus(SyntheticConfig(n_passages=args.chunks, n_queries=args.queries, seed=args.seed))

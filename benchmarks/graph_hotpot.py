@@ -43,7 +43,7 @@ def split_ids(qids, n_tune=300):
 
 
 def open_eval_library(dataset: Path, out: Path, embedding: str = "auto"):
-    from ragspine_assets.evaluate import ensure_index, prepare_library
+    from ragspine_tools.evaluate import ensure_index, prepare_library
     from ragspine_query.library import open_library
 
     # the summary tree serves none of these modes: skip building it (its own key in the cache)
@@ -72,8 +72,8 @@ def retriever_for(lib, mode, backend, **graph_kw):
 
 def evaluate(lib, dataset, subsets, types, mode, backend, **kw):
     """Run every query of the union of ``subsets`` once; metrics per named subset."""
-    from ragspine_assets.evaluate import run_queries
-    from ragspine_query.eval.metrics import evaluate_run
+    from ragspine_tools.evaluate import run_queries
+    from ragspine_tools.eval.metrics import evaluate_run
 
     every = set().union(*subsets.values())
     r = retriever_for(lib, mode, backend, **kw)
@@ -102,8 +102,8 @@ def channel_latency(lib, dataset, qids, backend, **kw):
 
 
 def cmd_eval(args, grid=False):
-    from ragspine_assets.evaluate import query_types
-    from ragspine_query.eval.beir import load_beir
+    from ragspine_tools.evaluate import query_types
+    from ragspine_tools.eval.beir import load_beir
     from ragspine_query.link import backend_for_library
 
     dataset = load_beir(Path(args.dataset), "test")
@@ -135,7 +135,7 @@ def cmd_eval(args, grid=False):
 
 
 def synthetic_chunks(n: int, seed: int = 0):
-    from ragspine_assets.indexing.relation_graph import GraphChunk
+    from ragspine_index.steps.relation_graph import GraphChunk
 
     rng = np.random.default_rng(seed)
     syll = ["an", "bel", "cor", "dru", "el", "fa", "gor", "hal", "is", "jun", "ka", "lor", "mi", "nor", "os", "pra", "qui", "ran", "sel", "tor"]
@@ -156,7 +156,7 @@ def cmd_build(args):
     for n in args.chunks:
         code = ("import sys,time,resource,json,tempfile; sys.path.insert(0, %r)\n"
                 "from pathlib import Path\nfrom benchmarks.graph_hotpot import synthetic_chunks\n"
-                "from ragspine_assets.indexing.relation_graph import build_relation_graph\n"
+                "from ragspine_index.steps.relation_graph import build_relation_graph\n"
                 "import os\nch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 "r0=resource.getrusage(resource.RUSAGE_SELF); t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch)\n"
                 "s=time.perf_counter()-t; r1=resource.getrusage(resource.RUSAGE_SELF)\n"
@@ -172,10 +172,10 @@ def cmd_rules(args):
     """Build the graph of ``--library``'s chunks with this checkout's rules; score BM25 + graph over it."""
     import dataclasses
 
-    from ragspine_assets.evaluate import query_types, run_queries
-    from ragspine_assets.indexing.relation_graph import GraphConfig, build_relation_graph, read_graph_chunks
-    from ragspine_query.eval.beir import load_beir
-    from ragspine_query.eval.metrics import evaluate_run
+    from ragspine_tools.evaluate import query_types, run_queries
+    from ragspine_index.steps.relation_graph import GraphConfig, build_relation_graph, read_graph_chunks
+    from ragspine_tools.eval.beir import load_beir
+    from ragspine_tools.eval.metrics import evaluate_run
     from ragspine_query.library import Library
     from ragspine_query.link import build_narrative_retriever
 

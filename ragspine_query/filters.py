@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FilterError
+from ragspine_core.errors import FilterError
 
 OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between")
 _LIST_OPS = ("in", "nin", "between")

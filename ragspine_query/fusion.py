@@ -10,7 +10,7 @@ ranks from 1, contributions added in ranking order; ties break on the id ascendi
 
 Language-aware fusion (the ``auto`` mode's default): :func:`plan_fusion` picks the
 channel weights and ``rrf_k`` for one query from the query's language and the
-library's :class:`~ragspine_query.text.language.LanguageProfile` (see
+library's :class:`~ragspine_core.text.language.LanguageProfile` (see
 :data:`FUSION_POLICIES` for the cases, their values and where they were tuned), and
 :class:`FusionPlan` is applied with :func:`weighted_rrf`, or, for the plans whose
 ``method`` is ``convex``, with :func:`weighted_score_fusion` (a convex combination of
@@ -27,7 +27,7 @@ from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .runtime.kernels import query_kernels
+from ragspine_core.runtime.kernels import query_kernels
 
 DEFAULT_RRF_K = 60
 
@@ -81,7 +81,7 @@ def weighted_rrf(
 def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised :func:`weighted_rrf` over int row arrays (each row at most once per list).
 
-    With the compiled kernels (:mod:`ragspine_query.runtime.kernels`) several lists are
+    With the compiled kernels (:mod:`ragspine_core.runtime.kernels`) several lists are
     fused in one GIL-free loop, with the same float64 operations in the same order."""
     lists = [np.asarray(r, dtype=np.int64) for r in lists]
     if len(lists) > 1:
@@ -136,7 +136,7 @@ def weighted_score_fusion(
     maximum (all 1.0 when they are equal) and multiplied by its weight; a row missing from
     a ranking gets 0 from it. Returns ``(rows, fused)`` best first, ties by row ascending.
     The result depends on ``depth`` (the normalisation range), so callers fix it. With
-    the compiled kernels (:mod:`ragspine_query.runtime.kernels`) it runs as one GIL-free
+    the compiled kernels (:mod:`ragspine_core.runtime.kernels`) it runs as one GIL-free
     loop, with the same float64 operations in the same order (the same bytes). ``top``:
     only the best ``top`` rows are needed — the result may stop there (a prefix of the
     full one).
@@ -344,7 +344,7 @@ class FusionPolicy:
 #: :func:`plan_fusion` tries them:
 #:
 #: * ``mixed:en`` / ``mixed:zh`` — the library holds both languages (its second language
-#:   holds at least :data:`~ragspine_query.text.language.MIXED_LIBRARY_THRESHOLD` of the
+#:   holds at least :data:`~ragspine_core.text.language.MIXED_LIBRARY_THRESHOLD` of the
 #:   chunks): :func:`fuse_mixed_languages`. Rows in the query's language: BM25 + 0.5 × each
 #:   dense channel that serves the language (+ 0.25 × USE for English); a row in the other
 #:   language is ranked by the cross-lingual model (USE, ``cross_lingual``) and earns a
@@ -369,7 +369,7 @@ class FusionPolicy:
 #:   of min–max normalised BM25 and dense scores over each channel's top 300 (SciFact
 #:   train 0.7311 → 0.7399, +0.0088, 95% CI +0.002 … +0.016; RRF with k=10 and dense
 #:   weight 0.8 reached 0.7375, CI −0.000 … +0.013). Such a library's BM25 is built with
-#:   ``k1`` 0.2 (``ragspine_assets.indexing.library_settings.FUSION_BM25_K1``): train
+#:   ``k1`` 0.2 (``ragspine_index.library_settings.FUSION_BM25_K1``): train
 #:   0.7399 → 0.7489, and +0.0087 on hotpotqa-dev, which no tuning used. Pseudo-relevance
 #:   feedback (Rocchio in the dense channel, RM3-style BM25 expansion), document-level
 #:   fusion and per-query weights measured within noise on train and are not used.
@@ -399,7 +399,7 @@ def is_dense_part(channel: str) -> bool:
 def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> FusionPlan:
     """The :class:`FusionPlan` of the ``auto`` mode for one query.
 
-    ``profile`` is the library's :class:`~ragspine_query.text.language.LanguageProfile`,
+    ``profile`` is the library's :class:`~ragspine_core.text.language.LanguageProfile`,
     ``channels`` the names of the channels the retriever runs. The plan weighs only the
     built-in ``bm25`` and ``vector`` channels, the further models of an embedding ensemble
     (``vector:<model>``, weighted as ``vector``) and the cross-language ranking; any other

@@ -2,7 +2,7 @@
 
 :class:`QueryIntelligence` selects the pieces (all optional, all visible in ``explain``):
 
-* ``gate`` — the competitor gate (:mod:`ragspine_query.gate`), on by default whenever
+* ``gate`` — the competitor gate (:mod:`ragspine_core.gate`), on by default whenever
   the glossary names a competitor;
 * ``transforms`` — ``normalize, decompose, step_back, fusion, hyde``
   (:mod:`ragspine_query.transforms`);
@@ -28,15 +28,15 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .errors import ConfigError
-from .filter_extraction import DEFAULT_MIN_CONFIDENCE
-from .fusion import DEFAULT_RRF_K
-from .postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
-from .transforms import make_transforms, parse_transform_spec
+from ragspine_core.errors import ConfigError
+from ragspine_query.filter_extraction import DEFAULT_MIN_CONFIDENCE
+from ragspine_query.fusion import DEFAULT_RRF_K
+from ragspine_query.postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
+from ragspine_query.transforms import make_transforms, parse_transform_spec
 
 if TYPE_CHECKING:
-    from .glossary import Glossary
-    from .settings import Settings
+    from ragspine_core.glossary import Glossary
+    from ragspine_core.settings import Settings
 
 TIER_MODES = ("off", "rules", "llm", "direct", "semantic", "multi_hop", "global", "multi_part")
 CORRECTIVE_MODES = ("off", "relevance", "dynamic", "static", "llm")
@@ -117,7 +117,7 @@ class QueryIntelligence:
 
 def _entity_counter(glossary: "Glossary"):
     """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
-    from .text.normalize import normalize_query
+    from ragspine_core.text.normalize import normalize_query
 
     names = [(normalize_query(n), c.id) for c in glossary.concepts if c.kind == "entity" for n in c.names]
 
@@ -162,7 +162,7 @@ def query_stages(
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from .pipeline.stages import _POSTPROCESSORS, _TRANSFORMS, core_stages
+    from ragspine_query.pipeline.stages import _POSTPROCESSORS, _TRANSFORMS, core_stages
 
     registered_t, registered_p = list(_TRANSFORMS.items()), list(_POSTPROCESSORS.items())
     qi = intelligence
@@ -171,7 +171,7 @@ def query_stages(
                            rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=list(postprocessors) + registered_p)
     chain = list(transforms) + make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
     if qi.tiers != "off":
-        from .tiers import AdaptiveTierTransform, TierClassifier
+        from ragspine_query.tiers import AdaptiveTierTransform, TierClassifier
 
         count = _entity_counter(glossary) if glossary is not None and glossary.concepts else None
         force = qi.tiers if qi.tiers not in ("rules", "llm") else None
@@ -179,7 +179,7 @@ def query_stages(
         chain.append(("tiers", AdaptiveTierTransform(classifier, source)))
     gate = None
     if qi.gate and glossary is not None:
-        from .gate import CompetitorGate
+        from ragspine_core.gate import CompetitorGate
 
         g = CompetitorGate(glossary)
         gate = g if g.active else None
@@ -187,14 +187,14 @@ def query_stages(
     stages = core_stages(source, transforms=chain + registered_t, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
                          rrf_k=rrf_k, postprocessors=post + registered_p, gate=gate)
     if qi.filters != "off":
-        from .filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
+        from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
         stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),
                   *stages, FilterFallbackStage(fill=qi.filter_fill)]
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
-    from .assessment import RelevanceGrader
-    from .corrective import CorrectiveStage, LLMGrader, default_crag_config, dynamic_crag_config
+    from ragspine_query.assessment import RelevanceGrader
+    from ragspine_query.corrective import CorrectiveStage, LLMGrader, default_crag_config, dynamic_crag_config
 
     config = dynamic_crag_config() if qi.corrective == "dynamic" else default_crag_config()
     grader = (LLMGrader(provider) if qi.corrective == "llm" else None if qi.corrective in ("dynamic", "static")
@@ -226,13 +226,13 @@ def build_query_pipeline(
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from .pipeline.stages import QueryPipeline
+    from ragspine_query.pipeline.stages import QueryPipeline
 
     stages = query_stages(source, intelligence, glossary=glossary, provider=provider, transforms=transforms, reranker=reranker,
                           judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)
     qi = intelligence
     if cache is None and qi is not None and qi.cache_size > 0:
-        from .cache import ScopedCache
+        from ragspine_query.cache import ScopedCache
 
         cache = ScopedCache(qi.cache_size, qi.cache_ttl_s)
     return QueryPipeline.from_stages(source, stages, cache=cache, variant=qi.describe() if qi is not None else "")

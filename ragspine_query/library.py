@@ -12,12 +12,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import integrity, schema
-from .chunk_store import connect_read_only, row_to_chunk
-from .errors import IndexIncompatibleError, IndexNotFoundError
-from .lexical.bm25 import BM25Index
-from .records import METADATA_FIELDS, Chunk
-from .text.tokenize import Analyzer, analyzer_from_id
+from ragspine_core import integrity, schema
+from ragspine_core.chunk_rows import connect_read_only, row_to_chunk
+from ragspine_core.errors import IndexIncompatibleError, IndexNotFoundError
+from ragspine_core.lexical.bm25 import BM25Index
+from ragspine_core.records import METADATA_FIELDS, Chunk
+from ragspine_core.text.tokenize import Analyzer, analyzer_from_id
 
 _CHUNK_SELECT = ", ".join(schema.CHUNK_COLUMN_NAMES)
 
@@ -173,7 +173,7 @@ class Library:
         d = self.artifact_path("relation_graph")
         if d is None:
             return None
-        from .graph.artifact import load_graph_arrays
+        from ragspine_core.graph.artifact import load_graph_arrays
 
         return load_graph_arrays(d, n_rows=self.n_chunks)
 
@@ -266,7 +266,7 @@ class Library:
             if d is None or not (d / schema.TREE_META).is_file():
                 self._summary_tree = False
             else:
-                from .tree.reader import load_summary_tree
+                from ragspine_query.tree.reader import load_summary_tree
 
                 self._summary_tree = load_summary_tree(d)
         return self._summary_tree or None

@@ -9,7 +9,7 @@ The evaluation path (``HybridRetriever.search``) is not limited: datasets are tr
 
 from __future__ import annotations
 
-from .errors import QueryError
+from ragspine_core.errors import QueryError
 
 #: The longest query accepted, in characters (about 600-800 words of English).
 MAX_QUERY_CHARS = 4096

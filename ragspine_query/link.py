@@ -1,4 +1,4 @@
-"""The seam into an agent: RESTRICTED-free, fully cited, typed snippets (:class:`~ragspine_query.records.Snippet`).
+"""The seam into an agent: RESTRICTED-free, fully cited, typed snippets (:class:`~ragspine_core.records.Snippet`).
 
 On this path RESTRICTED rows are removed from the candidate mask *before* any channel
 ranks them (``include_restricted=False``), so the ranks and fused scores a caller sees
@@ -13,16 +13,16 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Protocol, Sequence
 
-from .fusion import DEFAULT_RRF_K
-from .glossary import Glossary, GlossaryQueryRewriter
-from .library import open_library
-from .limits import check_query
-from .pipeline.explain import hit_candidates, now
-from .pipeline.stages import QueryPipeline, SearchResult, Snippets
-from .pipeline.trace import current_tracer, tracing
-from .records import Hit, Snippet, to_snippet
-from .settings import Settings
-from .retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
+from ragspine_query.fusion import DEFAULT_RRF_K
+from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
+from ragspine_query.library import open_library
+from ragspine_query.limits import check_query
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
+from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_core.records import Hit, Snippet, to_snippet
+from ragspine_core.settings import Settings
+from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
 
 class SearchIndex(Protocol):
@@ -52,7 +52,7 @@ class NarrativeIndex(QueryPipeline):
     def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
                  intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None,
                  postprocessors: Sequence[tuple[str, Any]] = ()) -> None:
-        from .intelligence import QueryIntelligence, build_query_pipeline
+        from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
 
         if intelligence is None and (glossary is not None or cache is not None):
             intelligence = QueryIntelligence()
@@ -75,14 +75,14 @@ class NarrativeIndex(QueryPipeline):
 
 
 class NarrativeIndexRetriever:
-    """``retrieve(query, filters=None, top_k=50) -> Snippets`` (typed :class:`~ragspine_query.records.Snippet` objects) for the agent."""
+    """``retrieve(query, filters=None, top_k=50) -> Snippets`` (typed :class:`~ragspine_core.records.Snippet` objects) for the agent."""
 
     def __init__(self, index: SearchIndex, *, retry_without_filters: bool = True) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
-        """Cited, RESTRICTED-free snippets (:class:`~ragspine_query.records.Snippet`), best first (a
+        """Cited, RESTRICTED-free snippets (:class:`~ragspine_core.records.Snippet`), best first (a
         list; ``.explain`` when asked for). A snippet is still a dict (JSON as before);
         read it by attribute (``s.text``, ``s.locator``): key access is deprecated.
 
@@ -183,17 +183,17 @@ def build_narrative_retriever(
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
     mode = mode or settings.retrieval_mode
-    from .intelligence import QueryIntelligence
+    from ragspine_query.intelligence import QueryIntelligence
 
     try:
         half_life = float(settings.decay_half_life_days or 0)
     except ValueError:
-        from .errors import ConfigError
+        from ragspine_core.errors import ConfigError
 
         raise ConfigError(f"RAGSPINE_DECAY_HALF_LIFE_DAYS must be a number of days (0 = off), got {settings.decay_half_life_days!r}") from None
     graph_cfg = None
     if (settings.graph_store or "inprocess") != "inprocess":
-        from .graph.channel import GraphChannelConfig
+        from ragspine_query.graph.graph_channel import GraphChannelConfig
 
         graph_cfg = GraphChannelConfig(store=settings.graph_store)
     config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg)
@@ -216,7 +216,7 @@ def build_narrative_retriever(
         base: SearchIndex = next(iter(retrievers.values()))
     else:
         if router == "env" or isinstance(router, str):
-            from .router import make_router
+            from ragspine_query.router import make_router
 
             router = make_router(settings.router if router == "env" else router, retrievers, glossary_obj)
         base = MultiIndexRetriever(retrievers, router=router)
@@ -230,7 +230,7 @@ def build_narrative_retriever(
     elif postprocessor is not None:
         extra_post = list(postprocessor)
     if reranker == "env":
-        from .rerank import make_reranker
+        from ragspine_query.rerank import make_reranker
 
         # unset RAGSPINE_RERANKER: the LLM judge when a provider was given, else none;
         # an explicit "none" means no reranker and no network call at all
@@ -241,7 +241,7 @@ def build_narrative_retriever(
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, getattr(reranker, "judge", reranker)
     if multi_query is None:
-        from .errors import ConfigError
+        from ragspine_core.errors import ConfigError
 
         value = (settings.multi_query or "on").strip().lower()
         if value not in ("on", "off"):
@@ -262,7 +262,7 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     installed and silently falls back to BM25 when it is not (``strict=True``: raises
     the ImportError/MissingExtraError instead, for a caller that reports it).
     """
-    from .retriever import LEXICAL_MODES, normalize_mode
+    from ragspine_query.retriever import LEXICAL_MODES, normalize_mode
 
     if normalize_mode(mode) in LEXICAL_MODES:
         return None
@@ -272,12 +272,12 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     spec = (spec or Settings.from_env().embedding or "auto").lower()
     if spec == "none":
         return None
-    from .dense.embedding import make_embedding_backend
-    from .runtime.threads import query_threads
+    from ragspine_core.dense.embedding import make_embedding_backend
+    from ragspine_core.runtime.threads import query_threads
 
     backend_spec = emb.get("backend", spec)
     try:
-        # a query-time backend: its native pools pinned (ragspine_query.runtime.threads)
+        # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
         return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, threads=query_threads())
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:

@@ -20,22 +20,22 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, EmbeddingModelMismatchError
-from .filters import Predicate, combined_mask, parse_filters
-from .fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, ranking_bounds, weighted_rrf,
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
+from ragspine_query.filters import Predicate, combined_mask, parse_filters
+from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, ranking_bounds, weighted_rrf,
                      weighted_score_fusion)
-from .lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
-from .library import Library
-from .pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
-from .tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
-from .pipeline.explain import Candidate, Tracer, hit_candidates, now
-from .pipeline.trace import tracing
-from . import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
-from .pipeline.stages import SearchResult
-from .records import Hit, lazy_hits, ranked_hits
-from .text.language import LanguageProfile, query_language
-from .runtime.kernels import query_kernels
-from .runtime.threads import pin_query_threads
+from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
+from ragspine_query.library import Library
+from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
+from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
+from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates, now
+from ragspine_query.pipeline.trace import tracing
+from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
+from ragspine_query.pipeline.stages import SearchResult
+from ragspine_core.records import Hit, lazy_hits, ranked_hits
+from ragspine_core.text.language import LanguageProfile, query_language
+from ragspine_core.runtime.kernels import query_kernels
+from ragspine_core.runtime.threads import pin_query_threads
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
 #: ``graph``: BM25 + dense (when the index has vectors) + the relation-graph PPR channel
@@ -125,7 +125,7 @@ _NOTIFIED: set[str] = set()
 def _default_backend(library: Library, mode: str) -> Any | None:
     """The backend of the model the index was built with; BM25 (with a one-time notice)
     when its extra is missing and ``mode`` is ``auto``."""
-    from .link import backend_for_library
+    from ragspine_query.link import backend_for_library
 
     if library.embedding_model_id is None or mode in LEXICAL_MODES:
         return None
@@ -359,7 +359,7 @@ class HybridRetriever:
 
     def _channel_plan(self, query: str, tracer: Tracer | None) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
         """``(channels, weights, texts, plan, rrf_k)`` for ``query``: on-demand channels only
-        when the query names them, a :class:`~ragspine_query.transforms.base.ChannelQuery`'s
+        when the query names them, a :class:`~ragspine_query.transforms.transform.ChannelQuery`'s
         per-channel text, and the language-aware plan's weights (a channel weighted 0 is not run)."""
         channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
         if self._on_demand:  # the tiers' graph/tree channels run only for the queries that name them
@@ -425,7 +425,7 @@ class HybridRetriever:
         else:
             fused_rows, fused = weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=None if decay else top_k)
         if decay:
-            from .cortex import time_decayed
+            from ragspine_query.cortex import time_decayed
 
             fused_rows, fused = time_decayed(fused_rows, fused, self.library.column("valid_as_of"),
                                              half_life_days=self.config.decay_half_life_days, reference=self.config.decay_reference)
@@ -504,7 +504,7 @@ class HybridRetriever:
         ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`):
         ``retriever.pipeline(QueryIntelligence(postprocessor="mmr"), glossary=g).run(q, explain=True)``.
         ``kwargs`` go to :func:`~ragspine_query.intelligence.build_query_pipeline`."""
-        from .intelligence import QueryIntelligence, build_query_pipeline
+        from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
 
         return build_query_pipeline(self, intelligence or QueryIntelligence(), **kwargs)
 

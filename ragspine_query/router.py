@@ -25,10 +25,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .text.normalize import normalize_query
+from ragspine_core.text.normalize import normalize_query
 
 if TYPE_CHECKING:
-    from .glossary import Glossary
+    from ragspine_core.glossary import Glossary
 
 ROUTER_MODES = ("profile", "all")
 
@@ -121,7 +121,7 @@ class ProfileRouter:
 
     def decide(self, query: str) -> tuple[list[str], str]:
         """``(library ids, reason)``; every library with a reason saying why, on no signal."""
-        from .text.language import detect_language
+        from ragspine_core.text.language import detect_language
 
         ents, topics = self.entities_in(query), self.topics_in(query)
         scores = {lib: 2 * bool(p.entities & ents) + bool(p.topics & topics) for lib, p in self.profiles.items()}
@@ -146,7 +146,7 @@ class ProfileRouter:
 
 def make_router(mode: str | None, retrievers: Mapping[str, Any], glossary: "Glossary | None" = None) -> ProfileRouter | None:
     """The router of ``mode`` (``profile`` or ``all`` = none) over ``retrievers``' libraries."""
-    from .errors import ConfigError
+    from ragspine_core.errors import ConfigError
 
     m = (mode or "profile").strip().lower()
     if m in ("all", "off", "none"):

@@ -31,7 +31,7 @@ optional LLM classifier (through the provider) may replace the rules; its failur
 back to the rules, with a note.
 
 The tier is applied as the last transform: every variant becomes a
-:class:`~ragspine_query.transforms.base.ChannelQuery` restricted to the tier's channels.
+:class:`~ragspine_query.transforms.transform.ChannelQuery` restricted to the tier's channels.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-from .errors import ConfigError
-from .transforms.base import Variants, ask_llm, with_channels
+from ragspine_core.errors import ConfigError
+from ragspine_query.transforms.transform import Variants, ask_llm, with_channels
 
 TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)
@@ -86,7 +86,7 @@ def classify_query(query: str, *, entity_count: Callable[[str], int] | None = No
 def _multi_part(q: str) -> bool:
     """Whether ``q`` asks several things: the deterministic splitter finds sub-questions
     (a comparison "compare A and B" is relational, not multi-part)."""
-    from .transforms.decompose import _COMPARE, split_question
+    from ragspine_query.transforms.decompose import _COMPARE, split_question
 
     return not _COMPARE.match(q) and len(split_question(q)) >= 2
 
@@ -176,7 +176,7 @@ class AdaptiveTierTransform:
         self.classifier = classifier
         self.source = source
         if decomposer is None:
-            from .transforms.decompose import DecomposeTransform
+            from ragspine_query.transforms.decompose import DecomposeTransform
 
             decomposer = DecomposeTransform(classifier.provider)
         self.decomposer = decomposer

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ragspine_assets.indexing.converters import writers  # noqa: E402
+from ragspine_index.converters import writers  # noqa: E402
 
 #: Markdown (relative to the library) → the format to write. Not the documents the demo
 #: queries must answer first (acme-eu-2024q3-earnings, the acme-cn Q3 ones), not

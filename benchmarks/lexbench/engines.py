@@ -108,13 +108,13 @@ class Ours(Engine):
              "BM25Index.JIT_AFTER=32 of them (compiled off the query thread; cold start stays numba-free)")
 
     def build(self, token_lists):
-        from ragspine_assets.indexing.lexical import write_bm25_arrays
-        from ragspine_query.lexical.bm25 import build_bm25_arrays
+        from ragspine_index.steps.bm25_index import write_bm25_arrays
+        from ragspine_core.lexical.bm25 import build_bm25_arrays
 
         write_bm25_arrays(self.index_dir, build_bm25_arrays(token_lists), "bench")
 
     def open(self):
-        from ragspine_query.lexical.bm25 import BM25Index
+        from ragspine_core.lexical.bm25 import BM25Index
 
         self.index = BM25Index.load(self.index_dir)
 
@@ -127,7 +127,7 @@ class Ours(Engine):
     def cold_start_code(self):
         return (
             _COLD_PRELUDE
-            + "import sys, json\nfrom ragspine_query.lexical.bm25 import BM25Index\n_t1 = _t.perf_counter()\n"
+            + "import sys, json\nfrom ragspine_core.lexical.bm25 import BM25Index\n_t1 = _t.perf_counter()\n"
             + "idx = BM25Index.load(sys.argv[1])\n_t2 = _t.perf_counter()\n"
             + "idx.search(json.loads(sys.argv[2]), k=10)\n"
             + _COLD_REPORT
@@ -275,8 +275,8 @@ class QueryPath(Engine):
     def build(self, token_lists):
         import json as _json
 
-        from ragspine_assets.indexing.artifacts import LibraryPaths
-        from ragspine_assets.indexing.steps import build_library
+        from ragspine_index.artifacts import LibraryPaths
+        from ragspine_index.step_exports import build_library
 
         raw = self.index_dir / "raw" / "qpath"
         raw.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """A tiny exact float64 BM25 and tie-aware top-k agreement measures.
 
-The reference shares no code with ``ragspine_query.lexical.bm25``: term frequencies come
+The reference shares no code with ``ragspine_core.lexical.bm25``: term frequencies come
 from a sort of (term, row) keys, and every weight is computed in float64 at query time
 (no float32 impacts). Lucene's non-negative idf, Robertson's tf saturation with the
 ``(k1 + 1)`` numerator (a constant factor: engines that drop it rank identically).

@@ -5,10 +5,10 @@ Importing this package registers the ``graph`` channel (used by ``--mode graph``
 on-demand ``community`` channel (the adaptive ``global`` tier's community themes).
 """
 
-from .artifact import EDGE_TYPES, GraphArrays, load_graph_arrays
-from .channel import GraphChannel, GraphChannelConfig
-from .communities import CommunityChannel, CommunityTheme, community_themes
-from .store import GraphStore, InProcessGraphStore, edges_to_csr
+from ragspine_core.graph.artifact import EDGE_TYPES, GraphArrays, load_graph_arrays
+from ragspine_query.graph.graph_channel import GraphChannel, GraphChannelConfig
+from ragspine_query.graph.communities import CommunityChannel, CommunityTheme, community_themes
+from ragspine_core.graph.store import GraphStore, InProcessGraphStore, edges_to_csr
 
 __all__ = ["CommunityChannel", "CommunityTheme", "EDGE_TYPES", "GraphArrays", "GraphChannel", "GraphChannelConfig", "GraphStore", "InProcessGraphStore",
            "community_themes", "edges_to_csr", "load_graph_arrays"]

@@ -2,7 +2,7 @@
 
 The ``relation_graph`` artifact holds Louvain communities of its entities, each with an
 extractive summary quoted from its member chunks (``communities.parquet``; writer:
-``ragspine_assets.indexing.communities``). Here:
+``ragspine_index.graph.community_detection``). Here:
 
 * :func:`community_themes` — a library's themes (best first: by a query's terms, else by
   size), each with its summary and the snippets of exactly the chunks the summary quotes
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..pipeline.channels import ChannelContext, OnDemandChannel, register_channel
-from ..text.tokenize import tokenize
-from .artifact import COMMUNITIES_FILE
+from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_core.text.tokenize import tokenize
+from ragspine_core.graph.artifact import COMMUNITIES_FILE
 
 __all__ = ["CommunityChannel", "CommunityTheme", "community_themes", "load_communities"]
 
@@ -93,7 +93,7 @@ def community_themes(library: Any, query: str | None = None, *, top_n: int = 5) 
     """The library's community themes, best first (see the module docstring); ``[]`` when
     the snapshot has none. With ``query``, the communities its terms match (the library's
     analyzer: stemmed), by score; when none matches (or no query), the largest."""
-    from ..records import Hit, to_snippet
+    from ragspine_core.records import Hit, to_snippet
 
     com = load_communities(library)
     if com is None:

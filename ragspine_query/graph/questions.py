@@ -17,7 +17,7 @@ built before relation_graph 3 have none) and its glossary basis. Nothing here re
 RESTRICTED chunk: the chunks are selected with ``sensitivity != RESTRICTED`` in SQL, so a
 RESTRICTED fact can never appear.
 
-The competitor gate (:class:`~ragspine_query.gate.CompetitorGate`) holds here as for a
+The competitor gate (:class:`~ragspine_core.gate.CompetitorGate`) holds here as for a
 query: a question whose subject is a competitor is refused, and a competitor peer's facts
 are withheld (its relation is still listed, from the glossary) unless ``gate=False``.
 """
@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import ConfigError
+from ragspine_core.errors import ConfigError
 
 __all__ = ["Citation", "Fact", "GraphAnswer", "Relation", "derivation", "peers", "rollup"]
 
@@ -166,7 +166,7 @@ class _Open:
 
 
 def _open(library: Any) -> _Open:
-    from ..glossary import Glossary
+    from ragspine_core.glossary import Glossary
 
     path = library.artifact_path("glossary")
     if path is None or not path.is_file():
@@ -188,7 +188,7 @@ def _relation_evidence(library: Any) -> dict[tuple[str, str, str], tuple[str, ..
         return {}
     import pyarrow.parquet as pq
 
-    from .artifact import EDGES_FILE, NODES_FILE
+    from ragspine_core.graph.artifact import EDGES_FILE, NODES_FILE
 
     edges = pq.read_table(d / EDGES_FILE)
     if "evidence" not in edges.column_names:

@@ -9,9 +9,9 @@
 * :mod:`.explain` — the frozen :class:`Explain` trace (``to_rows()``, ``format_table()``).
 """
 
-from .channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
-from .explain import Candidate, Explain, StageTrace
-from .stages import (
+from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
+from ragspine_query.pipeline.explain import Candidate, Explain, StageTrace
+from ragspine_query.pipeline.stages import (
     CutStage,
     GateStage,
     PipelineStage,
@@ -36,7 +36,7 @@ from .stages import (
     unregister_postprocessor,
     unregister_transform,
 )
-from .trace import current_tracer, tracing
+from ragspine_query.pipeline.trace import current_tracer, tracing
 
 __all__ = [
     "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",

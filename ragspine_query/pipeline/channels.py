@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..lexical.bm25 import search_blend_index, search_blended, terms_all_own
+from ragspine_core.lexical.bm25 import search_blend_index, search_blended, terms_all_own
 
 
 @runtime_checkable
@@ -90,7 +90,7 @@ class OnDemandChannel:
     ``graph`` channel and a library-wide one to the ``tree`` channel; in the default
     modes those channels stay out of every other query's fusion, and the snapshot's
     artifact is opened only when a query asks for it. A query selects it with a
-    :class:`~ragspine_query.transforms.base.ChannelQuery` whose ``channels`` name it.
+    :class:`~ragspine_query.transforms.transform.ChannelQuery` whose ``channels`` name it.
     """
 
     on_demand = True
@@ -174,9 +174,9 @@ class DenseChannel:
 
     Exact scan, or the snapshot's ANN index (``ann`` artifact, built above a size threshold)
     when present and its engine is installed; ``allowed`` is honoured exactly either way
-    (:func:`ragspine_query.dense.ann.search_dense`: over-fetch and filter, exact fallback).
+    (:func:`ragspine_core.dense.ann.search_dense`: over-fetch and filter, exact fallback).
 
-    With ``part`` (one model of an :class:`~ragspine_query.dense.ensemble.EnsembleEmbeddingBackend`)
+    With ``part`` (one model of an :class:`~ragspine_core.dense.ensemble.EnsembleEmbeddingBackend`)
     the query is embedded by that model alone and placed in its columns, zeros elsewhere:
     the dot product with a row is then that model's cosine over ``sqrt(n)``, so the same
     matrix and ANN index rank by one model. Scores are scaled back to the model's cosine.
@@ -200,7 +200,7 @@ class DenseChannel:
         self._rows_of: tuple[Any, np.ndarray, bool] | None = None
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        from ..dense.ann import ann_for_library, search_dense
+        from ragspine_core.dense.ann import ann_for_library, search_dense
 
         emb = self.library.embeddings()
         if emb is None or self.backend is None:

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..records import is_restricted
+from ragspine_core.records import is_restricted
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@
 (:func:`~ragspine_query.intelligence.query_stages` builds the list; :func:`core_stages`
 is the retrieval part, from the gate to the RESTRICTED strip.)
 
-* the **gate** (optional, :mod:`ragspine_query.gate`) refuses a query naming a glossary
+* the **gate** (optional, :mod:`ragspine_core.gate`) refuses a query naming a glossary
   competitor before anything runs, and drops generated variants that name one; a
   refusal is ``SearchResult.refusal``, not a silent empty list;
 * a **transform** turns the query into variants (the first is the query itself), e.g.
@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from ..fusion import DEFAULT_RRF_K, weighted_rrf
-from ..records import Hit, hits_to_frame
-from ..text.language import query_language
-from ..transforms.base import in_language_of
-from .explain import Explain, hit_candidates, now
-from .trace import current_tracer, tracing
+from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
+from ragspine_core.records import Hit, hits_to_frame
+from ragspine_core.text.language import query_language
+from ragspine_query.transforms.transform import in_language_of
+from ragspine_query.pipeline.explain import Explain, hit_candidates, now
+from ragspine_query.pipeline.trace import current_tracer, tracing
 
 
 #: Whether a query variant (glossary alias, rewrite) ranks only rows in the user's query's
@@ -57,7 +57,7 @@ VARIANTS_OWN_LANGUAGE_ONLY = False
 class SearchResult(list):
     """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
-    ``refusal`` is a :class:`~ragspine_query.gate.Refusal` (why nothing was retrieved: a
+    ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
     competitor query, an ungroundable one) or None; a refused result holds no hits.
 
     Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
@@ -371,12 +371,12 @@ class RerankStage(Stage):
         note = ""  # what the reranker leaves alone because of its languages
         if self.reranker is not None:
             if tracer is not None:
-                from ..rerank.base import language_note
+                from ragspine_query.rerank.reranker import language_note
 
                 note = language_note(self.reranker, state.query, state.hits, self.top_n)
             state.hits, name = self.reranker.rank(state.query, state.hits, top_n=self.top_n), type(self.reranker).__name__
         else:
-            from ..rerank.listwise import listwise_rerank
+            from ragspine_query.rerank.listwise import listwise_rerank
 
             state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"
         if tracer is not None:
@@ -513,7 +513,7 @@ class QueryPipeline:
         use_registered: bool = True,
         gate: Any | None = None,
     ) -> None:
-        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_query.gate`): the user's
+        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
         #: query is checked before anything runs, every generated variant before retrieval
         self.gate = gate
         self.transforms = list(transforms) + (list(_TRANSFORMS.items()) if use_registered else [])
@@ -531,7 +531,7 @@ class QueryPipeline:
         self.stages: list[Stage] = list(stages)
         self.cache = cache
         self.variant = variant  # what else makes two pipelines' results differ (their configuration), for the cache key
-        from ..cache import scope_of
+        from ragspine_query.cache import scope_of
 
         self.scope = scope_of(source) if source is not None else ""
 
@@ -581,7 +581,7 @@ class QueryPipeline:
     search = run  # a pipeline is searched like a retriever (the narrative index, ``ragspine eval``)
 
     def _run_stages(self, state: QueryState, stop: int, after: Any) -> QueryState:
-        from ..assessment import default_tier
+        from ragspine_query.assessment import default_tier
 
         state.tier = default_tier(self.source)
         start = 0 if after is None else self.stages.index(after) + 1
@@ -602,14 +602,14 @@ class QueryPipeline:
     def cache_key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
         import json
 
-        from ..cortex import normalize_query
+        from ragspine_query.cortex import normalize_query
 
         f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
         return "\x1f".join((self.scope, self.variant, normalize_query(query), f, str(int(top_k)), str(bool(include_restricted))))
 
     def invalidate_library(self, library_id: str) -> int:
         """Drop every cached result of ``library_id`` (any snapshot); returns how many (0 without a cache)."""
-        from ..cache import invalidate_library
+        from ragspine_query.cache import invalidate_library
 
         return invalidate_library(self.cache, library_id) if self.cache is not None else 0
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-from .explain import Tracer
+from ragspine_query.pipeline.explain import Tracer
 
 _TRACER: ContextVar[Tracer | None] = ContextVar("ragspine_query_tracer", default=None)
 

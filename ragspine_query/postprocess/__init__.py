@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
-from .compress import ExtractiveCompressor, compress_text
-from .lost_in_middle import LostInMiddlePostProcessor, lost_in_middle_order
-from .mmr import MMRPostProcessor, VectorLookup, mmr_order
+from ragspine_core.errors import ConfigError
+from ragspine_query.postprocess.compress import ExtractiveCompressor, compress_text
+from ragspine_query.postprocess.lost_in_middle import LostInMiddlePostProcessor, lost_in_middle_order
+from ragspine_query.postprocess.mmr import MMRPostProcessor, VectorLookup, mmr_order
 
 POSTPROCESSOR_NAMES: tuple[str, ...] = ("mmr", "lost_in_middle", "compress")
 DEFAULT_MMR_LAMBDA = 0.7

@@ -3,7 +3,7 @@ with the query (LangChain's "contextual compression" idea, extractive: no LLM, n
 rewritten).
 
 It writes the *prompt text* only: the hit's chunk gets ``parent_text`` = the kept
-sentences (which :func:`~ragspine_query.records.to_snippet` emits as ``prompt_text``);
+sentences (which :func:`~ragspine_core.records.to_snippet` emits as ``prompt_text``);
 ``text``, ``start``/``end`` and the locator stay exactly as indexed, so every citation
 still points at the original span. A chunk with a parent text (small-to-big) is
 compressed from the parent. When no sentence shares a term, the prompt text is left as
@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..errors import ConfigError
-from ..records import Hit
-from ..text.tokenize import ENGLISH_STOP_WORDS
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Hit
+from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
 
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n{2,}|(?<=[。！？])")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)

@@ -8,7 +8,7 @@ Input ranks 1, 2, 3, 4, 5 come out as 1, 3, 5, 4, 2. It runs on the final ``top_
 
 from __future__ import annotations
 
-from ..records import Hit
+from ragspine_core.records import Hit
 
 
 def lost_in_middle_order(n: int) -> list[int]:

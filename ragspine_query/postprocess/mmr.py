@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..records import Hit
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Hit
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

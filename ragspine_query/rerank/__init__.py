@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.rerank.base import RERANK_CHANNEL, Reranker, language_note, passage_text, rank_by_scores
+from ragspine_core.errors import ConfigError
+from ragspine_query.rerank.reranker import RERANK_CHANNEL, Reranker, language_note, passage_text, rank_by_scores
 from ragspine_query.rerank.cross_encoder import CROSS_ENCODER_DIR_ENV, CrossEncoderReranker
 from ragspine_query.rerank.late_interaction import (
     ColbertMaxSimReranker,
@@ -42,8 +42,8 @@ from ragspine_query.rerank.listwise import (
 from ragspine_query.rerank.splade import SPLADE_DIR_ENV, SpladeReranker
 
 if TYPE_CHECKING:
-    from ragspine_query.llm import LLMProvider
-    from ragspine_query.settings import Settings
+    from ragspine_core.llm import LLMProvider
+    from ragspine_core.settings import Settings
 
 #: The variable behind ``Settings.reranker``, the default spec (see ``docs/configuration.md``).
 RERANKER_ENV = "RAGSPINE_RERANKER"
@@ -106,7 +106,7 @@ def make_reranker(
     A local model chosen here wins over the LLM judge: ``provider`` is then ignored
     (see the module docstring for how a retriever applies the result).
 
-    Configuration: pass ``settings`` (a :class:`~ragspine_query.settings.Settings` built
+    Configuration: pass ``settings`` (a :class:`~ragspine_core.settings.Settings` built
     once at an edge). Without it, ``Settings.from_env(environ)`` is used (``environ``
     defaults to ``os.environ``) — a convenience for scripts and tests.
 
@@ -116,7 +116,7 @@ def make_reranker(
         MissingExtraError: the chosen model needs onnxruntime/tokenizers and they are absent.
     """
     if settings is None:
-        from ragspine_query.settings import Settings
+        from ragspine_core.settings import Settings
 
         settings = Settings.from_env(environ)
     raw = spec if spec is not None else settings.reranker
@@ -151,10 +151,10 @@ def make_reranker(
 def _packaged_token_encoder():
     """The packaged MiniLM as a token encoder, imported only when ColBERT is chosen."""
     try:
-        from ragspine_query.dense.onnx import OnnxEmbeddingBackend
+        from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend
     except ImportError as err:
         if getattr(err, "name", "") in ("onnxruntime", "tokenizers"):
-            from ragspine_query.errors import MissingExtraError
+            from ragspine_core.errors import MissingExtraError
 
             raise MissingExtraError("ColBERT reranking", "embed-onnx", err.name) from err
         raise

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Hit
-from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
-from ragspine_query.rerank.base import check_languages, rank_by_scores
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Hit
+from ragspine_core.runtime.onnx_sessions import OnnxTextModel, check_int, locate_model_files
+from ragspine_query.rerank.reranker import check_languages, rank_by_scores
 
 #: The variable behind ``Settings.cross_encoder_dir``, the folder ``make_reranker`` passes in.
 CROSS_ENCODER_DIR_ENV = "RAGSPINE_CROSS_ENCODER_DIR"
@@ -78,5 +78,5 @@ class CrossEncoderReranker:
         return self._model.run(encodings, batch_size=self.batch_size, reduce=_first_logit)
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by cross-encoder score (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by cross-encoder score (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

@@ -23,10 +23,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ragspine_query.errors import RagspineError
-from ragspine_query.records import Hit
-from ragspine_query.rerank.base import check_languages, rank_by_scores
-from ragspine_query.text.tokenize import ENGLISH_STOP_WORDS, tokenize
+from ragspine_core.errors import RagspineError
+from ragspine_core.records import Hit
+from ragspine_query.rerank.reranker import check_languages, rank_by_scores
+from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS, tokenize
 
 #: Function words of Chinese text that carry little meaning alone (CJK unigrams).
 CJK_STOP_WORDS = frozenset("的 了 是 在 和 与 及 或 为 对 也 都 而 并 其 之 于 以 等 这 那 有".split())
@@ -172,7 +172,7 @@ class LexicalMaxSimReranker:
     Args:
         weighted: weight query tokens by specificity (default) or count them equally.
         tokenizer: text -> tokens; defaults to the spec tokenizer
-            :func:`ragspine_query.text.tokenize.tokenize` (lowercase ASCII alphanumeric
+            :func:`ragspine_core.text.tokenize.tokenize` (lowercase ASCII alphanumeric
             runs, CJK unigrams and bigrams), the one the BM25 index uses.
         languages: the languages served; None (the default) for every language, as
             the spec tokenizer reads Chinese and English alike.
@@ -191,7 +191,7 @@ class LexicalMaxSimReranker:
         return [_maxsim(query_tokens, self.tokenizer(p), weight, profiles) for p in passages]
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by lexical MaxSim (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by lexical MaxSim (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)
 
 
@@ -259,5 +259,5 @@ class ColbertMaxSimReranker:
         return [embedding_maxsim(query_vectors, doc) for doc in arrays[1:]]
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by embedding MaxSim (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by embedding MaxSim (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

@@ -21,11 +21,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ragspine_query.records import Hit
-from ragspine_query.rerank.base import passage_text
+from ragspine_core.records import Hit
+from ragspine_query.rerank.reranker import passage_text
 
 if TYPE_CHECKING:
-    from ragspine_query.llm import LLMProvider
+    from ragspine_core.llm import LLMProvider
 
 #: How many leading hits the judge reorders by default.
 DEFAULT_TOP_N = 10
@@ -199,7 +199,7 @@ def _indices_in(text: str) -> list[int]:
 
 
 class ProviderListwiseJudge:
-    """A :class:`ListwiseJudge` backed by an :class:`~ragspine_query.llm.LLMProvider`.
+    """A :class:`ListwiseJudge` backed by an :class:`~ragspine_core.llm.LLMProvider`.
 
     One ``provider.chat`` call per judgement: build the prompt, ask, parse. Provider
     errors propagate; :func:`listwise_rerank` turns them into the fused order.
@@ -225,7 +225,7 @@ class ProviderListwiseJudge:
 
 
 class ListwiseReranker:
-    """The LLM judge behind the :class:`~ragspine_query.rerank.base.Reranker` verb.
+    """The LLM judge behind the :class:`~ragspine_query.rerank.reranker.Reranker` verb.
 
     ``rank`` reorders only (a judge gives an order, not scores): hits are returned
     unchanged, with no ``rerank`` score. ``top_n=None`` means this reranker's own

@@ -19,10 +19,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Hit
-from ragspine_query.runtime.onnx import OnnxTextModel, check_int, locate_model_files
-from ragspine_query.rerank.base import check_languages, rank_by_scores
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Hit
+from ragspine_core.runtime.onnx_sessions import OnnxTextModel, check_int, locate_model_files
+from ragspine_query.rerank.reranker import check_languages, rank_by_scores
 
 #: The variable behind ``Settings.splade_dir``, the folder ``make_reranker`` passes in.
 SPLADE_DIR_ENV = "RAGSPINE_SPLADE_DIR"
@@ -84,5 +84,5 @@ class SpladeReranker:
         return vectors[1:] @ vectors[0]
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        """Reorder hits by SPLADE score (see :class:`~ragspine_query.rerank.base.Reranker`)."""
+        """Reorder hits by SPLADE score (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""
         return rank_by_scores(query, hits, self.score, top_n=top_n, languages=self.languages)

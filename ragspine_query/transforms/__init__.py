@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
-from .base import ChannelQuery, Variants, ask_llm, with_channels
-from .decompose import DecomposeTransform, split_question
-from .hyde import HyDETransform
-from .normalize import NormalizeTransform
-from .rag_fusion import RagFusionTransform
-from .step_back import StepBackTransform, abstract_query
+from ragspine_core.errors import ConfigError
+from ragspine_query.transforms.transform import ChannelQuery, Variants, ask_llm, with_channels
+from ragspine_query.transforms.decompose import DecomposeTransform, split_question
+from ragspine_query.transforms.hyde import HyDETransform
+from ragspine_query.transforms.query_normalize import NormalizeTransform
+from ragspine_query.transforms.rag_fusion import RagFusionTransform
+from ragspine_query.transforms.step_back import StepBackTransform, abstract_query
 
 #: Names accepted by :func:`make_transforms`, in the order they run whatever the spec's order.
 TRANSFORM_NAMES: tuple[str, ...] = ("normalize", "decompose", "step_back", "fusion", "hyde")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ConfigError
-from .base import MAX_QUERY_CHARS, Variants, ask_llm, merge, reply_lines
+from ragspine_core.errors import ConfigError
+from ragspine_query.transforms.transform import MAX_QUERY_CHARS, Variants, ask_llm, merge, reply_lines
 
 SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that together answer it. "
           "If it is already simple, repeat it. One sub-question per line, no numbering.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import MAX_PROBE_CHARS, ChannelQuery, Variants, ask_llm
+from ragspine_query.transforms.transform import MAX_PROBE_CHARS, ChannelQuery, Variants, ask_llm
 
 SYSTEM = ("You write a short, factual-sounding passage (3-5 sentences) that would answer the user's search query, "
           "as it might appear in a report. Answer with the passage only.")

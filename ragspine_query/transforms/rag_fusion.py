@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
-from .base import Variants, ask_llm, merge, reply_lines
+from ragspine_core.errors import ConfigError
+from ragspine_query.transforms.transform import Variants, ask_llm, merge, reply_lines
 
 SYSTEM = ("You generate alternative search queries. Given a search query, write {n} different rephrasings that "
           "would find the same information (synonyms, more specific or more general wording). One per line, no numbering.")

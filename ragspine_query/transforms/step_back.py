@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import Variants, ask_llm, merge, reply_lines
+from ragspine_query.transforms.transform import Variants, ask_llm, merge, reply_lines
 
 SYSTEM = ("Rewrite the user's search query as a more generic 'step-back' question about the underlying concept or "
           "background needed to answer it. Answer with one question only.")

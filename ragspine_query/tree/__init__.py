@@ -6,9 +6,9 @@ Importing this package registers the ``tree`` channel (off unless
 chunks, with the node they were reached through as ``via``.
 """
 
-from .config import DEFAULT_TREE_MODE, TREE_MODES, TreeConfig
-from .reader import SummaryTree, TreeNode, load_summary_tree
-from .channel import Theme, TreeChannel, TreeHit, TreeRetriever, TreeSearch, global_overview, tree_snippet
+from ragspine_query.tree.config import DEFAULT_TREE_MODE, TREE_MODES, TreeConfig
+from ragspine_query.tree.reader import SummaryTree, TreeNode, load_summary_tree
+from ragspine_query.tree.tree_channel import Theme, TreeChannel, TreeHit, TreeRetriever, TreeSearch, global_overview, tree_snippet
 
 __all__ = ["DEFAULT_TREE_MODE", "TREE_MODES", "SummaryTree", "Theme", "TreeChannel", "TreeConfig", "TreeHit", "TreeNode",
            "TreeRetriever", "TreeSearch", "global_overview", "load_summary_tree", "tree_snippet"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConfigError
+from ragspine_core.errors import ConfigError
 
 TreeMode = Literal["off", "collapsed", "traversal"]
 TREE_MODES: tuple[str, ...] = ("off", "collapsed", "traversal")

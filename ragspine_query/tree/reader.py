@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema
-from ..errors import IndexIncompatibleError
+from ragspine_core import schema
+from ragspine_core.errors import IndexIncompatibleError
 
 #: The tree format versions this reader understands.
 SUPPORTED_VERSIONS = ("1",)
@@ -93,7 +93,7 @@ def load_summary_tree(directory: Path) -> SummaryTree:
     """
     import pyarrow.parquet as pq
 
-    from .. import integrity
+    from ragspine_core import integrity
 
     d = Path(directory)
     try:
@@ -117,7 +117,7 @@ def load_summary_tree(directory: Path) -> SummaryTree:
             or (leaf_vectors is not None and leaf_vectors.shape[0] != leaf_rows.shape[0]):
         raise IndexIncompatibleError(f"{d}: the summary tree's arrays disagree with its {n} nodes; "
                                      "re-materialize the summary_tree asset")
-    # bounds once at open (ragspine_query.integrity): no walk indexes outside an array
+    # bounds once at open (ragspine_core.integrity): no walk indexes outside an array
     children = np.asarray(load(schema.TREE_CHILDREN))
     upper = max(n, int(leaf_rows.max()) + 1 if leaf_rows.size else 0)
     integrity.check_csr(d, schema.TREE_CHILDREN_INDPTR, children_indptr, schema.TREE_CHILDREN, children,

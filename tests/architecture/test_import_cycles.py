@@ -243,8 +243,8 @@ def graphs() -> tuple[Graph, Graph]:
 def test_the_graph_sees_the_project(graphs):
     run_graph, _ = graphs
     assert "ragspine_query.retriever" in run_graph.modules
-    assert "ragspine_assets.indexing.parsing" in run_graph.modules
-    assert "ragspine_query.records" in run_graph.edges["ragspine_assets.indexing.chunking.build"]
+    assert "ragspine_index.parsing" in run_graph.modules
+    assert "ragspine_core.records" in run_graph.edges["ragspine_index.chunking.build"]
 
 
 @pytest.mark.parametrize("which", ["runtime", "with TYPE_CHECKING imports"])
@@ -284,7 +284,7 @@ def serving_floor_offenders(graph: Graph) -> list[str]:
 
 def test_serving_floor_never_imports_the_build_side_or_dagster(graphs):
     """``ragspine_query`` at module level imports neither ``ragspine_assets`` nor Dagster;
-    ``tests/test_import_boundary.py`` also checks function bodies and a real import with
+    ``tests/architecture/test_import_boundary.py`` also checks function bodies and a real import with
     Dagster blocked."""
     offenders = serving_floor_offenders(graphs[0])
     if offenders:
@@ -340,9 +340,9 @@ def test_the_serving_floor_check_names_the_offending_import(tmp_path):
     _write(tmp_path, {
         "ragspine_query/__init__.py": "",
         "ragspine_query/ok.py": "def late():\n    import dagster\n",
-        "ragspine_query/bad.py": "import os\ntry:\n    from ragspine_assets.indexing import parsing\nexcept ImportError:\n"
+        "ragspine_query/bad.py": "import os\ntry:\n    from ragspine_index import parsing\nexcept ImportError:\n"
                                  "    pass\nimport dagster_celery\n",
     })
     graph, _ = build_graphs(tmp_path, ("ragspine_query",))
-    assert serving_floor_offenders(graph) == ["ragspine_query/bad.py:3 imports ragspine_assets.indexing",
+    assert serving_floor_offenders(graph) == ["ragspine_query/bad.py:3 imports ragspine_index",
                                               "ragspine_query/bad.py:6 imports dagster_celery"]

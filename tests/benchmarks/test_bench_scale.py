@@ -23,7 +23,7 @@ BENCH_DIR = REPO_ROOT / "benchmarks"
 @pytest.fixture(scope="module")
 def bench_scale():
     pytest.importorskip("dagster")
-    from ragspine_query.dense.ann import engine_available  # imports usearch in the order that cannot crash
+    from ragspine_core.dense.ann import engine_available  # imports usearch in the order that cannot crash
 
     if not engine_available("usearch"):
         pytest.skip("the scale benchmark's ANN rows need the 'ann' extra (usearch)")
@@ -110,7 +110,7 @@ def test_reuse_reruns_the_query_phase_alone(bench_scale, run, tmp_path) -> None:
 
 def test_ragspine_bench_scale_dispatches_to_the_scale_benchmark(capsys) -> None:
     pytest.importorskip("dagster")
-    from ragspine_assets.cli import main
+    from ragspine_tools.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["bench", "--scale", "2000", "--help"])

@@ -15,8 +15,8 @@ import threading
 import numpy as np
 import pytest
 
-from ragspine_query.lexical import bm25 as bm25_module
-from ragspine_query.lexical.bm25 import BM25Arrays, BM25Index, BM25Params, build_bm25_arrays, top_k_rows
+from ragspine_core.lexical import bm25 as bm25_module
+from ragspine_core.lexical.bm25 import BM25Arrays, BM25Index, BM25Params, build_bm25_arrays, top_k_rows
 
 KS = (1, 3, 10, 57)
 
@@ -182,7 +182,7 @@ def test_score_terms_returns_every_touched_row_with_exact_scores(index_cls, smal
 
 
 def test_memory_mapped_index_gives_the_same_bytes(tmp_path, large, queries):
-    from ragspine_assets.indexing.lexical import write_bm25_arrays
+    from ragspine_index.steps.bm25_index import write_bm25_arrays
 
     arrays = build_bm25_arrays(large)
     write_bm25_arrays(tmp_path, arrays, "spec@1")

@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from ragspine_query import lexical
-from ragspine_query.lexical.bm25 import BM25Index, blend_bm25_arrays, build_bm25_arrays, search_blend_index, terms_all_own
+from ragspine_core import lexical
+from ragspine_core.lexical.bm25 import BM25Index, blend_bm25_arrays, build_bm25_arrays, search_blend_index, terms_all_own
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -79,7 +79,7 @@ def test_the_kernel_is_compiled_off_the_query_thread_after_jit_after_queries():
 
 def test_without_numba_the_numpy_path_answers(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba -> ImportError
-    monkeypatch.delitem(sys.modules, "ragspine_query.lexical.bm25_jit", raising=False)
+    monkeypatch.delitem(sys.modules, "ragspine_core.lexical.bm25_jit", raising=False)
     monkeypatch.delattr(lexical, "bm25_jit", raising=False)  # a kernel module imported earlier
     index = BM25Index(build_bm25_arrays([["a", "b"], ["b", "c"], ["c", "a", "a"]]))
     assert index.compile_jit() is False and index._jit is None

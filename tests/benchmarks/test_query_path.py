@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from ragspine_query.lexical.bm25 import BM25Index, build_bm25_arrays, search_blended
-from ragspine_query.records import Hit, LazyHit, RankedHit, is_restricted
+from ragspine_core.lexical.bm25 import BM25Index, build_bm25_arrays, search_blended
+from ragspine_core.records import Hit, LazyHit, RankedHit, is_restricted
 
 N_DOCS = 600
 
@@ -19,8 +19,8 @@ N_DOCS = 600
 def library(tmp_path_factory):
     """A library built by the real indexing steps: multi-paragraph documents (several
     chunks each, so the document field matters), every 7th document RESTRICTED."""
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.steps import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.step_exports import build_library
     from ragspine_query.library import open_library
 
     root = tmp_path_factory.mktemp("qpath")

@@ -26,12 +26,12 @@ import pytest
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleCauseCategory, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
-from ragspine_assets.assets import ALL_ASSETS, chunks
-from ragspine_assets.assets.chunks import CHUNKS_CODE_VERSION
-from ragspine_assets.indexing.chunking import CHUNKER_VERSIONS, ParagraphChunker
-from ragspine_assets.definitions import ingest_job, make_resources
-from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_query import schema
+from ragspine_dagster.assets import ALL_ASSETS, chunks
+from ragspine_dagster.assets.chunks import CHUNKS_CODE_VERSION
+from ragspine_index.chunking import CHUNKER_VERSIONS, ParagraphChunker
+from ragspine_dagster.definitions import ingest_job, make_resources
+from ragspine_dagster.partitions import LIBRARIES_PARTITION
+from ragspine_core import schema
 from ragspine_query.library import open_library
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,7 @@ def change_the_chunker(monkeypatch: pytest.MonkeyPatch) -> dg.AssetsDefinition:
     monkeypatch.setitem(CHUNKER_VERSIONS, "paragraph", "2")
     assert "paragraph@1" in CHUNKS_CODE_VERSION, CHUNKS_CODE_VERSION
     new_code_version = CHUNKS_CODE_VERSION.replace("paragraph@1", "paragraph@2")
-    manifest_module = importlib.import_module("ragspine_assets.assets.manifest")
+    manifest_module = importlib.import_module("ragspine_dagster.assets.manifest")
     monkeypatch.setitem(manifest_module.CODE_VERSIONS, "chunks", new_code_version)
     return chunks.map_asset_specs(lambda spec: spec.replace_attributes(code_version=new_code_version))
 

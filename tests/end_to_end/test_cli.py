@@ -1,4 +1,4 @@
-"""The ``ragspine`` console script, run as a real child process (``python -m ragspine_assets.cli``)."""
+"""The ``ragspine`` console script, run as a real child process (``python -m ragspine_tools.cli``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def ragspine(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PYTHON, "-m", "ragspine_assets.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+        [PYTHON, "-m", "ragspine_tools.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
         encoding="utf-8", timeout=timeout, env=python_env(DAGSTER_HOME=str(cwd / "dagster_home")),
     )
 

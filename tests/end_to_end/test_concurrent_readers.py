@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_query import HybridRetriever, open_library, schema
+from ragspine_query import HybridRetriever, open_library
+from ragspine_core import schema
 
 QUERIES = ("zephyr programme update", "globex market share", "quasar plant opening", "gross margin")
 #: Liveness bounds only (generous for a busy machine); no assertion is about time.
@@ -99,9 +100,9 @@ def check_answer_against_snapshot(rec: dict, snapshots: Path, replay_cache: dict
 def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_path: Path) -> None:
     import dagster as dg  # here, not at module level: the reader process runs this file
 
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.publish import list_snapshots
-    from ragspine_assets.ingest import ingest_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.publish import list_snapshots
+    from ragspine_dagster.ingest import ingest_library
 
     repo = Path(__file__).resolve().parents[2]
     data = tmp_path / "data"
@@ -158,14 +159,14 @@ def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_pat
     # rollback: one command, new readers get the previous snapshot
     paths = LibraryPaths("sample", raw, artifacts)
     assert list_snapshots(paths)[0]["snapshot_id"] == published[-1]
-    done = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "snapshots", str(artifacts), "--rollback"],
+    done = subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "snapshots", str(artifacts), "--rollback"],
                           capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     assert published[-2] in done.stdout
     with open_library(artifacts) as lib:
         assert lib.snapshot_id == published[-2]
         assert "quasar-plant" not in lib.manifest["documents"]
-    listing = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "snapshots", str(artifacts)],
+    listing = subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "snapshots", str(artifacts)],
                              capture_output=True, text=True, timeout=WAIT_S).stdout
     assert f"* {published[-2]}" in listing
 

@@ -113,11 +113,11 @@ TOUR_DEFS = """
 from pathlib import Path
 
 if Path(__file__).with_name("chunker_bumped").exists():
-    from ragspine_assets.indexing.chunking import registry
+    from ragspine_index.chunking import registry
 
     registry.CHUNKER_VERSIONS["paragraph"] = registry.CHUNKER_VERSIONS["paragraph"] + "-tour"
 
-from ragspine_assets.definitions import defs  # noqa: E402,F401
+from ragspine_dagster.definitions import defs  # noqa: E402,F401
 """
 TOUR_WORKSPACE = """load_from:
   - python_file:
@@ -177,7 +177,7 @@ def ui(tmp_path_factory):
                PYTHONPATH=str(REPO))
     # the user's first step: materialize the sample library (before the webserver starts, so
     # the two do not race to create the instance's SQLite tables)
-    ingest = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "ingest", str(data / "raw" / "sample"),
+    ingest = subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "ingest", str(data / "raw" / "sample"),
                              "--embedding", "none"], cwd=tmp, env=env, capture_output=True, text=True,
                             timeout=INGEST_TIMEOUT_S)
     assert ingest.returncode == 0, ingest.stderr[-3000:]

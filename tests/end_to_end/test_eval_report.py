@@ -92,7 +92,7 @@ def report(tmp_path_factory) -> tuple[Path, list[dict]]:
     ds = write_dataset(tmp / "science")
     out = tmp / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "ragspine_assets.cli", "eval", str(ds), "--mode", "bm25,hybrid,vector",
+        [sys.executable, "-m", "ragspine_tools.cli", "eval", str(ds), "--mode", "bm25,hybrid,vector",
          "--embedding", "deterministic", "--out", str(tmp / "eval"), "--report", str(out), "--json"],
         capture_output=True, text=True, timeout=300, env=python_env())
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.evaluate import evaluate_dataset
-from ragspine_query.eval.metrics import read_trec_run
+from ragspine_tools.evaluate import evaluate_dataset
+from ragspine_tools.eval.metrics import read_trec_run
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,7 @@ def test_tiny_eval_scores_indexes_through_the_pipeline_and_caches(tmp_path):
 
     # a second run with the same corpus and code reuses the cached index (no rebuild)
     proc = subprocess.run(
-        [sys.executable, "-m", "ragspine_assets.cli", "eval", str(ds), "--mode", "bm25", "--embedding", "none",
+        [sys.executable, "-m", "ragspine_tools.cli", "eval", str(ds), "--mode", "bm25", "--embedding", "none",
          "--out", str(out), "--json"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "reusing cached index" in proc.stderr
@@ -74,7 +74,7 @@ def test_tiny_eval_scores_indexes_through_the_pipeline_and_caches(tmp_path):
 
 def test_missing_qrels_file_is_a_clear_error(tmp_path):
     ds = write_dataset(tmp_path / "tiny")
-    proc = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "eval", str(ds), "--split", "dev",
+    proc = subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "eval", str(ds), "--split", "dev",
                            "--embedding", "none", "--out", str(tmp_path / "eval")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "dev" in proc.stderr and "qrels" in proc.stderr

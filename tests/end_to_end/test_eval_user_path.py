@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.evaluate import evaluate_dataset, prepare_library
-from ragspine_query.eval.metrics import read_trec_run
+from ragspine_tools.evaluate import evaluate_dataset, prepare_library
+from ragspine_tools.eval.metrics import read_trec_run
 from tests.conftest import python_env
 
 DOCS = {

@@ -21,7 +21,7 @@ from tests.formats.library import PAGE_TWO_FACT, write_broken, write_library  # 
 
 
 def ragspine(*args, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "ragspine_assets.cli", *map(str, args)], cwd=cwd, capture_output=True,
+    return subprocess.run([PYTHON, "-m", "ragspine_tools.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, encoding="utf-8", timeout=timeout,
                           env=python_env(DAGSTER_HOME=str(cwd / "dagster_home")))
 

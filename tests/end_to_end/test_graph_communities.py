@@ -10,7 +10,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_query.graph import artifact as ga
+from ragspine_core.graph import artifact as ga
 from ragspine_query.graph.communities import CommunityChannel, community_themes
 from ragspine_query.library import open_library
 
@@ -54,7 +54,7 @@ def test_community_themes_and_channel(lib):
 
 def test_global_tier_runs_the_community_channel(built_sample):
     from ragspine_query.link import build_narrative_retriever
-    from ragspine_query.settings import Settings
+    from ragspine_core.settings import Settings
     import dataclasses
 
     settings = dataclasses.replace(Settings.from_env(), query_tiers="rules")
@@ -64,7 +64,7 @@ def test_global_tier_runs_the_community_channel(built_sample):
 
 
 def test_query_global_cli_shows_themes_with_citations(built_sample, capsys):
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     assert main(["query", str(built_sample), "Acme Energy battery storage", "--global", "--top-k", "2"]) == 0
     out = capsys.readouterr().out
@@ -72,7 +72,7 @@ def test_query_global_cli_shows_themes_with_citations(built_sample, capsys):
     assert main(["query", str(built_sample), "Acme Energy battery storage", "--global", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["communities"] and all(t["citations"] for t in data["communities"])
-    from ragspine_query.tree.channel import _QUOTE_END
+    from ragspine_query.tree.tree_channel import _QUOTE_END
 
     for t in data["tree_themes"]:  # a tree theme cites exactly the leaves its (extractive) summary quotes
         sents = [x.strip() for x in _QUOTE_END.split(t["summary"]) if x and len(x.strip()) >= 8]

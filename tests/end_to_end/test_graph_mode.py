@@ -19,7 +19,7 @@ def test_manifest_lists_the_relation_graph(built_sample):
 
 
 def test_query_cli_graph_mode_explains_seeds_and_what_only_the_graph_found(built_sample, capsys):
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     assert main(["query", str(built_sample), "Which subsidiary of Acme Group localised its battery supply chain?",
                  "--mode", "graph", "--top-k", "5", "--explain", "--json"]) == 0
@@ -38,13 +38,13 @@ def test_graph_mode_needs_the_graph_artifact(built_sample, tmp_path):
     import shutil
 
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
-    from ragspine_query.errors import IndexNotFoundError
+    from ragspine_core.errors import IndexNotFoundError
 
     snap = tmp_path / "snap"
     shutil.copytree((built_sample / "current").resolve(), snap)
     manifest = json.loads((snap / "manifest.json").read_text())
     del manifest["artifact_sets"]["relation_graph"]
-    from ragspine_query.integrity import content_snapshot_id
+    from ragspine_core.integrity import content_snapshot_id
 
     manifest["snapshot_id"] = content_snapshot_id(manifest)  # a consistent manifest, only without the graph
     (snap / "manifest.json").write_text(json.dumps(manifest))
@@ -55,7 +55,7 @@ def test_graph_mode_needs_the_graph_artifact(built_sample, tmp_path):
 
 def test_graph_mode_fuses_with_the_graph_channels_rrf_k_unless_the_config_sets_one(built_sample):
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
-    from ragspine_query.errors import ConfigError
+    from ragspine_core.errors import ConfigError
     from ragspine_query.graph import GraphChannelConfig
 
     query = "Which subsidiary of Acme Group localised its battery supply chain?"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.graph.questions import derivation, peers, rollup
 from ragspine_query.library import open_library
 
@@ -93,7 +93,7 @@ def test_unknown_names_are_a_clear_error(lib):
 
 
 def test_graph_cli(built_sample, capsys):
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     assert main(["graph", "rollup", str(built_sample), "ACME_GROUP", "--metric", "revenue", "--period", "2024"]) == 0
     out = capsys.readouterr().out

@@ -12,10 +12,11 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="the Dagster path needs the 'pipeline' extra")
 
-from ragspine_assets.indexing.artifacts import LibraryPaths  # noqa: E402
-from ragspine_assets.indexing.pipeline import STEPS, build_library  # noqa: E402
-from ragspine_assets.indexing.step_api import BlockingCheckError  # noqa: E402
-from ragspine_query import open_library, schema  # noqa: E402
+from ragspine_index.artifacts import LibraryPaths  # noqa: E402
+from ragspine_index.pipeline import STEPS, build_library  # noqa: E402
+from ragspine_index.step_api import BlockingCheckError  # noqa: E402
+from ragspine_query import open_library  # noqa: E402
+from ragspine_core import schema  # noqa: E402
 from tests.conftest import SAMPLE_LIBRARY, copy_sample_data, ingest  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -20,8 +20,8 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="ingesting needs the 'pipeline' extra")
 
-from ragspine_assets.cli import main as cli_main  # noqa: E402
-from ragspine_assets.indexing import parsing  # noqa: E402
+from ragspine_tools.cli import main as cli_main  # noqa: E402
+from ragspine_index import parsing  # noqa: E402
 from ragspine_query import limits  # noqa: E402
 from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT  # noqa: E402
 
@@ -81,7 +81,7 @@ def test_ingest_publishes_the_rest_and_lists_skipped_and_withdrawn(env, monkeypa
     assert rc == 0 and any(r["doc_id"] == "pr-good" for r in json.loads(out))
 
     # a full disk while publishing: one line that says so; the serving snapshot stays
-    from ragspine_assets.indexing import publish
+    from ragspine_index import publish
 
     serving = (env.parent.parent / "artifacts" / "faulty" / "current").resolve()
 

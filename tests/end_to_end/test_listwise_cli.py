@@ -20,7 +20,7 @@ MARKERS = ("RESTRICTED-MARKER-ALPHA", "RESTRICTED-MARKER-BRAVO", "RESTRICTED-MAR
 
 def _query(built_sample, text, env, reranker):
     proc = subprocess.run(
-        [sys.executable, "-m", "ragspine_assets.cli", "query", str(built_sample), text, "--top-k", "5",
+        [sys.executable, "-m", "ragspine_tools.cli", "query", str(built_sample), text, "--top-k", "5",
          "--mode", "bm25", "--reranker", reranker, "--json"],
         capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr

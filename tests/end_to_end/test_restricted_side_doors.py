@@ -17,10 +17,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.steps import text_hash
-from ragspine_assets.resources import RagspineConfig
-from ragspine_query.errors import ConfigError, RagspineError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.step_exports import text_hash
+from ragspine_dagster.resources import RagspineConfig
+from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
 from ragspine_query.link import build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
@@ -91,8 +91,8 @@ def test_dagster_event_log_holds_no_restricted_text_or_title(tmp_path):
 
 # ------------------------------------------------------------------- item 4: eval marks
 def test_eval_honours_the_corpus_sensitivity_field(tmp_path):
-    from ragspine_assets.evaluate import evaluate_dataset
-    from ragspine_query.eval.metrics import read_trec_run
+    from ragspine_tools.evaluate import evaluate_dataset
+    from ragspine_tools.eval.metrics import read_trec_run
 
     ds = tmp_path / "tiny"
     (ds / "qrels").mkdir(parents=True)
@@ -117,15 +117,15 @@ def test_eval_honours_the_corpus_sensitivity_field(tmp_path):
     cached = {r[0] for r in cache.execute("SELECT text_hash FROM embedding_cache")}
     cache.close()
     assert cached and not ({text_hash(t) for t in secret_texts} & cached)
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(lib_dir), f"tides {MARKER}", "--json"],
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(lib_dir), f"tides {MARKER}", "--json"],
                           capture_output=True, text=True, timeout=120, env=python_env())
     assert proc.returncode == 0, proc.stderr
     assert MARKER not in proc.stdout and json.loads(proc.stdout)
 
 
 def test_eval_refuses_a_sensitivity_key_it_cannot_parse_exactly(tmp_path):
-    from ragspine_query.errors import DatasetError
-    from ragspine_query.eval.beir import iter_corpus_jsonl
+    from ragspine_core.errors import DatasetError
+    from ragspine_tools.eval.beir import iter_corpus_jsonl
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d1", "text": "x", "Sensitivity": "RESTRICTED"}) + "\n")
@@ -161,7 +161,7 @@ def _all_versions_texts(artifacts: Path, doc_id: str) -> set[str]:
 
 
 def test_reclassified_document_leaves_no_vector_and_old_snapshot_cannot_be_rolled_back_to(tmp_path):
-    from ragspine_assets.indexing.publish import rollback
+    from ragspine_index.publish import rollback
 
     data = tmp_path / "data"
     raw = make_library(data, extra={"reclass.md": RECLASS.format(sens="PUBLIC", extra="", n=3)})
@@ -186,7 +186,7 @@ def test_reclassified_document_leaves_no_vector_and_old_snapshot_cannot_be_rolle
 
 
 def test_pinned_snapshot_is_released_when_it_serves_a_reclassified_document(tmp_path):
-    from ragspine_assets.indexing.publish import pinned_snapshot, rollback
+    from ragspine_index.publish import pinned_snapshot, rollback
 
     data = tmp_path / "data"
     raw = make_library(data, extra={"reclass.md": RECLASS.format(sens="PUBLIC", extra="", n=3)})
@@ -245,7 +245,7 @@ def test_visible_ranks_and_scores_ignore_restricted_rows(tmp_path):
 def test_reranker_none_makes_no_llm_call(built_sample, tmp_path, how):
     with LocalChatServer("ok") as server:
         env = python_env(RAGSPINE_LLM_BASE_URL=server.base_url, RAGSPINE_LLM_MODEL="local-test")
-        args = [PYTHON, "-m", "ragspine_assets.cli", "query", str(built_sample), "price cut PowerFlex 7", "--json"]
+        args = [PYTHON, "-m", "ragspine_tools.cli", "query", str(built_sample), "price cut PowerFlex 7", "--json"]
         if how == "flag":
             args += ["--reranker", "none"]
         else:
@@ -270,8 +270,8 @@ def test_library_names_that_could_leave_the_data_root_are_refused(tmp_path, name
 
 
 def test_partition_key_outside_the_data_root_writes_nothing_outside(tmp_path):
-    from ragspine_assets.assets import ALL_ASSETS
-    from ragspine_assets.partitions import LIBRARIES_PARTITION
+    from ragspine_dagster.assets import ALL_ASSETS
+    from ragspine_dagster.partitions import LIBRARIES_PARTITION
 
     data = tmp_path / "nest" / "data"
     make_library(data)
@@ -294,7 +294,7 @@ def test_sensor_skips_folders_that_are_not_library_names(tmp_path):
 
 # ---------------------------------------------------------------- item 10: small ones
 def test_negative_top_k_is_a_clear_error(built_sample, tmp_path):
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(built_sample), "revenue", "--top-k", "-5"],
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(built_sample), "revenue", "--top-k", "-5"],
                           capture_output=True, text=True, timeout=120, env=python_env(), cwd=tmp_path)
     assert proc.returncode == 2 and "--top-k" in proc.stderr and ">= 0" in proc.stderr
     assert proc.stdout == ""
@@ -311,7 +311,7 @@ def test_cli_output_keeps_each_field_on_one_line(tmp_path):
     raw.mkdir(parents=True)
     (raw / "weird\nname.md").write_text("# Gardens\n\nTulip gardens bloom in spring.\n", encoding="utf-8")
     ingest(raw)
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(data / "artifacts" / "lib"), "tulip gardens",
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(data / "artifacts" / "lib"), "tulip gardens",
                            "--mode", "bm25"], capture_output=True, text=True, timeout=120, env=python_env(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     header = [line for line in proc.stdout.splitlines() if line.startswith("[1]")]

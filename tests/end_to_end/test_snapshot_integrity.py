@@ -19,13 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_assets.cli import main as cli_main
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query import integrity, open_library, schema
-from ragspine_query.errors import IndexCorruptError
+from ragspine_tools.cli import main as cli_main
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_core import integrity, schema
+from ragspine_query import open_library
+from ragspine_core.errors import IndexCorruptError
 
-from ..conftest import RAGSPINE_ENV_VARS, REPO_ROOT
+from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT
 
 DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
 QUERIES = (("product launch storage", ["--tree", "collapsed"]), ("Acme Group history", ["--mode", "graph"]))
@@ -251,8 +252,8 @@ def test_the_compiled_kernel_survives_a_file_damaged_in_place_after_open(tiny, t
 
 
 def test_a_work_output_damaged_between_its_step_and_publication_is_never_published(tiny, tmp_path):
-    from ragspine_assets.indexing.pipeline import STEPS, run_step
-    from ragspine_assets.indexing.step_api import StepContext
+    from ragspine_index.pipeline import STEPS, run_step
+    from ragspine_index.step_api import StepContext
 
     data = tmp_path / "data"
     shutil.copytree(tiny["data"], data, symlinks=True)

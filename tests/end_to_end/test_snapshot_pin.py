@@ -11,14 +11,14 @@ import pytest
 
 dg = pytest.importorskip("dagster")
 
-from ragspine_assets.ingest import ingest_library  # noqa: E402
+from ragspine_dagster.ingest import ingest_library  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def _snapshots_cli(artifacts: Path, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "ragspine_assets.cli", "snapshots", str(artifacts), *args],
+    proc = subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "snapshots", str(artifacts), *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

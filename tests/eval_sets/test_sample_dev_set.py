@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.parsing import parse_library
-from ragspine_query.eval.beir import read_qrels
-from ragspine_query.gate import CompetitorGate
-from ragspine_query.glossary import Glossary
+from ragspine_index.parsing import parse_library
+from ragspine_tools.eval.beir import read_qrels
+from ragspine_core.gate import CompetitorGate
+from ragspine_core.glossary import Glossary
 from tests.conftest import REPO_ROOT, RESTRICTED_MARKERS
 
 SET_DIR = REPO_ROOT / "data" / "eval" / "sample"

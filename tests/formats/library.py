@@ -1,5 +1,5 @@
 """A small library of real PDF, DOCX, PPTX, XLSX, HTML and CSV files (and broken ones),
-written by :mod:`ragspine_assets.indexing.converters.writers`."""
+written by :mod:`ragspine_index.converters.writers`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
-from ragspine_assets.indexing.converters import writers
+from ragspine_index.converters import writers
 
 #: A sentence that only the PDF's second page holds (the query test looks for it).
 PAGE_TWO_FACT = "The Rotterdam warehouse automation contract was signed with Vandermolen Logistics in August."

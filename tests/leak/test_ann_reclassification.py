@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.embeddings import ann_update_allowed, restricted_text_hashes, text_hash
-from ragspine_assets.indexing.pipeline import build_library
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.steps.chunk_embeddings import ann_update_allowed, restricted_text_hashes, text_hash
+from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library
 
 BODY = ("Supplier Quillfeather will be acquired by the group for twelve million euros. "

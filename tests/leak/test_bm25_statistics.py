@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query.lexical.bm25 import BM25Index, build_bm25_arrays
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_core.lexical.bm25 import BM25Index, build_bm25_arrays
 from ragspine_query.library import open_library
 from ragspine_query.link import build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig

@@ -19,10 +19,10 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.embeddings import text_hash
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.steps.chunk_embeddings import text_hash
+from ragspine_index.pipeline import build_library
+from ragspine_core.llm import OpenAICompatibleProvider
 from tests.conftest import REPO_ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))

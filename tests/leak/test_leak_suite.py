@@ -38,12 +38,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.parsing import parse_library
-from ragspine_assets.indexing.steps import build_library, text_hash
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.parsing import parse_library
+from ragspine_index.step_exports import build_library, text_hash
 from ragspine_query.library import open_library
 from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
-from ragspine_query.records import RESTRICTED_SENSITIVITY
+from ragspine_core.records import RESTRICTED_SENSITIVITY
 from ragspine_query.rerank import LexicalMaxSimReranker
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
 from tests.conftest import PYTHON, REPO_ROOT, RESTRICTED_MARKERS, copy_sample_data, python_env
@@ -134,7 +134,7 @@ def leak_library(tmp_path_factory):
     formats = add_restricted_formats(raw)
     home = root / "dagster_home"
     env = python_env(DAGSTER_HOME=str(home), RAGSPINE_EMBEDDING="deterministic")
-    proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "ingest", str(raw)], cwd=root,
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "ingest", str(raw)], cwd=root,
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"root": root, "data": data, "raw": raw, "home": home, "stdout": proc.stdout, "stderr": proc.stderr,
@@ -182,7 +182,7 @@ def test_ingest_exits_hold_no_restricted_text(leak_library):
                 import pyarrow.parquet as pq
 
                 scan.text(f"relation graph table {path.name}", json.dumps(pq.read_table(path).to_pydict(), ensure_ascii=False))
-        from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
+        from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
         from ragspine_query.tree import TreeRetriever, global_overview
 
         backend = DeterministicEmbeddingBackend(emb.dim)
@@ -261,7 +261,7 @@ class RecordingJudge:
 
 
 def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog):
-    from ragspine_query.dense.embedding import make_embedding_backend
+    from ragspine_core.dense.embedding import make_embedding_backend
 
     caplog.set_level(logging.DEBUG)
     lib, prints = leak_library, leak_library["prints"]
@@ -282,7 +282,7 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
         multi = MultiIndexRetriever({"a": retrievers["hybrid"],
                                      "b": HybridRetriever(b, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))})
         glossary_path = art / "current" / "glossary.json"
-        from ragspine_query.glossary import Glossary, GlossaryQueryRewriter
+        from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 
         rewriter = GlossaryQueryRewriter(Glossary.load(glossary_path))
         exits = [
@@ -327,7 +327,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
     # the user's query is sent to the judge as typed: keep queries that quote no fingerprint,
     # so anything fingerprinted in a request body came from the index
     queries = [q for q in _random_queries(rng, lib["art"], prints) if not any(p in q for p in prints)][:N_HTTP_QUERIES]
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     with LocalChatServer("ok") as server:
         provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
@@ -338,7 +338,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
         scan.blob("LLM request bodies", server.all_raw_bodies())
         for q in queries[:6]:
             for extra in ([], ["--json"]):
-                proc = subprocess.run([PYTHON, "-m", "ragspine_assets.cli", "query", str(lib["art"]), q, "--mode", "bm25",
+                proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(lib["art"]), q, "--mode", "bm25",
                                        "--top-k", "20", *extra], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                                       env=python_env(RAGSPINE_LLM_BASE_URL=server.base_url, RAGSPINE_LLM_MODEL="local-test"))
                 assert proc.returncode == 0, proc.stderr
@@ -350,7 +350,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
 def test_graph_llm_extractor_prompts_and_graph_leak_nothing(leak_library, tmp_path):
     """``graph_extractor = "llm"``: the OpenIE prompts (raw request bodies) and the graph the
     model's triples build hold no RESTRICTED fingerprint; the model echoes names it was sent."""
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     scan = Scanner(leak_library["prints"])
     raw = tmp_path / "raw" / "sample"
@@ -381,7 +381,7 @@ def test_query_intelligence_prompts_leak_nothing(leak_library):
     """Every new prompt (HyDE, RAG-Fusion, step-back, decomposition, the LLM tier classifier,
     the CRAG grader and rewrite) and the compressed prompt_text, over seeded random queries."""
     from ragspine_query.intelligence import QueryIntelligence
-    from ragspine_query.llm import OpenAICompatibleProvider
+    from ragspine_core.llm import OpenAICompatibleProvider
 
     lib, prints = leak_library, leak_library["prints"]
     scan = Scanner(prints)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.publish import list_snapshots, pinned_snapshot, rollback
-from ragspine_assets.indexing.reclassification import unservable_count
-from ragspine_query.errors import IndexNotFoundError, RagspineError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.publish import list_snapshots, pinned_snapshot, rollback
+from ragspine_index.reclassification import unservable_count
+from ragspine_core.errors import IndexNotFoundError, RagspineError
 from ragspine_query.library import open_library
 from ragspine_query.link import build_narrative_retriever
 

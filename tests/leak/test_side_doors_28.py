@@ -16,11 +16,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.documents import load_documents
-from ragspine_assets.indexing.parsing import load_library_config
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query.errors import ConfigError, FilterError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.steps.documents import load_documents
+from ragspine_index.parsing import load_library_config
+from ragspine_index.pipeline import build_library
+from ragspine_core.errors import ConfigError, FilterError
 from ragspine_query.library import open_library
 from ragspine_query.link import build_narrative_retriever
 from tests.conftest import ingest

@@ -6,7 +6,7 @@ publication when the guess was right and published when it was wrong. The finger
 are now RESTRICTED sentences (normalised) that occur nowhere in open text, so open
 wording never decides whether a library publishes; a node that repeats RESTRICTED text
 it was never given (a model that "knows" it) still blocks
-(``tests/assets/indexing/test_summary_tree.py``).
+(``tests/index/test_summary_tree.py``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_assets.indexing.summary_tree import restricted_fingerprints
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_index.steps.summary_tree import restricted_fingerprints
+from ragspine_core.llm import OpenAICompatibleProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "query" / "rerank"))
 from llm_server import LocalChatServer  # noqa: E402

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.documents import load_documents
-from ragspine_assets.indexing.marking_scan import mentions_restricted
-from ragspine_assets.indexing.pipeline import build_library
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.steps.documents import load_documents
+from ragspine_index.marking_scan import mentions_restricted
+from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library
 
 BODY = "Supplier Quillfeather delivered the widget lots late; penalties apply.\n"

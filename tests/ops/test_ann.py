@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from ragspine_query import open_library
-from ragspine_query.dense.ann import (ANN_INDEX_FILE, ANN_PARAMS_FILE, AnnConfig, AnnIndex, AnnParams, build_ann_index,
+from ragspine_core.dense.ann import (ANN_INDEX_FILE, ANN_PARAMS_FILE, AnnConfig, AnnIndex, AnnParams, build_ann_index,
                                       engine_available, search_dense)
-from ragspine_query.dense.vector_store import top_k_cosine
-from ragspine_query.errors import ConfigError
+from ragspine_core.dense.vector_store import top_k_cosine
+from ragspine_core.errors import ConfigError
 from tests.conftest import REPO_ROOT, SAMPLE_LIBRARY, copy_sample_data
 
 needs_engine = pytest.mark.skipif(not engine_available("usearch"),
@@ -120,8 +120,8 @@ def ann_library(tmp_path_factory) -> Path:
     """The sample library built with deterministic vectors and an ANN threshold of 10."""
     if not engine_available("usearch"):
         pytest.skip("usearch is not installed (pip install 'ragspine[ann]')")
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
 
     data = copy_sample_data(tmp_path_factory.mktemp("ann_lib") / "data")
     paths = LibraryPaths(SAMPLE_LIBRARY, data / "raw" / SAMPLE_LIBRARY, data / "artifacts" / SAMPLE_LIBRARY)
@@ -152,8 +152,8 @@ def test_pipeline_publishes_the_ann_artifact_without_restricted_rows(ann_library
 
 @needs_engine
 def test_dense_channel_uses_the_ann_and_matches_the_exact_scan(ann_library: Path) -> None:
-    from ragspine_query.dense.ann import ann_for_library
-    from ragspine_query.dense.embedding import make_embedding_backend
+    from ragspine_core.dense.ann import ann_for_library
+    from ragspine_core.dense.embedding import make_embedding_backend
     from ragspine_query.pipeline.channels import DenseChannel
 
     backend = make_embedding_backend("deterministic")
@@ -194,9 +194,9 @@ def test_without_the_extra_the_channel_scans_exactly(ann_library: Path) -> None:
     script = BLOCK_USEARCH + textwrap.dedent(f"""
         import json, numpy as np
         from ragspine_query import open_library
-        from ragspine_query.dense.ann import ann_for_library, engine_available
-        from ragspine_query.dense.embedding import make_embedding_backend
-        from ragspine_query.dense.vector_store import top_k_cosine
+        from ragspine_core.dense.ann import ann_for_library, engine_available
+        from ragspine_core.dense.embedding import make_embedding_backend
+        from ragspine_core.dense.vector_store import top_k_cosine
         from ragspine_query.pipeline.channels import DenseChannel
         lib = open_library({str(ann_library)!r})
         backend = make_embedding_backend("deterministic")
@@ -223,7 +223,7 @@ def test_onnxruntime_imports_after_the_ann_engine_is_loaded() -> None:
     pytest.importorskip("onnxruntime")
     script = textwrap.dedent("""
         import numpy as np
-        from ragspine_query.dense.ann import _import
+        from ragspine_core.dense.ann import _import
         Index = _import("usearch")
         import onnxruntime
         v = np.eye(4, dtype=np.float32)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ragspine_query import open_library
-from ragspine_query.dense.ann import ANN_INDEX_FILE, DEFAULT_MIN_VECTORS, engine_available
-from ragspine_query.errors import ConfigError
-from ragspine_query.settings import Settings
+from ragspine_core.dense.ann import ANN_INDEX_FILE, DEFAULT_MIN_VECTORS, engine_available
+from ragspine_core.errors import ConfigError
+from ragspine_core.settings import Settings
 from tests.conftest import SAMPLE_LIBRARY, copy_sample_data
 
 
@@ -31,7 +31,7 @@ def test_the_setting_is_read_and_validated() -> None:
 
 @pytest.mark.parametrize("value", ["-1", "true", '"10"', "1.5"])
 def test_the_library_key_is_validated(tmp_path: Path, value: str) -> None:
-    from ragspine_assets.indexing.parsing import load_library_config
+    from ragspine_index.parsing import load_library_config
 
     (tmp_path / "_library.toml").write_text(f"ann_min_vectors = {value}\n")
     with pytest.raises(ConfigError, match="ann_min_vectors"):
@@ -43,7 +43,7 @@ def test_the_library_key_is_validated(tmp_path: Path, value: str) -> None:
 def _ingest(root: Path, toml_line: str | None, env: dict[str, str]) -> Path:
     import dagster as dg
 
-    from ragspine_assets.ingest import ingest_library
+    from ragspine_dagster.ingest import ingest_library
 
     data = copy_sample_data(root / "data")
     raw = data / "raw" / SAMPLE_LIBRARY

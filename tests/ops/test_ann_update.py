@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from ragspine_query import open_library
-from ragspine_query.dense.ann import (ANN_INDEX_FILE, ANN_PARAMS_FILE, MAX_UPDATE_SHARE, ROW_KEYS_FILE, AnnConfig,
+from ragspine_core.dense.ann import (ANN_INDEX_FILE, ANN_PARAMS_FILE, MAX_UPDATE_SHARE, ROW_KEYS_FILE, AnnConfig,
                                       AnnIndex, AnnParams, ann_delta, build_ann_index, engine_available,
                                       update_ann_index)
-from ragspine_query.dense.vector_store import top_k_cosine
+from ragspine_core.dense.vector_store import top_k_cosine
 from tests.conftest import SAMPLE_LIBRARY, copy_sample_data
 
 pytestmark = pytest.mark.skipif(not engine_available("usearch"),
@@ -86,7 +86,7 @@ def test_an_update_finds_every_row_at_its_new_position(tmp_path: Path) -> None:
 
 
 def _library(tmp_path: Path):
-    from ragspine_assets.indexing.artifacts import LibraryPaths
+    from ragspine_index.artifacts import LibraryPaths
 
     data = copy_sample_data(tmp_path / "data")
     raw = data / "raw" / SAMPLE_LIBRARY
@@ -94,7 +94,7 @@ def _library(tmp_path: Path):
 
 
 def _build(paths, cache: Path):
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.pipeline import build_library
 
     return build_library(paths, embedding="deterministic", cache_path=cache, ann=AnnConfig(min_vectors=10))
 
@@ -151,7 +151,7 @@ def test_a_small_change_updates_and_a_new_restricted_document_rebuilds(tmp_path:
 
 
 def test_past_the_share_the_index_is_built_afresh(tmp_path: Path, monkeypatch) -> None:
-    from ragspine_assets.indexing import embeddings as emb_mod
+    from ragspine_index.steps import chunk_embeddings as emb_mod
 
     raw, paths, cache = _library(tmp_path)
     _build(paths, cache)

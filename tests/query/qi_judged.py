@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from ragspine_query.eval.metrics import mrr_at_k, ndcg_at_k, recall_at_k
+from ragspine_tools.eval.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
 

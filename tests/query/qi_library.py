@@ -12,8 +12,8 @@ from tests.conftest import REPO_ROOT
 
 def build_sample(dest: Path, embedding: str = "deterministic") -> Path:
     """``dest/art/sample`` (a published library with the sample glossary)."""
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.steps import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.step_exports import build_library
 
     raw = dest / "raw" / "sample"
     shutil.copytree(REPO_ROOT / "data" / "raw" / "sample", raw)
@@ -43,8 +43,8 @@ SPLIT = {
 
 def build_split(dest: Path, embedding: str = "deterministic") -> dict[str, Path]:
     """``{name: library dir}`` of the three libraries of :data:`SPLIT` (+ ``group``: the rest)."""
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.steps import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.step_exports import build_library
 
     src = REPO_ROOT / "data" / "raw" / "sample"
     files = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())

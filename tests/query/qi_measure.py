@@ -19,8 +19,8 @@ from collections import defaultdict
 import numpy as np
 
 from ragspine_query.cache import ScopedCache
-from ragspine_query.eval.beir import load_beir
-from ragspine_query.eval.metrics import ndcg_at_k, recall_at_k
+from ragspine_tools.eval.beir import load_beir
+from ragspine_tools.eval.metrics import ndcg_at_k, recall_at_k
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import NarrativeIndex
 from ragspine_query.library import open_library

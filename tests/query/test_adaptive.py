@@ -9,9 +9,9 @@ import json
 import pytest
 
 from ragspine_query.assessment import Confidence, RelevanceGrader, default_tier
-from ragspine_query.cli import main as query_main
+from ragspine_tools.query_command import main as query_main
 from ragspine_query.corrective import CRAGConfig
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
 from ragspine_query.postprocess import make_postprocessor

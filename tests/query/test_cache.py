@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from ragspine_query.cache import CachedPipeline, ScopedCache, scope_of
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 
 
 class Clock:

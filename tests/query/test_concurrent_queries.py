@@ -10,16 +10,16 @@ import threading
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.runtime import threads as query_pools
+from ragspine_core.errors import ConfigError
+from ragspine_core.runtime import threads as query_pools
 
 WORDS = [f"w{i}" for i in range(300)]
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
     from ragspine_query.library import open_library
 
     base = tmp_path_factory.mktemp("concurrent")
@@ -109,7 +109,7 @@ def test_a_blas_library_loaded_after_the_first_pin_is_pinned_too():
     pytest.importorskip("scipy")
     script = (
         "import numpy\n"
-        "from ragspine_query.runtime.threads import pin_query_threads\n"
+        "from ragspine_core.runtime.threads import pin_query_threads\n"
         "pin_query_threads({})\n"
         "import scipy.linalg\n"
         "pin_query_threads({})\n"

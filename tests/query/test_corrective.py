@@ -9,11 +9,11 @@ import pytest
 
 from ragspine_query.corrective import (CRAGConfig, CorrectiveRetrieval, LLMGrader, dynamic_crag_config, grade_hits,
                                        refine_query)
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
-from ragspine_query.llm import OpenAICompatibleProvider
-from ragspine_query.records import Chunk, Hit
+from ragspine_core.llm import OpenAICompatibleProvider
+from ragspine_core.records import Chunk, Hit
 from tests.query.qi_library import shared_sample
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "rerank"))

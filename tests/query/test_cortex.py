@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ragspine_query.cortex import AgentScore, normalize_query, normalize_score, normalize_scores, time_decayed
-from ragspine_query.errors import ConfigError, ScoreError
+from ragspine_core.errors import ConfigError, ScoreError
 from ragspine_query.fusion import time_decay_weight, weighted_rrf
 from ragspine_query.retriever import RetrievalConfig
 

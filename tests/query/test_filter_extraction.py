@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_query.cli import main as query_main
-from ragspine_query.errors import ConfigError
+from ragspine_tools.query_command import main as query_main
+from ragspine_core.errors import ConfigError
 from ragspine_query.filter_extraction import (FilterExtractor, FilterPreference, LLMFilterExtractor, RuleFilterExtractor,
                                               make_filter_extractor)
 from ragspine_query.filters import Predicate
-from ragspine_query.glossary import Glossary
+from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_core.llm import OpenAICompatibleProvider
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_sample
 

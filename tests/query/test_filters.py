@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.errors import FilterError
+from ragspine_core.errors import FilterError
 from ragspine_query.filters import OPERATORS, Predicate, combined_mask, parse_filter_arg, parse_filters
 
 PERIOD = np.asarray(["2024Q1", "2024Q3", "", "2025H1", "2024Q4", "2024Q3"])

@@ -55,7 +55,7 @@ def test_rrf_of_nothing_is_empty():
 import numpy as np  # noqa: E402
 
 from ragspine_query.fusion import FUSION_POLICIES, MixedLanguagePolicy, fuse_mixed_languages, plan_fusion  # noqa: E402
-from ragspine_query.text.language import LanguageProfile  # noqa: E402
+from ragspine_core.text.language import LanguageProfile  # noqa: E402
 
 EN_LIB = LanguageProfile.from_labels(["en"] * 99 + ["zh"])
 ZH_LIB = LanguageProfile.from_labels(["zh"] * 99 + ["en"])

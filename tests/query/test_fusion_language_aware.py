@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_assets.evaluate import evaluate_dataset, prepare_library, sample_queries
-from ragspine_query.eval.beir import load_beir
+from ragspine_tools.evaluate import evaluate_dataset, prepare_library, sample_queries
+from ragspine_tools.eval.beir import load_beir
 from ragspine_query.fusion import FUSION_POLICIES, fuse_mixed_languages
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig

@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ragspine_query import cli
+from ragspine_tools import query_command as cli
 
 PROJECT_DIRS = tuple(str(Path(p).resolve()) for p in (Path(cli.__file__).parent, Path(cli.__file__).parent.parent / "ragspine_assets"))
 CHANNELS_FILE = str((Path(cli.__file__).parent / "pipeline" / "channels.py").resolve())

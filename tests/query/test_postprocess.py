@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.postprocess import (ExtractiveCompressor, LostInMiddlePostProcessor, MMRPostProcessor, VectorLookup,
                                         compress_text, lost_in_middle_order, make_postprocessor, mmr_order)
 from ragspine_query.postprocess.compress import sentences
-from ragspine_query.records import Chunk, Hit, to_snippet
+from ragspine_core.records import Chunk, Hit, to_snippet
 from tests.query.qi_library import shared_sample
 
 
@@ -100,7 +100,7 @@ def _is_extractive(prompt: str, text: str) -> bool:
 def test_postprocessors_run_after_rerank_in_the_pipeline_and_show_in_explain(sample):
     from ragspine_query.intelligence import QueryIntelligence
     from ragspine_query.link import build_narrative_retriever
-    from ragspine_query.settings import Settings
+    from ragspine_core.settings import Settings
 
     r = build_narrative_retriever(sample, reranker=None, settings=Settings(postprocessor="mmr,lost_in_middle,compress"))
     out = r.retrieve("Acme US gross margin 2024", top_k=5, explain=True)

@@ -8,10 +8,10 @@ import zlib
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
-from ragspine_query.records import Chunk, Hit
+from ragspine_core.errors import ConfigError
+from ragspine_core.records import Chunk, Hit
 from ragspine_query.rerank import ColbertMaxSimReranker, LexicalMaxSimReranker, language_note, make_reranker
-from ragspine_query.rerank.base import check_languages, rank_by_scores
+from ragspine_query.rerank.reranker import check_languages, rank_by_scores
 
 
 def hit(chunk_id: str, text: str, *, language: str = "", sensitivity: str = "INTERNAL", score: float = 0.5) -> Hit:

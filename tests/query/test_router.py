@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ragspine_query.cli import main as query_main
-from ragspine_query.errors import ConfigError
-from ragspine_query.glossary import Glossary
+from ragspine_tools.query_command import main as query_main
+from ragspine_core.errors import ConfigError
+from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.library import Library, open_library
 from ragspine_query.link import build_narrative_retriever

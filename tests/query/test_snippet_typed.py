@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from ragspine_query.link import build_narrative_retriever
-from ragspine_query.records import Snippet, hits_to_frame
+from ragspine_core.records import Snippet, hits_to_frame
 
 
 @pytest.fixture(scope="module")

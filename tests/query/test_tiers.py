@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.link import build_narrative_retriever
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.pipeline.channels import register_channel, unregister_channel
 from ragspine_query.tiers import TierClassifier, classify_query, tier_channels
 from tests.query.qi_library import shared_sample

@@ -8,11 +8,11 @@ import shutil
 import numpy as np
 import pytest
 
-from ragspine_assets.indexing.artifacts import LibraryPaths
-from ragspine_assets.indexing.parsing import parse_library
-from ragspine_assets.indexing.pipeline import build_library
-from ragspine_query.dense.deterministic import DeterministicEmbeddingBackend
-from ragspine_query.errors import ConfigError, SynthesisCitationError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.parsing import parse_library
+from ragspine_index.pipeline import build_library
+from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
+from ragspine_core.errors import ConfigError, SynthesisCitationError
 from ragspine_query.library import open_library
 from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
@@ -157,7 +157,7 @@ def test_tree_channel_ranking_is_deterministic(built):
 
 
 def test_cli_tree_flag_adds_the_channel_and_explain_shows_its_node_hits(built, capsys, monkeypatch):
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     for var in ("RAGSPINE_TREE", "RAGSPINE_EMBEDDING", "RAGSPINE_RETRIEVAL_MODE", "RAGSPINE_LLM_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
@@ -210,7 +210,7 @@ def test_fused_hits_keep_the_tree_node_they_were_reached_through(built, capsys, 
     off = HybridRetriever(lib, embedding_backend=built["backend"], config=RetrievalConfig(mode=mode))
     assert not any(h.via for q in QUERIES for h in off.search(q, top_k=10))
     # the CLI: --json results carry via, the text output prints it
-    from ragspine_query.cli import main
+    from ragspine_tools.query_command import main
 
     for var in ("RAGSPINE_TREE", "RAGSPINE_EMBEDDING", "RAGSPINE_RETRIEVAL_MODE", "RAGSPINE_LLM_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from ragspine_query.records import Chunk, Hit
+from ragspine_core.records import Chunk, Hit
 
 
 def make_hit(chunk_id: str, text: str, *, sensitivity: str = "INTERNAL", score: float = 0.5) -> Hit:

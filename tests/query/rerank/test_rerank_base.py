@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from ragspine_query.errors import ConfigError, MissingExtraError, RagspineError
+from ragspine_core.errors import ConfigError, MissingExtraError, RagspineError
 from ragspine_query.rerank import CrossEncoderReranker, SpladeReranker, passage_text, rank_by_scores
-from ragspine_query.records import Chunk, Hit
+from ragspine_core.records import Chunk, Hit
 from rerank_fixtures import chunk_ids, make_hit
 
 

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.rerank import CrossEncoderReranker, Reranker
 from rerank_fixtures import chunk_ids, make_hit
 from rerank_tiny_models import reference_cross_encoder

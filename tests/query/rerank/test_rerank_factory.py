@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from llm_server import LocalChatServer
-from ragspine_query.errors import ConfigError
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_core.errors import ConfigError
+from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.rerank import (
     RERANKER_CHOICES,
     CrossEncoderReranker,
@@ -26,7 +26,7 @@ def test_importing_rerank_does_not_import_onnxruntime_or_tokenizers():
     import subprocess
 
     code = (
-        "import sys, ragspine_query.rerank, ragspine_query.llm; "
+        "import sys, ragspine_query.rerank, ragspine_core.llm; "
         "bad = [m for m in ('onnxruntime', 'tokenizers', 'onnx') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -126,7 +126,7 @@ def test_a_local_reranker_never_calls_the_provider():
 
 def test_colbert_uses_the_packaged_minilm_token_encoder():
     pytest.importorskip("onnxruntime")
-    dense = pytest.importorskip("ragspine_query.dense.onnx")
+    dense = pytest.importorskip("ragspine_core.dense.minilm_onnx")
     if not hasattr(dense.OnnxEmbeddingBackend, "embed_tokens"):
         pytest.skip("OnnxEmbeddingBackend.embed_tokens is not available yet")
     try:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragspine_query.errors import RagspineError
+from ragspine_core.errors import RagspineError
 from ragspine_query.rerank import (
     ColbertMaxSimReranker,
     LexicalMaxSimReranker,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_server import LocalChatServer
-from ragspine_query.llm import OpenAICompatibleProvider
+from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.rerank import (
     DEFAULT_TOP_N,
     ListwiseJudge,

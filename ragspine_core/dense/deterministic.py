@@ -1,0 +1,83 @@
+"""An offline, dependency-free embedding backend built on signed feature hashing.
+
+It is not a semantic model: texts that share tokens get similar vectors, nothing more.
+It exists so tests and air-gapped demos exercise the whole dense path deterministically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import numpy as np
+
+from ragspine_core.errors import ConfigError
+from ragspine_core.text.tokenize import tokenize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+
+# Salting the hash keeps these buckets independent of any other sha256 use of the same token.
+_SALT = b"ragspine-deterministic-hash-v1\x00"
+# A memo of token -> (bucket, sign) per backend instance; capped so a huge corpus
+# cannot grow it without bound.
+_MEMO_LIMIT = 200_000
+
+
+class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
+    """Signed feature-hash embeddings of the spec tokens (Weinberger et al. 2009).
+
+    Each token of :func:`ragspine_core.text.tokenize.tokenize` is hashed with salted
+    sha256 (stable across processes and machines, unlike Python's ``hash``) to a bucket
+    and a sign; the bucket counts are damped with ``log1p`` and the vector is
+    L2-normalised. An empty text (no tokens) embeds to the zero vector.
+
+    Parameters:
+        dim: vector dimension (>= 8).
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
+            raise ConfigError(f"deterministic embedding dim must be an integer >= 8, got {dim!r}")
+        self.dim = dim
+        self.model_id = f"deterministic-hash-v1-d{dim}"
+        self._memo: dict[str, tuple[int, float]] = {}
+
+    def _bucket(self, token: str) -> tuple[int, float]:
+        hit = self._memo.get(token)
+        if hit is not None:
+            return hit
+        digest = hashlib.sha256(_SALT + token.encode("utf-8")).digest()
+        bucket = int.from_bytes(digest[:8], "little") % self.dim
+        sign = 1.0 if digest[8] & 1 else -1.0
+        if len(self._memo) < _MEMO_LIMIT:
+            self._memo[token] = (bucket, sign)
+        return bucket, sign
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: EmbeddingKind = "passage",
+        batch_size: int = 32,
+    ) -> np.ndarray:
+        """Embed ``texts`` (``kind`` and ``batch_size`` do not change the result)."""
+        check_kind(kind)
+        check_batch_size(batch_size)
+        items = as_text_list(texts)
+        # signed counts per (row, bucket), summed in token order (whole numbers: exact)
+        cells: dict[tuple[int, int], float] = {}
+        get, bucket_of = cells.get, self._bucket
+        for row, text in enumerate(items):
+            for token in tokenize(text):
+                bucket, sign = bucket_of(token)
+                key = (row, bucket)
+                cells[key] = get(key, 0.0) + sign
+        counts = np.zeros((len(items), self.dim), dtype=np.float64)
+        if len(cells) <= 32:  # a query: a few cells, set one by one (cheaper than any vectorised call)
+            for key, value in cells.items():
+                counts[key] = value
+        else:
+            at = np.array(list(cells), dtype=np.intp)
+            counts[at[:, 0], at[:, 1]] = np.fromiter(cells.values(), dtype=np.float64, count=len(cells))
+        # log1p on the magnitude damps repeated tokens (sublinear tf) and keeps the sign.
+        damped = np.sign(counts) * np.log1p(np.abs(counts))
+        return l2_normalize(damped.astype(np.float32))

@@ -1,0 +1,1 @@
+"""The relation graph's file format and stores, shared by the builder and the reader."""

@@ -1,0 +1,1116 @@
+"""Okapi BM25 with impacts precomputed at index time (CSC-like arrays).
+
+Weighting (Robertson/Sparck Jones with Lucene's non-negative IDF)::
+
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    impact(t,d) = idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))
+    score(q,d)  = sum over query tokens t (with repetition) of impact(t, d)
+
+The collection statistics ``N``, ``df`` and ``avgdl`` may be computed over a subset of
+the rows (``stat_rows``): the library computes them over its *open* rows only, so that
+a RESTRICTED chunk changes no open chunk's score (docs/security.md). Every row still
+gets postings (an ``include_restricted`` search still finds RESTRICTED rows), scored
+with the open rows' statistics.
+
+A library that holds two languages may keep each language's statistics apart
+(``row_languages`` with ``BM25Params.k1_by_language``): a row is then weighted with its
+own language's ``N``, ``df``, ``avgdl`` and ``k1``, so an English chunk scores as it would
+in a library of the English documents alone (Chinese titles do not shorten its
+``avgdl``), whatever the other collection holds.
+
+Both the build (:func:`build_bm25_arrays`) and the scoring (:class:`BM25Index`) live in
+this module because index time and query time must agree on them. Files are written
+by ``ragspine_assets``; this module only reads them (memory-mapped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from array import array
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ragspine_core import schema
+from ragspine_core.errors import ConfigError, IndexCorruptError, IndexNotFoundError
+
+DEFAULT_BM25_K1 = 1.5
+DEFAULT_BM25_B = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Params:
+    """BM25 free parameters, validated on construction."""
+
+    k1: float = DEFAULT_BM25_K1
+    b: float = DEFAULT_BM25_B
+    #: ``(language, k1)`` pairs: when given, each row is weighted with the statistics
+    #: (``N``, ``df``, ``avgdl``) of the rows of its own language and that language's
+    #: ``k1`` (a row of another language counts with the first); empty: one set for all.
+    k1_by_language: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.k1) and self.k1 >= 0):
+            raise ConfigError(f"BM25 k1 must be a finite number >= 0, got {self.k1!r}")
+        for language, k1 in self.k1_by_language:
+            if not (isinstance(k1, (int, float)) and math.isfinite(k1) and k1 >= 0):
+                raise ConfigError(f"BM25 k1 of language {language!r} must be a finite number >= 0, got {k1!r}")
+        if not (math.isfinite(self.b) and 0.0 <= self.b <= 1.0):
+            raise ConfigError(f"BM25 b must be within [0, 1], got {self.b!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Arrays:
+    """The in-memory form of a BM25 index (what is written to / read from disk)."""
+
+    tokens: list[str]  # sorted vocabulary; token id = position
+    indptr: np.ndarray  # int64[V+1]
+    postings: np.ndarray  # int32[nnz]
+    impacts: np.ndarray  # float32[nnz]
+    max_impact: np.ndarray  # float32[V]
+    doc_lengths: np.ndarray  # int32[n_rows]
+    params: BM25Params
+    avgdl: float
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.doc_lengths.shape[0])
+
+
+#: Weight of the document-level BM25 field blended into each chunk's lexical score (the
+#: ``bm25_blend`` artifact the writer builds and the retriever's default ``doc_weight``).
+#: Tuned on SciFact *train* (see docs/evaluation.md); 0 disables the document field.
+DEFAULT_DOC_WEIGHT = 2.0
+
+def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
+    """Lucene's non-negative BM25 IDF, float64."""
+    df = df.astype(np.float64)
+    return np.log1p((n_rows - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class RowCounts:
+    """Term counts of consecutive rows under a local vocabulary: one unit of a BM25 build.
+
+    Made by :func:`count_rows` (in any process: it pickles compactly) and merged, in row
+    order, by :func:`build_bm25_from_counts`.
+    """
+
+    tokens: list[str]  # local vocabulary, first-seen order; local term id = position
+    terms: np.ndarray  # int32[postings]: local term id of each (row, term) posting
+    tfs: np.ndarray  # float32[postings]
+    row_sizes: np.ndarray  # int32[rows]: postings of each row
+    lengths: np.ndarray  # int32[rows]: tokens of each row
+
+
+def count_rows(token_lists: Iterable[Sequence[str]]) -> RowCounts:
+    """Count the terms of each token list (rows in iteration order), one row at a time."""
+    vocab: dict[str, int] = {}
+    term_buf = array("i")
+    tf_buf = array("f")
+    size_buf = array("i")
+    length_buf = array("i")
+    setdefault = vocab.setdefault
+    for toks in token_lists:
+        length_buf.append(len(toks))
+        if not toks:
+            size_buf.append(0)
+            continue
+        counts = Counter(toks)
+        term_buf.extend([setdefault(t, len(vocab)) for t in counts])
+        tf_buf.extend(counts.values())
+        size_buf.append(len(counts))
+    return RowCounts(list(vocab), np.frombuffer(term_buf, dtype=np.int32), np.frombuffer(tf_buf, dtype=np.float32),
+                     np.frombuffer(size_buf, dtype=np.int32), np.frombuffer(length_buf, dtype=np.int32))
+
+
+def build_bm25_arrays(token_lists: Iterable[Sequence[str]], params: BM25Params = BM25Params(), *,
+                      stat_rows: np.ndarray | None = None, row_languages: Sequence[str] | None = None) -> BM25Arrays:
+    """Build BM25 postings with precomputed impacts; row ``i`` is the ``i``-th token list.
+
+    ``token_lists`` may be a generator: rows are consumed one at a time and only their
+    (term id, row, tf) triples are kept, in typed buffers (12 bytes a posting), so the
+    build never holds every row's tokens at once (a million chunks' token lists as
+    Python strings were ~6 GB; docs/scaling.md).
+    """
+    return build_bm25_from_counts([count_rows(token_lists)], params, stat_rows=stat_rows, row_languages=row_languages)
+
+
+def build_bm25_from_counts(parts: Iterable[RowCounts], params: BM25Params = BM25Params(), *,
+                           stat_rows: np.ndarray | None = None, row_languages: Sequence[str] | None = None) -> BM25Arrays:
+    """Build BM25 arrays from :class:`RowCounts` of consecutive row blocks, in row order.
+
+    The result does not depend on how the rows were cut into parts (term ids are
+    re-numbered by the sorted vocabulary), so counting blocks in worker processes gives
+    the bytes of :func:`build_bm25_arrays` over the same rows.
+
+    ``stat_rows`` (bool per row, optional): the rows whose terms and lengths make
+    ``N``, ``df`` and ``avgdl``; every row is indexed and scored with them. With it, a
+    row outside the mask changes no score of a row inside it: those scores are the
+    bytes a build over the masked rows alone gives. When the mask selects no row, all
+    rows count (nothing would be scored otherwise).
+    
+    ``row_languages`` (a language label per row) with ``params.k1_by_language``: each
+    language's rows are weighted with their own statistics and ``k1`` (see the module
+    docstring); a row's score is then what a build over its language's rows alone gives.
+    """
+    vocab: dict[str, int] = {}
+    setdefault = vocab.setdefault
+    term_parts: list[np.ndarray] = []
+    row_parts: list[np.ndarray] = []
+    tf_parts: list[np.ndarray] = []
+    length_parts: list[np.ndarray] = []
+    row0 = 0
+    for part in parts:
+        ids = np.fromiter((setdefault(t, len(vocab)) for t in part.tokens), dtype=np.int32, count=len(part.tokens))
+        n = int(part.lengths.shape[0])
+        if part.terms.size:
+            term_parts.append(ids[part.terms])
+            row_parts.append(np.repeat(np.arange(row0, row0 + n, dtype=np.int32), part.row_sizes))
+            tf_parts.append(part.tfs)
+        length_parts.append(part.lengths)
+        row0 += n
+    term_buf = np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int32)
+    row_buf = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int32)
+    tf_buf = np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.float32)
+    length_buf = np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.int32)
+    del term_parts, row_parts, tf_parts, length_parts
+    n_rows = len(length_buf)
+    lengths = np.array(length_buf, dtype=np.int32)
+    tokens = sorted(vocab)
+    n_terms = len(tokens)
+    # remap first-seen ids to sorted-vocabulary ids
+    remap = np.empty(n_terms, dtype=np.int32)
+    for new_id, tok in enumerate(tokens):
+        remap[vocab[tok]] = new_id
+    del vocab
+    terms = remap[term_buf] if len(term_buf) else np.zeros(0, dtype=np.int32)
+    del term_buf
+    order = np.argsort(terms, kind="stable")  # rows already ascending within a term
+    terms = terms[order]
+    rows = row_buf[order]
+    tfs = tf_buf[order]
+    del order, row_buf, tf_buf
+    postings_per_term = np.bincount(terms, minlength=n_terms).astype(np.int64)
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(postings_per_term, out=indptr[1:])
+    counted = _stat_mask(stat_rows, n_rows)
+    if counted is None:
+        df, n_stat, stat_lengths = postings_per_term, n_rows, lengths
+    else:
+        df = np.bincount(terms[counted[rows]], minlength=n_terms).astype(np.int64)
+        n_stat, stat_lengths = int(counted.sum()), lengths[counted]
+    del postings_per_term
+    avgdl = float(stat_lengths.mean()) if n_stat and stat_lengths.sum() > 0 else 1.0
+    k1, b = params.k1, params.b
+    tf64 = tfs.astype(np.float64)
+    if params.k1_by_language and row_languages is not None:
+        impacts = _impacts_by_language(params, row_languages, counted, terms, rows, tf64, lengths, n_terms)
+    else:
+        norm = k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl)
+        impacts = (idf(df, n_stat)[terms] * tf64 * (k1 + 1.0) / (tf64 + norm[rows])).astype(np.float32)
+    max_impact = np.zeros(n_terms, dtype=np.float32)
+    if impacts.size:
+        np.maximum.at(max_impact, terms, impacts)
+    return BM25Arrays(
+        tokens=tokens,
+        indptr=indptr,
+        postings=rows.astype(np.int32),
+        impacts=impacts,
+        max_impact=max_impact,
+        doc_lengths=lengths,
+        params=params,
+        avgdl=avgdl,
+    )
+
+
+def _impacts_by_language(params: BM25Params, row_languages: Sequence[str], counted: np.ndarray | None,
+                         terms: np.ndarray, rows: np.ndarray, tf64: np.ndarray, lengths: np.ndarray,
+                         n_terms: int) -> np.ndarray:
+    """Impacts with each language's own ``N``/``df``/``avgdl`` (over its counted rows) and ``k1``."""
+    n_rows = int(lengths.shape[0])
+    if len(row_languages) != n_rows:
+        raise ValueError(f"row_languages has {len(row_languages)} entries for {n_rows} BM25 rows")
+    index = {lang: i for i, (lang, _) in enumerate(params.k1_by_language)}
+    group = np.fromiter((index.get(lang, 0) for lang in row_languages), dtype=np.int32, count=n_rows)
+    impacts = np.zeros(terms.shape[0], dtype=np.float32)
+    posting_group = group[rows]
+    for g, (_, k1) in enumerate(params.k1_by_language):
+        members = group == g
+        stat = members if counted is None else members & counted
+        if not stat.any():  # no open row of this language: its (unshown) rows count
+            stat = members
+        n_stat = int(stat.sum())
+        if not n_stat:
+            continue
+        df = np.bincount(terms[stat[rows]], minlength=n_terms).astype(np.int64)
+        stat_lengths = lengths[stat]
+        avgdl = float(stat_lengths.mean()) if stat_lengths.sum() > 0 else 1.0
+        sel = posting_group == g
+        norm = k1 * (1.0 - params.b + params.b * lengths[rows[sel]].astype(np.float64) / avgdl)
+        tf = tf64[sel]
+        impacts[sel] = (idf(df, n_stat)[terms[sel]] * tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+    return impacts
+
+
+def _stat_mask(stat_rows: np.ndarray | None, n_rows: int) -> np.ndarray | None:
+    """The validated statistics mask, or None when every row counts."""
+    if stat_rows is None:
+        return None
+    mask = np.asarray(stat_rows, dtype=bool)
+    if mask.shape != (n_rows,):
+        raise ValueError(f"stat_rows has {mask.shape[0] if mask.ndim else 0} entries for {n_rows} BM25 rows")
+    if mask.all() or not mask.any():
+        return None
+    return mask
+
+
+def blend_bm25_arrays(chunk: BM25Arrays, doc: BM25Arrays, row_doc: np.ndarray, doc_weight: float) -> tuple[BM25Arrays, np.ndarray]:
+    """One index whose impacts are ``chunk impact + doc_weight × document impact``.
+
+    The lexical score of a chunk row is its own BM25 plus ``doc_weight`` times the BM25
+    of its document. Both are sums over query terms, so the blend is one sum over query
+    terms of ``impact(t, row) + w × impact(t, doc(row))``: a term posts to every chunk
+    of every document that contains it. Precomputing that at index time turns the
+    two-field query into one sparse pass. The vocabulary is the union of both fields';
+    rows are the chunk rows.
+
+    Returns the arrays and ``own`` (uint8, one per posting): 1 where the term occurs in
+    the chunk's own text. As at query time, only a chunk that matches a query term
+    itself is a candidate; the document field only adds to its score
+    (:func:`search_blend_index`).
+    """
+    row_doc = np.asarray(row_doc, dtype=np.int64)
+    n_rows = chunk.n_rows
+    vocab = sorted(set(chunk.tokens) | set(doc.tokens))
+    where = {t: i for i, t in enumerate(vocab)}
+    # both vocabularies are sorted, so their ids map increasingly into the union's
+    chunk_map = np.asarray([where[t] for t in chunk.tokens], dtype=np.int64)
+    doc_map = np.asarray([where[t] for t in doc.tokens], dtype=np.int64)
+    del where
+    c_indptr = np.asarray(chunk.indptr, dtype=np.int64)
+    d_indptr = np.asarray(doc.indptr, dtype=np.int64)
+    order = np.argsort(row_doc, kind="stable")  # chunk rows grouped by document
+    per_doc = np.bincount(row_doc, minlength=doc.n_rows) if n_rows else np.zeros(doc.n_rows, np.int64)
+    doc_start = np.concatenate(([0], np.cumsum(per_doc)))
+    # postings each union term will hold before merging: its chunk postings plus, per
+    # document posting, that document's chunk count; the union's terms are then cut into
+    # blocks of about BLEND_BLOCK_POSTINGS so the temporaries stay bounded at any size
+    expanded = np.zeros(len(vocab), dtype=np.int64)
+    expanded[chunk_map] += np.diff(c_indptr)
+    d_counts = per_doc[np.asarray(doc.postings, dtype=np.int64)]
+    d_cum = np.concatenate(([0], np.cumsum(d_counts)))
+    expanded[doc_map] += d_cum[d_indptr[1:]] - d_cum[d_indptr[:-1]]
+    cum = np.cumsum(expanded)
+    cuts = np.searchsorted(cum, np.arange(BLEND_BLOCK_POSTINGS, int(cum[-1]) if cum.size else 0, BLEND_BLOCK_POSTINGS), side="left")
+    bounds = np.unique(np.concatenate(([0], cuts + 1, [len(vocab)]))).astype(np.int64)
+    out_terms: list[np.ndarray] = []
+    out_rows: list[np.ndarray] = []
+    out_vals: list[np.ndarray] = []
+    out_own: list[np.ndarray] = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if lo >= hi:
+            continue
+        t, r, v, f = _blend_block(lo, hi, chunk, doc, chunk_map, doc_map, c_indptr, d_indptr, order, per_doc,
+                                  doc_start, n_rows, doc_weight)
+        out_terms.append(t)
+        out_rows.append(r)
+        out_vals.append(v)
+        out_own.append(f)
+    if out_terms:
+        terms = np.concatenate(out_terms)
+        rows = np.concatenate(out_rows)
+        impacts = np.concatenate(out_vals)
+        own = np.concatenate(out_own)
+    else:
+        terms = np.zeros(0, dtype=np.int64)
+        rows = np.zeros(0, dtype=np.int32)
+        impacts = np.zeros(0, dtype=np.float32)
+        own = np.zeros(0, dtype=np.uint8)
+    del out_terms, out_rows, out_vals, out_own
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+    max_impact = np.zeros(len(vocab), dtype=np.float32)
+    if impacts.size:
+        np.maximum.at(max_impact, terms, impacts)
+    arrays = BM25Arrays(tokens=vocab, indptr=indptr, postings=rows.astype(np.int32), impacts=impacts,
+                        max_impact=max_impact, doc_lengths=chunk.doc_lengths, params=chunk.params, avgdl=chunk.avgdl)
+    return arrays, own.astype(np.uint8)
+
+
+#: Postings (before merging) the blend handles at a time: bounds its temporaries to
+#: ~60 bytes a posting of one block (~0.5 GB) whatever the library's size.
+BLEND_BLOCK_POSTINGS = 8_000_000
+
+
+def _blend_block(lo: int, hi: int, chunk: BM25Arrays, doc: BM25Arrays, chunk_map: np.ndarray, doc_map: np.ndarray,
+                 c_indptr: np.ndarray, d_indptr: np.ndarray, order: np.ndarray, per_doc: np.ndarray,
+                 doc_start: np.ndarray, n_rows: int, doc_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The blended postings of union terms ``lo .. hi - 1``: (terms, rows, float32 impacts, own flags)."""
+    ca, cb = np.searchsorted(chunk_map, [lo, hi])
+    da, db = np.searchsorted(doc_map, [lo, hi])
+    # chunk field postings as (term, row, value)
+    c_lo, c_hi = int(c_indptr[ca]), int(c_indptr[cb])
+    c_terms = np.repeat(chunk_map[ca:cb], np.diff(c_indptr[ca:cb + 1]))
+    c_rows = np.asarray(chunk.postings[c_lo:c_hi], dtype=np.int64)
+    c_vals = np.asarray(chunk.impacts[c_lo:c_hi], dtype=np.float64)
+    # document field postings expanded to every chunk row of the document
+    d_lo, d_hi = int(d_indptr[da]), int(d_indptr[db])
+    d_terms = np.repeat(doc_map[da:db], np.diff(d_indptr[da:db + 1]))
+    d_docs = np.asarray(doc.postings[d_lo:d_hi], dtype=np.int64)
+    counts = per_doc[d_docs]
+    total = int(counts.sum())
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    e_rows = order[np.repeat(doc_start[d_docs], counts) + offsets]
+    e_terms = np.repeat(d_terms, counts)
+    e_vals = np.repeat(np.asarray(doc.impacts[d_lo:d_hi], dtype=np.float64) * float(np.float32(doc_weight)), counts)
+    del offsets, d_terms, d_docs, counts
+    terms = np.concatenate([c_terms, e_terms])
+    rows = np.concatenate([c_rows, e_rows])
+    vals = np.concatenate([c_vals, e_vals])
+    flags = np.concatenate([np.ones(c_terms.shape[0], np.uint8), np.zeros(e_terms.shape[0], np.uint8)])
+    del c_terms, e_terms, c_rows, e_rows, c_vals, e_vals
+    key = terms * max(n_rows, 1) + rows
+    del terms, rows
+    srt = np.argsort(key, kind="stable")  # the chunk field's value first, then the document's
+    key, vals, flags = key[srt], vals[srt], flags[srt]
+    del srt
+    if key.size:
+        first = np.ones(key.size, dtype=bool)
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        vals = np.add.reduceat(vals, starts)
+        flags = np.maximum.reduceat(flags, starts)
+        key = key[starts]
+    return key // max(n_rows, 1), (key % max(n_rows, 1)).astype(np.int32), vals.astype(np.float32), flags.astype(np.uint8)
+
+
+def terms_all_own(blend: BM25Index, own: np.ndarray) -> np.ndarray:
+    """bool per term: every posting of the term is in its chunk's own text (then
+    :func:`search_blend_index` needs no candidate filter for it — e.g. single-chunk
+    documents)."""
+    indptr = np.asarray(blend.indptr, dtype=np.int64)
+    out = np.ones(indptr.shape[0] - 1, dtype=bool)
+    nonempty = np.flatnonzero(np.diff(indptr) > 0)
+    if nonempty.size:
+        out[nonempty] = np.minimum.reduceat(np.asarray(own, dtype=np.uint8), indptr[nonempty]).astype(bool)
+    return out
+
+
+def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str], k: int, *,
+                       allowed: np.ndarray | None = None,
+                       all_own: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Top-``k`` chunk rows by ``chunk + w × document`` BM25 from the blended index.
+
+    Candidates are the rows that match a query term in their own text (``own``), as
+    with :func:`blend_reference`; scores are summed in query order in float64, whichever
+    strategy runs. A query with a frequent term takes the blended index's dense
+    strategies (dense columns, MaxScore pruning, :meth:`BM25Index._search_dense`); the
+    own-text filter is then an OR of per-term row masks, cached like the columns
+    (none is needed when every posting of every query term is the chunk's own, e.g.
+    single-chunk documents). The result is always a ranking (the ``None`` of older
+    versions, "take the two-field path", is no longer returned; callers may keep
+    handling it).
+    """
+    if k <= 0:
+        return _empty()
+    term_ids, spans = blend._lookup(tokens)
+    if not spans:
+        return _empty()
+    total = sum([e - s for s, e in spans])
+    if total * 4 >= blend.n_rows and blend._use_dense(spans, total):
+        if all_own is None or not all([all_own[t] for t in term_ids]):
+            mine = blend._own_mask(term_ids, spans, own, all_own)
+            allowed = mine if allowed is None else np.logical_and(mine, allowed)
+        return blend._search_dense(term_ids, spans, k, allowed)
+    jit = blend._jit_kernel()
+    if jit is not None and _kernel_mask(allowed) and own.dtype == np.uint8 and own.flags.c_contiguous:
+        mixed = all_own is None or not all([all_own[t] for t in term_ids])
+        return blend._kernel_top_k(jit, spans, k, own if mixed else None, allowed)
+    cat, scores = blend._posting_scores(spans)
+    lo, hi = _longest_span(spans)
+    if all_own is None or not all([all_own[t] for t in term_ids]):
+        # candidates: the rows of own-text postings (a row matching n terms appears n times)
+        mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, mine)
+    if allowed is not None:
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+    return _top_k_distinct(cat, scores, lo, hi, k)
+
+
+def _longest_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
+    """Positions, in the concatenated postings, of the longest posting list."""
+    lengths = [e - s for s, e in spans]
+    longest = lengths.index(max(lengths))
+    lo = sum(lengths[:longest])
+    return lo, lo + lengths[longest]
+
+
+def _keep_postings(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int,
+                   keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The postings where ``keep`` holds, and where ``[lo, hi)`` lands among them."""
+    lo, hi = int(np.count_nonzero(keep[:lo])), int(np.count_nonzero(keep[:hi]))
+    return cat[keep], scores[keep], lo, hi
+
+
+def _top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` distinct rows of postings with exact scores, ties by row.
+
+    ``[lo, hi)`` are the postings of one term (distinct rows): its k-th best score is a
+    floor under the true k-th best, so rows below it are dropped before the sort. The
+    copies of a row share its score, so sorted by (score desc, row asc) they are
+    adjacent and only the first is kept.
+    """
+    n = hi - lo
+    if n > k:
+        seg = scores[lo:hi].copy()
+        seg.partition(n - k)
+        sel = (scores >= seg[n - k]).nonzero()[0]
+        cat, scores = cat[sel], scores[sel]
+    order = np.lexsort((cat, -scores))
+    cat, scores = cat[order], scores[order]
+    if cat.shape[0] > 1:
+        first = np.empty(cat.shape[0], dtype=bool)
+        first[0] = True
+        np.not_equal(cat[1:], cat[:-1], out=first[1:])
+        cat, scores = cat[first], scores[first]
+    return cat[:k].astype(np.int64), scores[:k]
+
+
+def _empty() -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+
+
+#: Below this many candidates :func:`top_k_rows` selects directly; above it, a cheap
+#: floor from a 1-in-``_SAMPLE_STEP`` sample of the rows first discards most of them.
+_SAMPLE_MIN = 4_096
+_SAMPLE_STEP = 16
+#: The sample is the first 1/_SAMPLE_STEP of every block of _SAMPLE_BLOCK rows: spread
+#: over the whole array but read in contiguous runs (a plain stride would touch every
+#: cache line, costing as much memory traffic as reading everything).
+_SAMPLE_BLOCK = 1_024
+
+
+def _sample(values: np.ndarray) -> np.ndarray:
+    """A view of about 1/_SAMPLE_STEP of ``values``, spread out, in contiguous runs."""
+    n = values.shape[0]
+    blocks = n // _SAMPLE_BLOCK
+    if blocks < 4:
+        return values[::_SAMPLE_STEP]
+    return values[: blocks * _SAMPLE_BLOCK].reshape(blocks, _SAMPLE_BLOCK)[:, : _SAMPLE_BLOCK // _SAMPLE_STEP]
+
+
+def _kth_largest(values: np.ndarray, k: int) -> float | None:
+    """The ``k``-th largest of ``values`` (any shape), or None if there are fewer."""
+    flat = values.ravel()
+    if flat.shape[0] < k:
+        return None
+    return np.partition(flat, flat.shape[0] - k)[flat.shape[0] - k].item()
+
+
+def _sample_floor(values: np.ndarray, k: int) -> float | None:
+    """A lower bound on the ``k``-th largest of ``values``, or None if none is cheap.
+
+    The ``k``-th largest value of any subset is <= the ``k``-th largest of the whole,
+    so the ``k``-th largest of a sample of the rows is a valid (and usually tight) floor.
+    """
+    return _kth_largest(_sample(values), k)
+
+
+def top_k_rows(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` of (rows, scores) by score desc, ties by row asc (rows must be unique)."""
+    n = rows.shape[0]
+    if n == 0 or k <= 0:
+        return _empty()
+    if n > k:
+        if n >= _SAMPLE_MIN:
+            floor = _sample_floor(scores, k)
+            if floor is not None:
+                # every member of the true top k scores >= floor; ties with it are kept
+                sel = np.flatnonzero(scores >= floor)
+                rows, scores, n = rows[sel], scores[sel], sel.shape[0]
+        if n > k:
+            kth = np.partition(scores, n - k)[n - k]
+            # keep every row tied with the k-th score so the tie-break sees all of them
+            sel = np.flatnonzero(scores >= kth)
+            rows, scores = rows[sel], scores[sel]
+    order = np.lexsort((rows, -scores))[:k]
+    return rows[order].astype(np.int64), scores[order]
+
+
+class BM25Index:
+    """A read-only BM25 index over rows (chunks or documents), arrays memory-mapped.
+
+    Every query path computes the same score, ``float32(sum of the float32 impacts of
+    the query tokens, added in float64 in query-token order)`` — bit for bit
+    ``score_rows_dense(tokens).astype(float32)`` — so a ranking never depends on which
+    path ran; ties are broken by row ascending. The paths differ only in how much work
+    they skip, and each skip is exact:
+
+    * few postings: ``np.add.at`` into a zeroed float64 scratch (sequential, so each
+      row is summed in query order), touching only those postings; :meth:`search` then
+      keeps the rows scoring at least the k-th best row of the longest posting list
+      (k distinct rows with exact scores, so a floor under the true k-th score);
+    * many postings of a frequent term (``df >= n_rows / DENSE_DF_DIVISOR``): the term
+      is expanded once, on first use, into a dense float32 column (the columns of one
+      index are bounded by ``DENSE_CACHE_BYTES``) and added to every row with one
+      vectorised add — adding 0.0 where the term is absent leaves a float64 sum as it
+      was; :meth:`search` keeps the rows at or above the k-th best of a row sample;
+    * a query made only of such frequent terms (stop words) is pruned MaxScore-style:
+      terms whose ``max_impact`` values sum to a small share of the k-th best score are
+      left out of the pass over all rows and added back, exactly, for the few rows that
+      can still reach the top k (:meth:`_search_pruned`);
+    * :func:`top_k_rows` over many candidates first applies a sample floor too;
+    * with numba installed (extra ``accel``), once the index has served
+      :attr:`JIT_AFTER` sparse queries, a compiled kernel (:mod:`.bm25_jit`, built on a
+      background thread, never at open) answers sparse queries in one loop: the same
+      float64 query-order sums, the same candidates, a k-heap for the same order.
+
+    Floors are compared in float32 terms (:func:`_float32_cut`), so a row that ties with
+    the k-th score only after rounding to float32 is never dropped before the tie-break.
+
+    One instance may be queried from several threads: the shared scratch buffers are
+    taken under a non-blocking lock and a caller that finds them busy allocates its own.
+    """
+
+    #: a term whose posting list covers at least n_rows / DENSE_DF_DIVISOR rows is
+    #: scored through a dense column (a vectorised add beats a scatter at that density).
+    DENSE_DF_DIVISOR = 16
+    #: upper bound on the memory held by the dense columns of one index.
+    DENSE_CACHE_BYTES = 128 << 20
+    #: indexes with fewer rows never use dense columns.
+    DENSE_MIN_ROWS = 4_096
+    #: MaxScore pruning leaves out terms whose maxima sum to at most this share of the
+    #: k-th best score found so far (measured: 0.1–0.25 are equally good on stop words).
+    PRUNE_SLACK = 0.2
+    #: below this many rows a plain dense sum is cheaper than pruning.
+    PRUNE_MIN_ROWS = 32_768
+    #: after this many sparse queries an index compiles its numba kernel (extra
+    #: ``accel``) on a background thread and answers sparse queries with it from then
+    #: on (:mod:`.bm25_jit`, same results bit for bit); None: never. Not at open, where
+    #: numba's import alone would break the cold-start budget.
+    JIT_AFTER: int | None = 32
+
+    __slots__ = (
+        "tokens", "vocab", "indptr", "postings", "impacts", "max_impact", "n_rows", "params", "avgdl",
+        "_ip", "_post", "_imp", "_maxi", "_zeros", "_dense", "_busy", "_columns", "_column_bytes", "_dense_df",
+        "_known", "_jit", "_jit_calls", "_masks",
+    )
+
+    def __init__(self, arrays: BM25Arrays) -> None:
+        self.tokens = arrays.tokens
+        self.vocab = {t: i for i, t in enumerate(arrays.tokens)}
+        self.indptr = arrays.indptr
+        self.postings = arrays.postings
+        self.impacts = arrays.impacts
+        self.max_impact = arrays.max_impact
+        self.n_rows = arrays.n_rows
+        self.params = arrays.params
+        self.avgdl = arrays.avgdl
+        # plain-ndarray views of the (possibly memory-mapped) arrays: np.memmap's
+        # Python-level __getitem__ costs microseconds per slice on the hot path
+        self._ip = np.asarray(arrays.indptr)
+        self._post = np.asarray(arrays.postings)
+        self._imp = np.asarray(arrays.impacts)
+        self._maxi = np.asarray(arrays.max_impact)
+        self._zeros: np.ndarray | None = None  # float64[n_rows], all zero between calls
+        self._dense: np.ndarray | None = None  # float64[n_rows], no invariant
+        self._busy = threading.Lock()  # held while a call uses _zeros or _dense
+        self._columns: dict[int, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}  # term -> bool[n_rows] own-text rows, see _own_mask
+        self._column_bytes = 0
+        self._known: dict[str, tuple[int, tuple[int, int]]] = {}  # token -> (id, span), see _lookup
+        self._jit: tuple | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
+        self._jit_calls = 0
+        n = self.n_rows
+        self._dense_df = max(1, n // self.DENSE_DF_DIVISOR) if n >= self.DENSE_MIN_ROWS else n + 1
+
+    @classmethod
+    def load(cls, directory: str | Path, *, mmap: bool = True) -> "BM25Index":
+        """Open a BM25 directory written by the ``bm25_index`` asset."""
+        d = Path(directory)
+        params_path = d / schema.BM25_PARAMS
+        if not params_path.exists():
+            raise IndexNotFoundError(f"no BM25 index at {d}: materialize the bm25_index asset")
+        mode = "r" if mmap else None
+        try:
+            meta = json.loads(params_path.read_text(encoding="utf-8"))
+            tokens = json.loads((d / schema.BM25_VOCAB).read_text(encoding="utf-8"))["tokens"]
+            arrays = BM25Arrays(
+                tokens=tokens,
+                indptr=np.load(d / schema.BM25_INDPTR, mmap_mode=mode),
+                postings=np.load(d / schema.BM25_POSTINGS, mmap_mode=mode),
+                impacts=np.load(d / schema.BM25_IMPACTS, mmap_mode=mode),
+                max_impact=np.load(d / schema.BM25_MAX_IMPACT, mmap_mode=mode),
+                doc_lengths=np.zeros(int(meta["n_rows"]), dtype=np.int32),
+                params=BM25Params(float(meta["k1"]), float(meta["b"])),
+                avgdl=float(meta["avgdl"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise IndexCorruptError(f"BM25 index at {d} is unreadable ({exc}); re-materialize the bm25_index asset") from exc
+        if arrays.indptr.shape[0] != len(tokens) + 1 or arrays.postings.shape != arrays.impacts.shape:
+            raise IndexCorruptError(f"BM25 index at {d} has inconsistent array shapes; re-materialize the bm25_index asset")
+        check_bm25_arrays(d, arrays)
+        return cls(arrays)
+
+    def term_ids(self, tokens: Sequence[str]) -> list[int]:
+        """Vocabulary ids of ``tokens`` (unknown tokens dropped, repetition kept)."""
+        get = self.vocab.get
+        return [i for i in (get(t) for t in tokens) if i is not None]
+
+    def _lookup(self, tokens: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
+        """:meth:`term_ids` and :meth:`_spans` in one pass over ``tokens``.
+
+        A token's (id, span) is remembered on first use (bounded by the vocabulary:
+        unknown tokens are not remembered), so a query costs one dict lookup per token.
+        """
+        known = self._known
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for t in tokens:
+            entry = known.get(t)
+            if entry is None:
+                i = self.vocab.get(t)
+                if i is None:
+                    continue
+                entry = known[t] = (i, (self._ip.item(i), self._ip.item(i + 1)))
+            ids.append(entry[0])
+            spans.append(entry[1])
+        return ids, spans
+
+    # -- scoring ---------------------------------------------------------------------
+    def score_terms(self, term_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Sparse scores: (rows touched by any term, ascending; their BM25 scores)."""
+        if not term_ids:
+            return _empty()
+        spans, total = self._spans(term_ids)
+        if len(spans) == 1:
+            s, e = spans[0]
+            return self._post[s:e].astype(np.int64), self._imp[s:e].copy()
+        if self._use_dense(spans, total):
+            acc, shared = self._borrow(dense=True)
+            try:
+                self._dense_scores(acc, term_ids, spans)
+                rows = np.flatnonzero(acc)
+                return rows, acc[rows].astype(np.float32)
+            finally:
+                self._release(shared)
+        acc, shared = self._borrow(dense=False)
+        try:
+            cat = self._accumulate(acc, spans)
+            if total * 8 < self.n_rows:
+                rows = _unique_sorted(cat).astype(np.int64)
+            else:
+                rows = np.flatnonzero(acc)
+            scores = acc[rows].astype(np.float32)
+            acc[rows] = 0.0
+            return rows, scores
+        except BaseException:
+            acc.fill(0.0)  # keep the all-zero invariant
+            raise
+        finally:
+            self._release(shared)
+
+    def search(self, tokens: Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (rows, scores), ties by row ascending; ``allowed`` is a bool mask over rows."""
+        if k <= 0:
+            return _empty()
+        term_ids, spans = self._lookup(tokens)
+        if not spans:
+            return _empty()
+        total = sum([e - s for s, e in spans])
+        if total * 4 >= self.n_rows and self._use_dense(spans, total):
+            return self._search_dense(term_ids, spans, k, allowed)
+        jit = self._jit_kernel()
+        if jit is not None and _kernel_mask(allowed):
+            return self._kernel_top_k(jit, spans, k, None, allowed)
+        if len(spans) == 1:
+            s, e = spans[0]
+            rows, scores = self._post[s:e], self._imp[s:e]
+            if allowed is not None:
+                keep = allowed[rows]
+                rows, scores = rows[keep], scores[keep]
+            return top_k_rows(rows, scores, k)
+        cat, scores = self._posting_scores(spans)
+        lo, hi = _longest_span(spans)
+        if allowed is not None:
+            cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+        return _top_k_distinct(cat, scores, lo, hi, k)
+
+    def score_rows_dense(self, tokens: Sequence[str]) -> np.ndarray:
+        """Scores of every row (float64) — reference path for tests and small indexes."""
+        out = np.zeros(self.n_rows, dtype=np.float64)
+        for t in self.term_ids(tokens):
+            s, e = int(self.indptr[t]), int(self.indptr[t + 1])
+            out[self.postings[s:e]] += self.impacts[s:e]
+        return out
+
+    # -- the compiled sparse path ----------------------------------------------------------
+    def compile_jit(self) -> bool:
+        """Compile the numba kernel now (blocking) instead of after :attr:`JIT_AFTER`
+        queries; False when numba (extra ``accel``) is not installed."""
+        _load_jit(self)
+        return self._jit is not None
+
+    def _jit_kernel(self) -> tuple | None:
+        """The compiled kernel, or None (then counts the query toward :attr:`JIT_AFTER`)."""
+        jit = self._jit
+        if jit is None and self.JIT_AFTER is not None:
+            n = self._jit_calls = self._jit_calls + 1
+            if n == self.JIT_AFTER:
+                # not a daemon: an exiting interpreter waits for the compile to end
+                # (tearing numba down mid-compile can crash the exit)
+                threading.Thread(target=_load_jit, args=(self,), name="ragspine-bm25-jit").start()
+        return jit
+
+    def _kernel_top_k(self, jit: tuple, spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
+                      allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        kernel, post, imp, no_own, no_mask = jit
+        acc, shared = self._borrow(dense=False)
+        try:
+            return kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
+                          no_own if own is None else _readonly(own), own is not None,
+                          no_mask if allowed is None else _readonly(allowed), allowed is not None)
+        except BaseException:
+            acc.fill(0.0)  # keep the all-zero invariant
+            raise
+        finally:
+            self._release(shared)
+
+    # -- internals -------------------------------------------------------------------
+    def _spans(self, term_ids: Sequence[int]) -> tuple[list[tuple[int, int]], int]:
+        item = self._ip.item
+        spans = [(item(t), item(t + 1)) for t in term_ids]
+        return spans, sum(e - s for s, e in spans)
+
+    def _use_dense(self, spans: list[tuple[int, int]], total: int) -> bool:
+        """Dense accumulation pays off once a frequent term brings many postings."""
+        if total * 4 < self.n_rows:
+            return False
+        cut = self._dense_df
+        return any(e - s >= cut for s, e in spans)
+
+    def _borrow(self, *, dense: bool) -> tuple[np.ndarray, bool]:
+        """A float64[n_rows] scratch and whether it is the shared one (then release it).
+
+        The zeroed scratch is all zero whenever it is not borrowed; the dense one holds
+        garbage. A caller that finds the shared buffers busy gets a fresh buffer.
+        """
+        if not self._busy.acquire(blocking=False):
+            return (np.empty if dense else np.zeros)(self.n_rows, dtype=np.float64), False
+        if dense:
+            buf = self._dense
+            if buf is None:
+                buf = self._dense = np.empty(self.n_rows, dtype=np.float64)
+        else:
+            buf = self._zeros
+            if buf is None:
+                buf = self._zeros = np.zeros(self.n_rows, dtype=np.float64)
+        return buf, True
+
+    def _release(self, shared: bool) -> None:
+        if shared:
+            self._busy.release()
+
+    def _posting_scores(self, spans: list[tuple[int, int]], at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows of the postings in query order, float32 scores)`` of a sparse query.
+
+        Sums every posting into the zeroed scratch (:meth:`_accumulate`), reads the
+        float32 scores at the rows ``at`` (default: the postings' own rows; a row hit by
+        n terms appears n times) and leaves the scratch all zero again.
+        """
+        acc, shared = self._borrow(dense=False)
+        try:
+            cat = self._accumulate(acc, spans)
+            scores = acc.take(cat if at is None else at).astype(np.float32)
+            acc[cat] = 0.0
+        except BaseException:
+            acc.fill(0.0)  # keep the all-zero invariant
+            raise
+        finally:
+            self._release(shared)
+        return cat, scores
+
+    def _accumulate(self, acc: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+        """Add every posting's impact into ``acc``; returns the postings' rows in query order.
+
+        ``np.add.at`` is unbuffered and applies the additions in index order, so each
+        row is summed left to right in query order, exactly like :meth:`score_rows_dense`.
+        """
+        post, imp = self._post, self._imp
+        # intp rows: every fancy index below would otherwise convert int32 rows again
+        cat = np.concatenate([post[s:e] for s, e in spans], dtype=np.intp)
+        np.add.at(acc, cat, np.concatenate([imp[s:e] for s, e in spans], dtype=np.float64))
+        return cat
+
+    def _column(self, term: int, s: int, e: int) -> np.ndarray | None:
+        """The dense float32 impact column of a frequent term (built on first use).
+
+        Two threads may both build a missing column; either copy is correct.
+        """
+        col = self._columns.get(term)
+        if col is None:
+            if e - s < self._dense_df or self._column_bytes + 4 * self.n_rows > self.DENSE_CACHE_BYTES:
+                return None
+            col = np.zeros(self.n_rows, dtype=np.float32)
+            col[self._post[s:e]] = self._imp[s:e]
+            self._columns[term] = col
+            self._column_bytes += col.nbytes
+        return col
+
+    def _dense_scores(self, acc: np.ndarray, term_ids: Sequence[int], spans: list[tuple[int, int]]) -> None:
+        """Every row's float64 score into ``acc``, term by term in query order."""
+        post, imp = self._post, self._imp
+        for i, (t, (s, e)) in enumerate(zip(term_ids, spans)):
+            col = self._column(t, s, e)
+            if i == 0:
+                if col is not None:
+                    np.copyto(acc, col)
+                    continue
+                acc.fill(0.0)
+            if col is not None:
+                np.add(acc, col, out=acc)
+            else:
+                np.add.at(acc, post[s:e], imp[s:e].astype(np.float64))
+
+    def _own_mask(self, term_ids: Sequence[int], spans: list[tuple[int, int]], own: np.ndarray,
+                  all_own: np.ndarray | None) -> np.ndarray:
+        """bool[n_rows]: the rows with a posting of a query term in their own text.
+
+        For a blended index (:func:`blend_bm25_arrays`) and its ``own`` flags — always
+        the same array for one index, so a frequent term's mask is cached with the dense
+        columns (same byte budget). A fresh array: the caller may modify it.
+        """
+        out: np.ndarray | None = None
+        for t, (s, e) in zip(term_ids, spans):
+            m = self._masks.get(t)
+            if m is None:
+                m = np.zeros(self.n_rows, dtype=bool)
+                rows = self._post[s:e]
+                if all_own is None or not all_own[t]:
+                    rows = rows[np.asarray(own[s:e], dtype=np.uint8).view(bool)]
+                m[rows] = True
+                if e - s >= self._dense_df and self._column_bytes + m.nbytes <= self.DENSE_CACHE_BYTES:
+                    self._masks[t] = m
+                    self._column_bytes += m.nbytes
+            if out is None:
+                out = m.copy()
+            else:
+                np.logical_or(out, m, out=out)
+        return out if out is not None else np.zeros(self.n_rows, dtype=bool)
+
+    def _search_dense(self, term_ids, spans, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        if len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
+            cols = [self._column(t, s, e) for t, (s, e) in zip(term_ids, spans)]
+            if all(c is not None for c in cols):
+                hit = self._search_pruned(term_ids, cols, k, allowed)
+                if hit is not None:
+                    return hit
+        acc, shared = self._borrow(dense=True)
+        try:
+            self._dense_scores(acc, term_ids, spans)
+            if allowed is not None:
+                np.multiply(acc, allowed, out=acc)
+            cut = 0.0
+            floor = _sample_floor(acc, k) if acc.shape[0] >= _SAMPLE_MIN else None
+            if floor is not None and floor > 0.0:
+                cut = _float32_cut(floor)
+            rows = np.flatnonzero(acc > cut)
+            scores = acc[rows].astype(np.float32)
+        finally:
+            self._release(shared)
+        return top_k_rows(rows, scores, k)
+
+    def _search_pruned(self, term_ids, cols: list[np.ndarray], k: int,
+                       allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """MaxScore over dense columns (Turtle & Flood 1995): leave out the terms whose
+        maximum impacts together cannot lift a row over the k-th best score.
+
+        1. Exact scores of a sample of rows give a floor under the k-th best score.
+        2. The terms with the smallest ``max_impact`` are left out while the sum of
+           their maxima (the slack) stays under ``PRUNE_SLACK`` of that floor; the other
+           terms are summed for every row (a partial score, float32 for speed).
+        3. Only rows whose partial score plus the slack reaches the floor (less a margin
+           for the rounding of the partial sum) can be in the top k; their exact scores
+           are recomputed from all columns in query order.
+
+        With ``allowed`` (a bool mask over rows) only allowed rows are candidates: the
+        sample's other rows count as 0 (the floor stays a floor of the allowed rows) and
+        step 3 keeps allowed rows only.
+
+        Returns None when the sample gives no usable floor or nothing can be skipped.
+        """
+        sample = _sample(cols[0]).astype(np.float64)
+        for col in cols[1:]:
+            sample += _sample(col)
+        if allowed is not None:
+            sample *= _sample(allowed)
+        floor = _kth_largest(sample, k)
+        if floor is None or floor <= 0.0:
+            return None
+        cut = _float32_cut(floor)
+        maxima = [float(m) for m in self._maxi[term_ids]]
+        slack, skipped = 0.0, set()
+        for j in sorted(range(len(cols)), key=maxima.__getitem__):
+            if slack + maxima[j] > self.PRUNE_SLACK * cut:
+                break
+            slack += maxima[j]
+            skipped.add(j)
+        if not skipped:
+            return None
+        kept = [col for j, col in enumerate(cols) if j not in skipped]
+        # exact > cut needs partial > cut - slack; a float32 sum of m values is within
+        # m * 2**-24 (relative) of the real sum, so the margin below is generous
+        bound = (cut - slack) - (len(cols) + 1) * 2.0**-22 * (cut + slack)
+        buf, shared = self._borrow(dense=True)
+        try:
+            partial = buf.view(np.float32)[: self.n_rows]
+            np.copyto(partial, kept[0])
+            for col in kept[1:]:
+                np.add(partial, col, out=partial)
+            rows = np.flatnonzero(partial >= bound)
+        finally:
+            self._release(shared)
+        if allowed is not None:
+            rows = rows[allowed[rows].astype(bool, copy=False)]
+        scores = cols[0][rows].astype(np.float64)
+        for col in cols[1:]:
+            scores += col[rows]
+        keep = np.flatnonzero(scores > 0.0)  # only if PRUNE_SLACK >= 1 could a 0 get here
+        return top_k_rows(rows[keep], scores[keep].astype(np.float32), k)
+
+
+def check_bm25_arrays(directory: Path, arrays: BM25Arrays) -> None:
+    """Bound-check a loaded index once (``ragspine_core.integrity``): offsets monotone and
+    spanning the postings, every posting a row below ``n_rows``, the expected dtypes, so
+    neither the numpy paths nor the compiled kernel can index outside an array.
+
+    Raises:
+        IndexCorruptError: one line naming the damaged file.
+    """
+    from ragspine_core.integrity import check_array, check_csr
+
+    check_csr(directory, schema.BM25_INDPTR, arrays.indptr, schema.BM25_POSTINGS, arrays.postings,
+              n_ptr=len(arrays.tokens) + 1, upper=arrays.n_rows)
+    check_array(directory, schema.BM25_IMPACTS, arrays.impacts, kind="f", length=arrays.postings.shape[0])
+    check_array(directory, schema.BM25_MAX_IMPACT, arrays.max_impact, kind="f", length=len(arrays.tokens))
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` as a read-only array: the kernel is compiled for read-only arguments only."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.setflags(write=False)
+    return view
+
+
+def _kernel_mask(allowed: np.ndarray | None) -> bool:
+    """Whether the kernel takes ``allowed`` as it is (else the numpy path answers)."""
+    return allowed is None or (allowed.dtype == np.bool_ and allowed.ndim == 1 and allowed.flags.c_contiguous)
+
+
+def _load_jit(index: BM25Index) -> None:
+    """Import and compile :mod:`.bm25_jit` for ``index``'s arrays; nothing without numba.
+
+    numba caches the machine code on disk, so only a machine's first compile is slow.
+    """
+    if index._jit is not None:
+        return
+    try:
+        from ragspine_core.lexical import bm25_jit
+    except Exception:  # the accel extra is not installed (or numba cannot cache here): numpy stays
+        return
+    post, imp = _readonly(np.ascontiguousarray(index._post)), _readonly(np.ascontiguousarray(index._imp))
+    no_own, no_mask = _readonly(np.zeros(1, dtype=np.uint8)), _readonly(np.zeros(1, dtype=np.bool_))
+    kernel = bm25_jit.sparse_top_k
+    try:
+        for own in (False, True):  # compile now, for the argument types of every later call
+            kernel(post, imp, np.zeros((0, 2), dtype=np.int64), np.zeros(1), 1, no_own, own, no_mask, own)
+    except Exception:  # a numba that cannot compile it: the numpy path stays
+        return
+    index._jit = (kernel, post, imp, no_own, no_mask)
+
+
+def _float32_cut(floor: float) -> float:
+    """The float64 just under every value whose float32 rounding is >= float32(floor).
+
+    Rankings compare float32 scores, so a row whose float64 score is a hair under a
+    float64 floor may still tie with it in float32 (and win the tie on its row id):
+    candidates are taken strictly above the float32 just below ``float32(floor)``.
+    """
+    return float(np.nextafter(np.float32(floor), np.float32(-np.inf)))
+
+
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` is many times slower on small arrays)."""
+    out = np.sort(values)
+    if out.shape[0] > 1:
+        first = np.empty(out.shape[0], dtype=bool)
+        first[0] = True
+        np.not_equal(out[1:], out[:-1], out=first[1:])
+        out = out[first]
+    return out
+
+
+def blend_reference(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens: Sequence[str], k: int, *,
+                    doc_weight: float, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` rows by ``chunk_bm25(row) + doc_weight × doc_bm25(doc(row))`` — the reference.
+
+    Candidates are the rows the chunk field touches (a row none of whose own tokens
+    match never ranks); scores are float32 as ``score_terms`` gives them, blended in
+    float32; ties by row ascending. :func:`search_blended` returns the same, faster.
+    """
+    rows, scores = chunk.score_terms(chunk.term_ids(tokens))
+    if rows.size and doc_weight > 0:
+        drows, dscores = doc.score_terms(doc.term_ids(tokens))
+        if drows.size * 8 >= doc.n_rows:  # many documents: a dense lookup table is cheaper
+            table = np.zeros(doc.n_rows, dtype=np.float32)
+            table[drows] = dscores
+            scores = scores + np.float32(doc_weight) * table[row_doc[rows]]
+        elif drows.size:
+            docs = row_doc[rows]
+            idx = np.searchsorted(drows, docs)
+            np.minimum(idx, drows.shape[0] - 1, out=idx)
+            found = drows[idx] == docs
+            add = np.where(found, dscores[idx], np.float32(0.0)).astype(np.float32)
+            scores = scores + np.float32(doc_weight) * add
+    if allowed is not None and rows.size:
+        keep = allowed[rows]
+        rows, scores = rows[keep], scores[keep]
+    return top_k_rows(rows, scores, k)
+
+
+def search_blended(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens: Sequence[str], k: int, *,
+                   doc_weight: float, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`blend_reference`, exactly, with :meth:`BM25Index.search`'s pruning.
+
+    Sparse queries accumulate both fields into their zeroed scratch buffers, score every
+    posting occurrence with its row's exact blended score, and keep only the rows at or
+    above the k-th best row of the longest chunk posting list (k distinct rows with exact
+    blended scores: a floor under the true k-th best) before the final sort. Queries
+    with a frequent (dense-column) term take the reference path.
+    """
+    if k <= 0:
+        return _empty()
+    term_ids = chunk.term_ids(tokens)
+    if not term_ids:
+        return _empty()
+    spans, total = chunk._spans(term_ids)
+    dterm_ids = doc.term_ids(tokens) if doc_weight > 0 else []
+    dspans, dtotal = doc._spans(dterm_ids) if dterm_ids else ([], 0)
+    if len(spans) == 1 or chunk._use_dense(spans, total) or (dspans and doc._use_dense(dspans, dtotal)):
+        return blend_reference(chunk, doc, row_doc, tokens, k, doc_weight=doc_weight, allowed=allowed)
+    cat, scores = chunk._posting_scores(spans)
+    lo, hi = _longest_span(spans)
+    if allowed is not None:
+        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+    if dspans:
+        _, add = doc._posting_scores(dspans, at=row_doc[cat])
+        scores = scores + np.float32(doc_weight) * add
+    return _top_k_distinct(cat, scores, lo, hi, k)

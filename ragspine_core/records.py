@@ -1,0 +1,411 @@
+"""Frozen records passed between stages (dicts only at the snippet edge)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+RESTRICTED_SENSITIVITY = "RESTRICTED"
+SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
+
+
+def is_restricted(sensitivity: object) -> bool:
+    """Whether a sensitivity value (a chunk's, a document's, a column cell) is RESTRICTED."""
+    return str(sensitivity).strip().upper() == RESTRICTED_SENSITIVITY
+DEFAULT_SENSITIVITY = "INTERNAL"
+
+#: The metadata fields every document and chunk carries (besides ``extra``).
+METADATA_FIELDS = (
+    "doc_id",
+    "title",
+    "source_locator",
+    "entity",
+    "topic",
+    "geography",
+    "period",
+    "language",
+    "sensitivity",
+    "valid_as_of",
+)
+
+
+#: The fragment keys a converted file's chunk locator may carry (``…#page=4&chars=…``).
+LOCATION_KEYS = ("page", "end_page", "slide", "end_slide", "sheet", "cells", "anchor")
+
+
+def _has_fragment_fields(locator: str) -> bool:
+    """Whether ``locator`` has a ``#key=value`` fragment naming a place in a converted file."""
+    _, sep, fragment = locator.partition("#")
+    return bool(sep) and any(part.partition("=")[0] in LOCATION_KEYS for part in fragment.split("&"))
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable span of a document.
+
+    ``text`` is a contiguous substring of the document body: ``body[start:end] == text``.
+    ``index_text`` is what is tokenized and embedded (contextual header + text); it is
+    never cited.
+    """
+
+    chunk_id: str
+    library_id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    title: str = ""
+    source_locator: str = ""
+    entity: str = ""
+    topic: str = ""
+    geography: str = ""
+    period: str = ""
+    language: str = ""
+    sensitivity: str = DEFAULT_SENSITIVITY
+    valid_as_of: str = ""
+    chunker: str = "paragraph"
+    chunker_version: str = "1"
+    heading: str = ""
+    parent_id: str = ""
+    parent_text: str = ""
+    extra: tuple[tuple[str, str], ...] = ()
+    index_text: str = ""
+    version: int = 1
+
+    @property
+    def is_restricted(self) -> bool:
+        return is_restricted(self.sensitivity)
+
+    @property
+    def locator(self) -> str:
+        """Citation locator: ``source_locator#chars=start-end``; a converted file's chunk
+        already names its place in ``source_locator`` (``q3.pdf#page=4``), which then
+        gives ``q3.pdf#page=4&chars=start-end``."""
+        base = self.source_locator or self.doc_id
+        return f"{base}{'&' if _has_fragment_fields(base) else '#'}chars={self.start}-{self.end}"
+
+    @property
+    def location(self) -> dict[str, str]:
+        """Where in the original file the chunk is, from its locator's fragment:
+        ``{"page": "4"}`` (PDF; ``end_page`` when it runs on), ``{"slide": "2"}`` (PPTX),
+        ``{"sheet": "Q3", "cells": "A5:F9"}`` (XLSX), ``{"anchor": "revenue"}`` (HTML/DOCX
+        heading); ``{}`` for Markdown, text and JSONL documents."""
+        base = self.source_locator
+        if not _has_fragment_fields(base):
+            return {}
+        from urllib.parse import unquote
+
+        out = {}
+        for part in base.split("#", 1)[1].split("&"):
+            key, eq, value = part.partition("=")
+            if eq and key in LOCATION_KEYS:
+                out[key] = unquote(value)
+        return out
+
+    def metadata(self) -> dict[str, str]:
+        out = {name: getattr(self, name) for name in METADATA_FIELDS}
+        out.update(dict(self.extra))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A scored chunk. ``scores`` maps channel name (``bm25``, ``vector``, ``fused``…) to score.
+
+    ``via`` is the summary-tree node a chunk was reached through (``""`` otherwise): a
+    node hit of the ``tree`` channel is answered with its best leaf chunks, and the node
+    (a synthesis, never cited) is recorded here.
+    """
+
+    chunk: Chunk
+    score: float
+    scores: dict[str, float] = field(default_factory=dict)
+    via: str = ""
+
+    @property
+    def chunk_id(self) -> str:
+        return self.chunk.chunk_id
+
+    def with_score(self, score: float, **channel_scores: float) -> "Hit":
+        merged = dict(self.scores)
+        merged.update(channel_scores)
+        return Hit(chunk=self.chunk, score=score, scores=merged, via=self.via)
+
+
+class _ChunkBatch:
+    """Loads the chunks of one result's rows in one read, on first access."""
+
+    __slots__ = ("_load", "_rows", "_chunks")
+
+    def __init__(self, load, rows: list[int]) -> None:
+        self._load, self._rows, self._chunks = load, rows, None
+
+    def get(self, i: int) -> Chunk:
+        if self._chunks is None:
+            self._chunks = self._load(self._rows)
+        return self._chunks[i]
+
+
+_HIT_CHUNK = Hit.__dict__["chunk"]  # the slot descriptor of Hit.chunk
+
+
+class LazyHit(Hit):
+    """A :class:`Hit` whose chunk (text, metadata) is read from the snapshot on first use.
+
+    ``chunk_id`` (and the row) are known without any read; every other use of
+    ``chunk`` loads the chunks of the whole result in one SQLite query.
+    """
+
+    __slots__ = ("_batch", "_pos", "_chunk_id", "row")
+
+    def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float],
+                 via: str = "") -> None:
+        object.__setattr__(self, "via", via)
+        object.__setattr__(self, "_batch", batch)
+        object.__setattr__(self, "_pos", pos)
+        object.__setattr__(self, "_chunk_id", chunk_id)
+        object.__setattr__(self, "row", row)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "scores", scores)
+
+    @property
+    def chunk(self) -> Chunk:  # type: ignore[override]
+        try:
+            return _HIT_CHUNK.__get__(self, Hit)
+        except AttributeError:
+            chunk = self._batch.get(self._pos)
+            _HIT_CHUNK.__set__(self, chunk)
+            return chunk
+
+    @property
+    def chunk_id(self) -> str:
+        return self._chunk_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hit):
+            return NotImplemented
+        return (self.chunk, self.score, self.scores, self.via) == (other.chunk, other.score, other.scores, other.via)
+
+    __hash__ = Hit.__hash__
+
+
+def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], channel_scores: list[dict[str, float]],
+              vias: list[str] | None = None) -> list[Hit]:
+    """Hits for ``rows`` whose chunks ``load(rows)`` reads together, on first access
+    (``vias``: each hit's :attr:`Hit.via`, default none)."""
+    batch = _ChunkBatch(load, rows)
+    if vias is None:
+        return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
+    return [LazyHit(batch, i, cid, r, s, cs, v)
+            for i, (r, cid, s, cs, v) in enumerate(zip(rows, chunk_ids, scores, channel_scores, vias))]
+
+
+class _Ranking:
+    """What the hits of one single-channel ranking share (see :func:`ranked_hits`)."""
+
+    __slots__ = ("batch", "rows", "ids", "channel", "channel_scores", "weight", "rrf_k")
+
+    def __init__(self, load, rows: list[int], ids, channel: str, channel_scores: list[float], weight: float, rrf_k: float) -> None:
+        self.batch = _ChunkBatch(load, rows)
+        self.rows, self.ids, self.channel, self.channel_scores = rows, ids, channel, channel_scores
+        self.weight, self.rrf_k = weight, rrf_k
+
+
+class RankedHit(LazyHit):
+    """The ``pos``-th hit of one channel's ranking: a :class:`LazyHit` whose fields are
+    read from the ranking on first use.
+
+    ``score`` is the weighted RRF of one list, ``weight / (rrf_k + rank)``; ``scores``
+    is ``{"bm25": …, "vector": …, channel: …, "fused": score}`` (the same dict on every
+    access). Creating one costs two attribute stores, so a search that returns ten
+    hits does not pay for dicts and ids nobody reads.
+    """
+
+    __slots__ = ("_ranking",)
+
+    def __init__(self, ranking: _Ranking, pos: int) -> None:  # noqa: D107 - see the class
+        object.__setattr__(self, "_ranking", ranking)
+        object.__setattr__(self, "_pos", pos)
+
+    def _fill(self) -> None:
+        rk, pos = self._ranking, self._pos
+        set_ = object.__setattr__
+        row = rk.rows[pos]
+        score = rk.weight / (rk.rrf_k + pos + 1)
+        set_(self, "_batch", rk.batch)
+        set_(self, "_chunk_id", rk.ids[row])
+        set_(self, "row", row)
+        set_(self, "score", score)
+        scores = {"bm25": 0.0, "vector": 0.0}
+        scores[rk.channel] = rk.channel_scores[pos]
+        scores["fused"] = score
+        set_(self, "scores", scores)
+        set_(self, "via", "")
+
+    def __getattr__(self, name: str):  # only called for a field not filled yet
+        if name in ("_batch", "_chunk_id", "row", "score", "scores", "via"):
+            self._fill()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def chunk_id(self) -> str:
+        rk = self._ranking
+        return rk.ids[rk.rows[self._pos]]
+
+
+def ranked_hits(load, rows: list[int], ids, channel: str, channel_scores: list[float], *, weight: float, rrf_k: float) -> list[Hit]:
+    """The hits of one channel's ranking (``rows`` best first), fused as weighted RRF of
+    one list: hit ``i`` scores ``weight / (rrf_k + i + 1)``. ``ids[row]`` is a row's
+    chunk id; chunks load together on first access (``load(rows)``)."""
+    ranking = _Ranking(load, rows, ids, channel, channel_scores, weight, rrf_k)
+    return [RankedHit(ranking, i) for i in range(len(rows))]
+
+
+#: Columns of :func:`hits_to_frame`, in order (channel scores follow).
+FRAME_COLUMNS = ("rank", "score", "doc_id", "title", "locator", "library_id", "chunk_id", "sensitivity",
+                 "entity", "topic", "geography", "period", "language", "valid_as_of", "text")
+
+
+def hits_to_frame(hits) -> "Any":
+    """A pandas DataFrame of ``hits`` (or snippet dicts) with provenance columns.
+
+    Columns: rank, score, doc_id, title, locator, library_id, chunk_id, sensitivity, the
+    metadata fields, text, then one column per channel score (bm25, vector, fused, …).
+
+    Raises:
+        MissingExtraError: pandas is not installed.
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        from ragspine_core.errors import MissingExtraError
+
+        raise MissingExtraError("hits_to_frame (a DataFrame of results)", "notebook", "pandas") from exc
+    rows = []
+    for rank, h in enumerate(hits, start=1):
+        if isinstance(h, dict):  # a snippet (typed or a plain dict): read as a dict, without the deprecated key access
+            rec = {c: dict.get(h, c, "") for c in FRAME_COLUMNS[2:]}
+            scores = dict.get(h, "scores", {})
+            score = scores.get("fused", 0.0)
+        else:
+            c = h.chunk
+            rec = {name: getattr(c, name) for name in FRAME_COLUMNS[2:]}
+            scores, score = h.scores, h.score
+        rows.append({"rank": rank, "score": float(score), **rec, **{k: float(v) for k, v in scores.items()}})
+    cols = list(FRAME_COLUMNS) + sorted({k for r in rows for k in r} - set(FRAME_COLUMNS))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def sort_hits(hits: list[Hit]) -> list[Hit]:
+    """Deterministic order: score descending, ties by ``chunk_id`` ascending."""
+    return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
+
+
+def _field(key: str, doc: str) -> property:
+    def get(self: "Snippet") -> Any:
+        return dict.get(self, key)
+    return property(get, doc=doc)
+
+
+class Snippet(dict):
+    """One cited, RESTRICTED-free snippet, typed: ``snippet.text``, ``.chunk_id``,
+    ``.locator``, ``.scores`` … (see :func:`to_snippet` for every field), ``to_dict()``.
+
+    It is still a ``dict`` with the same keys, so ``json.dumps`` and ``dict(snippet)`` work
+    as before; reading it by key (``snippet["text"]``, ``snippet.get("via")``) is
+    deprecated in favour of the attributes and warns (``DeprecationWarning``). An optional
+    field that is absent (``location``, ``page``, ``prompt_text``, ``via``; ``tier``,
+    ``confidence``, ``needs_refinement`` outside the agent seam) reads as None.
+    """
+
+    __slots__ = ()
+
+    text = _field("text", "the chunk's text")
+    doc_id = _field("doc_id", "the document id")
+    title = _field("title", "the document title")
+    source_locator = _field("source_locator", "where the source document lives")
+    locator = _field("locator", "the citation: source and span")
+    chunk_id = _field("chunk_id", "the chunk id")
+    library_id = _field("library_id", "the library it comes from")
+    entity = _field("entity", "metadata: entity")
+    topic = _field("topic", "metadata: topic")
+    geography = _field("geography", "metadata: geography")
+    period = _field("period", "metadata: period")
+    language = _field("language", "metadata: language")
+    valid_as_of = _field("valid_as_of", "metadata: valid as of (ISO date)")
+    sensitivity = _field("sensitivity", "the sensitivity label (never RESTRICTED)")
+    span = _field("span", "[start, end] character offsets in the document")
+    chunker = _field("chunker", "chunker@version")
+    heading = _field("heading", "the heading the chunk sits under")
+    metadata = _field("metadata", "extra metadata")
+    scores = _field("scores", "{bm25, vector, fused, …}")
+    location = _field("location", "page / slide / sheet of a converted file, or None")
+    page = _field("page", "the page number, or None")
+    prompt_text = _field("prompt_text", "the parent text given to a prompt, or None")
+    via = _field("via", "the summary-tree node it was reached through, or None")
+    tier = _field("tier", "the retrieval tier of the result")
+    confidence = _field("confidence", "the result's confidence {grade, score}")
+    needs_refinement = _field("needs_refinement", "whether the result needs refinement")
+
+    def __getitem__(self, key: str) -> Any:
+        warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key} (or snippet.to_dict()[{key!r}])",
+                      DeprecationWarning, stacklevel=2)
+        return dict.__getitem__(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key}", DeprecationWarning, stacklevel=2)
+        return dict.get(self, key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of every field (what the snippet was before it was typed)."""
+        return dict(self)
+
+
+def to_snippet(hit: Hit) -> dict:
+    """The snippet dict of SPEC §12: text, provenance, metadata, sensitivity, scores (the
+    agent seam returns it typed, as a :class:`Snippet`).
+
+    Callers must have dropped RESTRICTED hits already; this refuses them as a last guard.
+    """
+    c = hit.chunk
+    if c.is_restricted:
+        raise ValueError(f"refusing to build a snippet for RESTRICTED chunk {c.chunk_id}")
+    snippet = {
+        "text": c.text,
+        "doc_id": c.doc_id,
+        "title": c.title,
+        "source_locator": c.source_locator,
+        "locator": c.locator,
+        "chunk_id": c.chunk_id,
+        "library_id": c.library_id,
+        "entity": c.entity,
+        "topic": c.topic,
+        "geography": c.geography,
+        "period": c.period,
+        "language": c.language,
+        "valid_as_of": c.valid_as_of,
+        "sensitivity": c.sensitivity,
+        "span": [c.start, c.end],
+        "chunker": f"{c.chunker}@{c.chunker_version}",
+        "heading": c.heading,
+        "metadata": dict(c.extra),
+        "scores": {
+            "bm25": float(hit.scores.get("bm25", 0.0)),
+            "vector": float(hit.scores.get("vector", 0.0)),
+            "fused": float(hit.scores.get("fused", hit.score)),
+            **{k: float(v) for k, v in hit.scores.items() if k not in ("bm25", "vector", "fused")},
+        },
+    }
+    location = c.location
+    if location:  # a converted file's chunk: the page/slide/sheet+cells/heading it quotes
+        snippet["location"] = location
+        if "page" in location:
+            snippet["page"] = int(location["page"])
+    if c.parent_text:
+        snippet["prompt_text"] = c.parent_text
+    if hit.via:  # reached through a summary-tree node: the node id (the citation stays this chunk's span)
+        snippet["via"] = hit.via
+    return snippet

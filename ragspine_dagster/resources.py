@@ -1,0 +1,156 @@
+"""Resources: where data lives, which embedding backend builds vectors, which LLM answers.
+
+Every path is configurable, so the same code location runs locally, under the
+multiprocess executor, or on a distributed executor with shared storage. Nothing here
+reads the environment: ``definitions.py`` / ``ingest.py`` build these from
+:meth:`ragspine_core.settings.Settings.from_env`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import dagster as dg
+
+from ragspine_core.dense.ann import DEFAULT_MIN_VECTORS
+from ragspine_core.settings import Settings
+
+from ragspine_index.artifacts import LibraryPaths, is_valid_library_id, validate_library_id
+from ragspine_index.steps.documents import DocumentSet
+from ragspine_index.library_settings import resolve_library_settings
+from ragspine_index.publish import DEFAULT_KEEP_SNAPSHOTS
+
+
+class EmbeddingBackendResource(dg.ConfigurableResource):
+    """The embedding backend that builds the ``chunk_embeddings`` vectors.
+
+    ``spec`` is the run-level choice (``none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai|
+    sentence-transformers``); a library's own ``_library.toml`` ``embedding`` wins over
+    it, and ``auto`` resolves by the library's languages (one function for the assets and
+    ``build_library``: :func:`~.indexing.library_settings.resolve_library_settings`).
+    """
+
+    spec: str = "auto"
+    model_dir: str = ""
+    #: For ``openai`` / ``sentence-transformers``: the model name, vector size and endpoint.
+    model: str = ""
+    dim: str = ""
+    openai_base_url: str = ""
+    api_key: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: "Settings", spec: str | None = None) -> "EmbeddingBackendResource":
+        """The resource of resolved :class:`~ragspine_core.settings.Settings` (``spec`` overrides its ``embedding``)."""
+        return cls(spec=spec or settings.embedding, model_dir=settings.embedding_model_dir, model=settings.embedding_model,
+                   dim=settings.embedding_dim, openai_base_url=settings.openai_base_url, api_key=settings.llm_api_key)
+
+    def _settings_env(self) -> dict[str, str]:
+        # make_embedding_backend's settings, from these fields (never from os.environ)
+        from ragspine_core.dense import embedding as e
+
+        pairs = {e.ENV_MODEL_DIR: self.model_dir, e.ENV_EMBEDDING_MODEL: self.model, e.ENV_EMBEDDING_DIM: self.dim,
+                 e.ENV_OPENAI_BASE_URL: self.openai_base_url, e.ENV_OPENAI_API_KEY: self.api_key}
+        return {k: v for k, v in pairs.items() if v}
+
+    def backend_for_spec(self, spec: str) -> Any:
+        """The backend of a resolved spec (``None`` for ``none``)."""
+        from ragspine_core.dense.embedding import make_embedding_backend
+
+        return make_embedding_backend(spec, model_dir=self.model_dir or None, env=self._settings_env())
+
+    def factory(self) -> Callable[[str], Any]:
+        return self.backend_for_spec
+
+    def resolve_spec(self, documents: DocumentSet) -> str:
+        return resolve_library_settings(documents, embedding=self.spec).embedding
+
+    def make(self, documents: DocumentSet) -> Any:
+        """The backend for this library (its own setting, else ``spec``; ``auto`` resolved)."""
+        return self.backend_for_spec(self.resolve_spec(documents))
+
+
+class LLMProviderResource(dg.ConfigurableResource):
+    """An OpenAI-compatible chat endpoint (judge, query transforms, listwise reranking)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    timeout_s: float = 30.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "LLMProviderResource":
+        return cls(base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key)
+
+    def make(self) -> Any:
+        """A :class:`ragspine_core.llm.OpenAICompatibleProvider`, or None when ``base_url`` is empty."""
+        if not self.base_url.strip():
+            return None
+        from ragspine_core.llm import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(self.base_url, self.model, api_key=self.api_key or None, timeout_s=self.timeout_s)
+
+
+class RagspineConfig(dg.ConfigurableResource):
+    """Roots of the raw documents, published artifacts and caches; the embedding backend.
+
+    ``embedding_backend`` (nested resource) chooses the backend; without it the legacy
+    ``embedding`` spec string does (kept so existing run configs and tests work).
+    """
+
+    data_root: str = "data"
+    raw_root: str = ""
+    artifacts_root: str = ""
+    cache_root: str = ""
+    glossary_path: str = ""
+    embedding: str = "auto"
+    keep_snapshots: int = DEFAULT_KEEP_SNAPSHOTS
+    #: Libraries with at least this many vectors get the ANN index (0 = never); a library's
+    #: ``_library.toml`` ``ann_min_vectors`` wins (``RAGSPINE_ANN_MIN_VECTORS``).
+    ann_min_vectors: int = DEFAULT_MIN_VECTORS
+    #: Shards of one library's embedding when ``chunk_embeddings`` is the fanned-out graph
+    #: (``RAGSPINE_EMBEDDING_SHARDS`` >= 2 builds it; at most one shard per 512 new texts).
+    embedding_shards: int = 1
+    embedding_backend: Optional[EmbeddingBackendResource] = None
+    #: The chat endpoint of libraries whose ``_library.toml`` sets ``summarizer = "llm"``
+    #: (the summary tree) or ``graph_extractor = "llm"`` (the relation graph's OpenIE triples);
+    #: None: such a library fails with a ConfigError saying what to set.
+    summarizer_llm: Optional[LLMProviderResource] = None
+
+    def embedding_resource(self) -> EmbeddingBackendResource:
+        """The nested embedding resource, or one on the legacy ``embedding`` spec."""
+        return self.embedding_backend if self.embedding_backend is not None else EmbeddingBackendResource(spec=self.embedding)
+
+    def raw_dir(self) -> Path:
+        return Path(self.raw_root) if self.raw_root else Path(self.data_root) / "raw"
+
+    def artifacts_dir(self) -> Path:
+        return Path(self.artifacts_root) if self.artifacts_root else Path(self.data_root) / "artifacts"
+
+    def cache_dir(self) -> Path:
+        return Path(self.cache_root) if self.cache_root else Path(self.data_root) / "cache"
+
+    def glossary_file(self) -> Path:
+        return Path(self.glossary_path) if self.glossary_path else Path(self.data_root) / "glossary.toml"
+
+    def library_paths(self, library_id: str) -> LibraryPaths:
+        """Paths of one library; raises ConfigError for a name that is not one safe folder name
+        (so a partition key such as ``../../outside`` can never write outside the data root)."""
+        validate_library_id(library_id)
+        return LibraryPaths(library_id, self.raw_dir() / library_id, self.artifacts_dir() / library_id)
+
+    def library_folders(self) -> tuple[list[str], list[str]]:
+        """``(valid library names, other folder names)`` under the raw root, each sorted.
+
+        Hidden (``.``/``_``) folders and symlinks are in neither list.
+        """
+        raw = self.raw_dir()
+        if not raw.is_dir():
+            return [], []
+        names = sorted(p.name for p in raw.iterdir()
+                       if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
+        valid = [n for n in names if is_valid_library_id(n)]
+        return valid, [n for n in names if n not in valid]
+
+    def libraries_on_disk(self) -> list[str]:
+        return self.library_folders()[0]

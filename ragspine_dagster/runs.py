@@ -1,0 +1,151 @@
+"""Runs of a library on the Dagster instance: which are in flight, which died.
+
+* :func:`in_flight_runs` — unfinished runs of a library partition (queued, starting,
+  started, canceling): ``raw_files_sensor`` requests no second run while one exists, and
+  ``ragspine ingest`` refuses to start one beside it.
+* :func:`fail_dead_runs` — runs left STARTED by a process that was killed (``dagster dev``
+  stopped with runs in flight, the OOM killer): Dagster's run monitoring cannot check the
+  workers of the default run launcher, so they would stay STARTED forever and their library
+  would look "in flight" for good. A run counts as dead when the process that executed it
+  — the pid in Dagster's own "Started process for run (pid: N)" engine event, or the pid a
+  ``ragspine ingest`` recorded in its tags — no longer exists on this machine, or is
+  another process that got the pid later. Only runs of the default (local) run launcher
+  and ``ragspine ingest`` runs of this host are judged; any other run is left alone.
+  The sensor runs this sweep at every tick (so on the first tick after a restart), and
+  ``ragspine ingest`` before it starts.
+* :func:`last_run_failed` — whether a library's latest run failed, and how many runs of its
+  current content have failed: the sensor requests it again (at most
+  :data:`MAX_AUTOMATIC_RETRIES` times per content fingerprint).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from ragspine_index.artifacts import pid_alive
+
+TAG_PARTITION = "dagster/partition"
+TAG_FINGERPRINT = "ragspine/fingerprint"
+UNFINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
+#: A library whose run failed is requested again by the sensor at most this many times
+#: for the same content (a later change of its files starts the count again).
+MAX_AUTOMATIC_RETRIES = 3
+_STARTED_PROCESS = re.compile(r"Started process for run \(pid: (\d+)\)")
+
+
+def in_flight_runs(instance: dg.DagsterInstance, library_id: str) -> list[str]:
+    """Ids of the unfinished runs of partition ``library_id`` (newest first)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=list(UNFINISHED), tags={TAG_PARTITION: library_id}))
+    return [r.run_id for r in runs]
+
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def process_started_at(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds, Linux), or None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    boot = _boot_time()
+    return None if boot is None else boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _worker_pid(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[int, float] | None:
+    """(pid, when it was recorded) of the process that executes ``run``, from the event log."""
+    found = None
+    for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        match = _STARTED_PROCESS.search(record.message or record.user_message or "")
+        if match:
+            found = (int(match.group(1)), float(record.timestamp))  # the last one wins (a resumed run)
+    return found
+
+
+def _local_launcher(instance: dg.DagsterInstance) -> bool:
+    try:
+        from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
+
+        return isinstance(instance.run_launcher, DefaultRunLauncher)
+    except Exception:  # an instance whose launcher cannot be loaded here: judge nothing
+        return False
+
+
+def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local: bool | None = None,
+                      strict_host: bool = False) -> bool | None:
+    """Whether the process executing ``run`` still exists; None when this machine cannot tell.
+
+    A run whose steps recorded another machine (``ragspine/run_host``) is never judged;
+    with ``strict_host`` neither is one that recorded none (``ragspine ingest`` may run on
+    another machine than the code server that launches the instance's runs; the sensor
+    runs in that code server, beside the run workers of the default launcher).
+    """
+    import socket
+
+    from ragspine_dagster.assets._util import TAG_RUN_HOST
+    from ragspine_dagster.ingest import TAG_PID, _ingest_process_alive
+
+    if run.tags.get(TAG_PID):
+        return _ingest_process_alive(dict(run.tags))
+    if not (_local_launcher(instance) if local is None else local):
+        return None
+    host = run.tags.get(TAG_RUN_HOST)
+    if (host and host != socket.gethostname()) or (strict_host and not host):
+        return None
+    worker = _worker_pid(instance, run)
+    if worker is None:
+        return None  # not started yet (run monitoring's start timeout covers that)
+    pid, recorded_at = worker
+    if not pid_alive(pid):
+        return False
+    started = process_started_at(pid)
+    # a process that started after the run worker announced itself is another one with its pid
+    return not (started is not None and started > recorded_at + 2.0)
+
+
+def fail_dead_runs(instance: dg.DagsterInstance, libraries: list[str] | None = None, *,
+                   local: bool | None = None, strict_host: bool = False) -> list[str]:
+    """Mark failed every STARTED/STARTING run (of ``libraries``, default all) whose process
+    is gone (see the module docstring and :func:`run_process_alive`). Returns the run ids
+    marked failed."""
+    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses))
+    wanted = None if libraries is None else set(libraries)
+    failed = []
+    for run in runs:
+        if wanted is not None and run.tags.get(TAG_PARTITION) not in wanted:
+            continue
+        if run_process_alive(instance, run, local=local, strict_host=strict_host) is not False:
+            continue
+        instance.report_run_failed(
+            run, f"The process that executed this run is gone (killed before the run finished, e.g. dagster dev "
+                 f"stopped with the run in flight). Marked failed at {time.strftime('%Y-%m-%d %H:%M:%S')} by pid "
+                 f"{os.getpid()}. Nothing of it was published unless its index_manifest step succeeded.")
+        failed.append(run.run_id)
+    return failed
+
+
+def last_run_failed(instance: dg.DagsterInstance, library_id: str, fingerprint16: str) -> int | None:
+    """When the latest run of ``library_id`` failed: how many runs tagged with this content
+    ``fingerprint16`` have failed (0 when the failed run was not the sensor's, e.g. one
+    launched in the UI); None when the latest run did not fail (or there is none)."""
+    latest = instance.get_runs(filters=dg.RunsFilter(tags={TAG_PARTITION: library_id}), limit=1)
+    if not latest or latest[0].status != dg.DagsterRunStatus.FAILURE:
+        return None
+    failures = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                                                       tags={TAG_PARTITION: library_id, TAG_FINGERPRINT: fingerprint16}))
+    return len(failures)

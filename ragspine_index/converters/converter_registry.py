@@ -1,0 +1,104 @@
+"""The format registry: which suffixes a converter reads (:data:`FORMATS`), its version
+and the module it needs, and :func:`convert_bytes`, which converts one file by its suffix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Callable
+
+from ragspine_index.converters import csv, docx, html, pdf, pptx, xlsx  # each imports its library only when it converts
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
+
+FORMATS_EXTRA = "formats"
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """One convertible format: its suffixes, converter, version and the module it needs."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    version: str
+    module: str  # "" = the standard library
+    convert: Callable[[bytes, ConversionLimits], Converted]
+
+    def available(self) -> bool:
+        """Whether the module it needs imports (the ``formats`` extra is installed)."""
+        if not self.module:
+            return True
+        try:
+            import_module(self.module)
+        except ImportError:
+            return False
+        return True
+
+    def lineage(self) -> str:
+        """``pdf@1 pypdf 7.1.1``: the converter version and the library version that ran."""
+        if not self.module:
+            return f"{self.name}@{self.version}"
+        from importlib.metadata import PackageNotFoundError, version
+
+        dist = _DISTRIBUTIONS.get(self.module, self.module)
+        try:
+            return f"{self.name}@{self.version} {dist} {version(dist)}"
+        except PackageNotFoundError:
+            return f"{self.name}@{self.version} {dist}"
+
+
+_DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx"}
+
+
+FORMATS: tuple[Format, ...] = (
+    Format("pdf", (".pdf",), pdf.VERSION, pdf.EXTRA_MODULE, pdf.convert_pdf),
+    Format("docx", (".docx",), docx.VERSION, docx.EXTRA_MODULE, docx.convert_docx),
+    Format("pptx", (".pptx",), pptx.VERSION, pptx.EXTRA_MODULE, pptx.convert_pptx),
+    Format("xlsx", (".xlsx",), xlsx.VERSION, xlsx.EXTRA_MODULE, xlsx.convert_xlsx),
+    Format("html", (".html", ".htm"), html.VERSION, html.EXTRA_MODULE, html.convert_html),
+    Format("csv", (".csv",), csv.VERSION, csv.EXTRA_MODULE, csv.convert_csv),
+)
+FORMAT_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
+CONVERTED_SUFFIXES = tuple(FORMAT_BY_SUFFIX)
+#: Part of the ``documents`` and ``chunks`` code versions: a converter change shows as
+#: unsynced in Dagster and backfills like a chunker change.
+CONVERTER_VERSIONS = {fmt.name: fmt.version for fmt in FORMATS}
+SIDECAR_SUFFIX = ".meta.toml"
+
+
+def converted_file(rel: str) -> bool:
+    """Whether ``rel`` (a library path) is a file a converter reads, or its sidecar."""
+    lower = rel.lower()
+    return lower.endswith(SIDECAR_SUFFIX) or any(lower.endswith(suffix) for suffix in CONVERTED_SUFFIXES)
+
+
+def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = None) -> Converted:
+    """Convert the bytes of one file by its suffix.
+
+    Raises:
+        ConversionError: the file cannot be converted (damaged, encrypted, image-only,
+            past a limit); the message never quotes the file's text.
+        MissingExtraError: the format needs the ``formats`` extra.
+        KeyError: ``suffix`` is not convertible.
+    """
+    fmt = FORMAT_BY_SUFFIX[suffix.lower()]
+    limits = limits or ConversionLimits()
+    if not fmt.available():
+        from ragspine_core.errors import MissingExtraError
+
+        raise MissingExtraError(f"reading {fmt.name.upper()} files", FORMATS_EXTRA, fmt.module)
+    if len(data) > limits.max_file_bytes:
+        raise ConversionError(f"is {len(data):,} bytes (limit {limits.max_file_bytes:,})", "split it",
+                              field="limits")
+    if not data:
+        raise ConversionError("is empty (0 bytes)", "add content or delete the file", field="body")
+    try:
+        return fmt.convert(data, limits)
+    except ConversionError:
+        raise
+    except MemoryError as exc:
+        raise ConversionError("ran out of memory while converting", "split the file", field="limits") from exc
+    except RecursionError as exc:
+        raise ConversionError("is nested too deeply to convert", "re-export it", field="content") from exc
+    except Exception as exc:  # noqa: BLE001 - a damaged file may raise anything inside a parser library
+        raise ConversionError(f"cannot be converted ({type(exc).__name__}; damaged or truncated?)",
+                              f"re-export it as {fmt.name.upper()} from its source application") from exc

@@ -1,0 +1,51 @@
+"""CSV → one Markdown table (standard library, no extra); one region per row
+(``cells=A5:F5``, counting the header as row 1). UTF-8 only; the delimiter is sniffed
+among ``,``, ``;``, tab and ``|``."""
+
+from __future__ import annotations
+
+import csv as _csv
+import io
+
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
+
+VERSION = "1"
+EXTRA_MODULE = ""  # the standard library
+
+
+def convert_csv(data: bytes, limits: ConversionLimits) -> Converted:
+    try:
+        source = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
+                              "re-save it as UTF-8 CSV", field="encoding") from exc
+    if "\x00" in source[:8192]:
+        raise ConversionError("looks like a binary file (NUL byte)", "export it as UTF-8 CSV", field="content")
+    try:
+        dialect = _csv.Sniffer().sniff(source[:8192], delimiters=",;\t|")
+    except _csv.Error:
+        dialect = _csv.excel
+    deadline = Deadline(limits.seconds)
+    rows: list[tuple[int, list[str]]] = []
+    cells = 0
+    try:
+        for r, values in enumerate(_csv.reader(io.StringIO(source), dialect), start=1):
+            if r % 1000 == 0:
+                deadline.check(f"row {r}")
+            texts = [cell_text(v) for v in values]
+            while texts and not texts[-1]:
+                texts.pop()
+            if not texts:
+                continue
+            cells += len(texts)
+            if cells > limits.max_cells:
+                raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells", "split the file",
+                                      field="limits")
+            rows.append((r, texts))
+    except _csv.Error as exc:
+        raise ConversionError(f"is not valid CSV ({exc})", "fix the quoting, or re-export it", field="content") from exc
+    if not rows:
+        raise ConversionError("has no values", "add data, or remove it from the library", field="body")
+    out = TextBuilder(limits)
+    out.add_table(rows, split_hint="split the file")
+    return Converted(text=out.text(), regions=tuple(out.regions))

@@ -1,0 +1,114 @@
+"""DOCX → Markdown-shaped text with python-docx (MIT): headings as ``#``, list items as
+``- ``, tables as Markdown tables; one region per heading section (``anchor=<slug>``).
+
+Page headers and footers are not text of the body but are read for a sensitivity
+marking. Macros (``.docm``) are never run: python-docx reads XML parts only, and a
+macro-enabled package is refused by its content type.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, slug
+from ragspine_index.converters.ooxml import package_properties
+from ragspine_index.converters.regions import region_fragment
+
+VERSION = "1"
+EXTRA_MODULE = "docx"
+
+
+def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
+    import docx
+    from docx.table import Table
+
+    check_zip(data, limits, "DOCX")
+    deadline = Deadline(limits.seconds)
+    try:
+        document = docx.Document(BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises many types for a damaged package
+        raise ConversionError(f"cannot be read as DOCX ({type(exc).__name__}; damaged, or not a Word document?)",
+                              "re-save it from Word as .docx") from exc
+    out = TextBuilder(limits)
+    section: list[str] = []  # the blocks of the current heading section
+    anchor = ""
+    seen: dict[str, int] = {}
+    in_list = False
+
+    def flush() -> None:
+        if section:
+            out.add("\n\n".join(section), region_fragment("anchor", anchor) if anchor else "")
+            section.clear()
+
+    # style id -> name once: python-docx's paragraph.style scans every style per call
+    style_names = {style.style_id: style.name or "" for style in document.styles}
+    title = ""
+    for n, block in enumerate(document.iter_inner_content()):
+        if n % 200 == 0:
+            deadline.check(f"block {n + 1}")
+        if isinstance(block, Table):
+            table = markdown_table([[cell.text for cell in row.cells] for row in block.rows])
+            if table:
+                section.append(table)
+            in_list = False
+            continue
+        text = clean_line(block.text)
+        if not text:
+            continue
+        style = _style_name(block, style_names)
+        level = _heading_level(style)
+        if level:
+            flush()
+            anchor = _unique(slug(text), seen)
+            title = title or text
+            section.append(f"{'#' * level} {text}")
+            in_list = False
+        elif _is_list_item(block, style):
+            if in_list:
+                section[-1] += f"\n- {text}"
+            else:
+                section.append(f"- {text}")
+            in_list = True
+        else:
+            section.append(text)
+            in_list = False
+    flush()
+    headers = []
+    for sec in document.sections:
+        for part in (sec.header, sec.first_page_header, sec.footer, sec.first_page_footer):
+            try:
+                headers.extend(clean_line(p.text) for p in part.paragraphs if p.text.strip())
+            except Exception:  # noqa: BLE001 - a missing header part
+                continue
+    props = package_properties(data)
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
+                     header_lines=tuple(headers),
+                     title=next((v for k, v in props if k == "title"), "") or title)
+
+
+def _style_name(paragraph, names: dict[str, str]) -> str:
+    ppr = paragraph._p.pPr
+    style_id = ppr.pStyle.val if ppr is not None and ppr.pStyle is not None else None
+    return names.get(style_id, "") if style_id else ""
+
+
+def _heading_level(name: str) -> int:
+    if name == "Title":
+        return 1
+    if name.startswith("Heading"):
+        digits = name[len("Heading"):].strip()
+        return min(int(digits), 6) if digits.isdigit() and int(digits) > 0 else 1
+    return 0
+
+
+def _is_list_item(paragraph, style: str) -> bool:
+    if "List" in style:
+        return True
+    ppr = paragraph._p.pPr
+    return ppr is not None and ppr.numPr is not None
+
+
+def _unique(anchor: str, seen: dict[str, int]) -> str:
+    count = seen.get(anchor, 0)
+    seen[anchor] = count + 1
+    return anchor if count == 0 else f"{anchor}-{count}"

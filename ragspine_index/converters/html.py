@@ -1,0 +1,215 @@
+"""HTML → Markdown-shaped text with the standard library's ``html.parser`` (no extra):
+``<h1>``–``<h6>`` as ``#`` headings, ``<li>`` as ``- `` items, ``<table>`` as Markdown
+tables, ``<pre>`` kept line by line; one region per heading section
+(``anchor=<id>``: the heading's ``id`` when it has one, else a slug of its text).
+
+``<script>``, ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` content (except
+``<title>``) are dropped, never run; links are kept as their text, never fetched.
+``<meta name=... content=...>`` are the file's properties (a ``classification`` meta
+marks it). The file is UTF-8 (a ``<meta charset>`` naming another encoding is an error).
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
+from ragspine_index.converters.regions import region_fragment
+
+VERSION = "1"
+EXTRA_MODULE = ""  # the standard library
+
+_SKIP = frozenset({"script", "style", "template", "noscript", "svg", "iframe", "object", "embed", "head"})
+_BLOCK = frozenset({"p", "div", "section", "article", "main", "header", "footer", "aside", "nav", "blockquote",
+                    "figure", "figcaption", "dd", "dt", "address", "form", "fieldset", "ul", "ol", "dl", "hr", "body"})
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "area", "base", "col", "embed", "param", "source",
+                   "track", "wbr"})
+_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_-]+)", re.I)
+
+
+class _Converter(HTMLParser):
+    def __init__(self, limits: ConversionLimits) -> None:
+        super().__init__(convert_charrefs=True)
+        self.limits = limits
+        self.deadline = Deadline(limits.seconds)
+        self.blocks: list[tuple[str, str]] = []  # (text, anchor of its section)
+        self.buffer: list[str] = []
+        self.skip = 0
+        self.pre = 0
+        self.heading = 0
+        self.heading_id = ""
+        self.anchor = ""
+        self.anchors: dict[str, int] = {}
+        self.list_item = False
+        self.table: list[list[str]] | None = None
+        self.row: list[str] | None = None
+        self.cell: list[str] | None = None
+        self.title_parts: list[str] = []
+        self.in_title = False
+        self.properties: list[tuple[str, str]] = []
+        self.first_heading = ""
+        self.n = 0
+
+    # -- helpers
+    def _flush(self) -> None:
+        raw = "".join(self.buffer)
+        self.buffer.clear()
+        if self.pre:
+            text = raw.strip("\n")
+            if text.strip():
+                self.blocks.append(("\n".join(line.rstrip() for line in text.split("\n")), self.anchor))
+            return
+        text = clean_line(raw)
+        if not text:
+            return
+        if self.heading:
+            heading_anchor = self.heading_id or slug(text)
+            count = self.anchors.get(heading_anchor, 0)
+            self.anchors[heading_anchor] = count + 1
+            self.anchor = heading_anchor if count == 0 else f"{heading_anchor}-{count}"
+            self.first_heading = self.first_heading or text
+            text = f"{'#' * self.heading} {text}"
+        elif self.list_item:
+            text = f"- {text}"
+        self.blocks.append((text, self.anchor))
+
+    # -- parser callbacks
+    def handle_starttag(self, tag: str, attrs) -> None:
+        self.n += 1
+        if self.n % 2000 == 0:
+            self.deadline.check(f"element {self.n}")
+        attrs = dict(attrs)
+        if tag == "meta":
+            name = attrs.get("name") or attrs.get("property") or attrs.get("http-equiv") or ""
+            if name and attrs.get("content"):
+                self.properties.append((clean_line(name), clean_line(attrs["content"])))
+            return
+        if tag == "title":
+            self.in_title = True
+            return
+        if tag in _SKIP:
+            if tag not in _VOID:
+                self.skip += 1
+            return
+        if self.skip or tag in _VOID and tag != "br":
+            return
+        if tag == "br":
+            self.buffer.append("\n" if self.pre else " ")
+            if self.cell is None and not self.pre:
+                self._flush()
+            return
+        if self.table is not None and tag in ("td", "th"):
+            self.cell = []
+            return
+        if self.table is not None and tag == "tr":
+            self.row = []
+            return
+        if tag == "table":
+            self._flush()
+            self.table = []
+            return
+        if tag in _HEADINGS:
+            self._flush()
+            self.heading = _HEADINGS[tag]
+            self.heading_id = attrs.get("id") or ""
+        elif tag == "li":
+            self._flush()
+            self.list_item = True
+        elif tag == "pre":
+            self._flush()
+            self.pre += 1
+        elif tag in _BLOCK:
+            self._flush()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+            return
+        if tag in _SKIP and tag not in _VOID:
+            self.skip = max(0, self.skip - 1)
+            return
+        if self.skip:
+            return
+        if self.table is not None and tag in ("td", "th"):
+            if self.row is not None and self.cell is not None:
+                self.row.append(clean_line("".join(self.cell)))
+            self.cell = None
+            return
+        if self.table is not None and tag == "tr":
+            if self.row:
+                self.table.append(self.row)
+            self.row = None
+            return
+        if tag == "table" and self.table is not None:
+            table = markdown_table(self.table) if self.table else ""
+            self.table = None
+            if table:
+                self.blocks.append((table, self.anchor))
+            return
+        if tag in _HEADINGS:
+            self._flush()
+            self.heading = 0
+            self.heading_id = ""
+        elif tag == "li":
+            self._flush()
+            self.list_item = False
+        elif tag == "pre":
+            self._flush()
+            self.pre = max(0, self.pre - 1)
+        elif tag in _BLOCK:
+            self._flush()
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title_parts.append(data)
+            return
+        if self.skip:
+            return
+        if self.cell is not None:
+            self.cell.append(data)
+        elif self.table is None:
+            self.buffer.append(data)
+
+
+def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
+    declared = _CHARSET.search(data[:4096])
+    if declared and declared.group(1).decode("ascii").lower().replace("_", "-") not in ("utf-8", "utf8", "us-ascii", "ascii"):
+        raise ConversionError(f"declares the charset {declared.group(1).decode('ascii')!r}; only UTF-8 HTML is read",
+                              "re-save it as UTF-8", field="encoding")
+    try:
+        source = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
+                              "re-save it as UTF-8", field="encoding") from exc
+    parser = _Converter(limits)
+    parser.feed(source)
+    parser.close()
+    parser._flush()
+    out = TextBuilder(limits)
+    # consecutive blocks of one section make one region; list items stay on adjacent lines
+    current: list[str] = []
+    anchor = None
+    for text, block_anchor in parser.blocks:
+        if anchor is not None and block_anchor != anchor:
+            out.add(_join(current), region_fragment("anchor", anchor) if anchor else "")
+            current = []
+        anchor = block_anchor
+        current.append(text)
+    if current:
+        out.add(_join(current), region_fragment("anchor", anchor) if anchor else "")
+    if not out.text().strip():
+        raise ConversionError("has no visible text", "add text, or remove it from the library", field="body")
+    title = clean_line("".join(parser.title_parts)) or parser.first_heading
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title)
+
+
+def _join(blocks: list[str]) -> str:
+    out = ""
+    for i, block in enumerate(blocks):
+        if i:
+            both_items = block.startswith("- ") and blocks[i - 1].startswith("- ")
+            out += "\n" if both_items else "\n\n"
+        out += block
+    return out

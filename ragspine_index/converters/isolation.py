@@ -1,0 +1,114 @@
+"""Convert files in a child process with a hard time limit and a memory limit.
+
+The converters check their time budget between pages, blocks, slides and rows; a single
+page that loops inside a parser library, a decompression that eats memory, or a crash in
+native code (lxml) would still stop or kill the build. :class:`ConverterProcess` runs
+them in one long-lived child process (``forkserver``, as ``workers.py``: never ``fork``
+inside Dagster) with ``RLIMIT_AS`` set to :attr:`~.base.ConversionLimits.memory_bytes`.
+A file that passes :attr:`~.base.ConversionLimits.hard_seconds` has its child killed and
+becomes one located error; the next file gets a fresh child. Where no child can start (a
+daemonic process, a ``__main__`` that cannot be imported, ``RAGSPINE_INGEST_WORKERS=1``
+is *not* a reason: isolation is about safety, not speed) conversion runs in-process with
+the cooperative limits only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import weakref
+
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
+
+
+def _serve(conn, limits: ConversionLimits) -> None:
+    """The child: apply the memory limit, then convert what the parent sends until EOF."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not on this platform
+        pass
+    from ragspine_index.converters.converter_registry import convert_bytes
+
+    while True:
+        try:
+            data, suffix = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            conn.send(("ok", convert_bytes(data, suffix, limits)))
+        except ConversionError as exc:
+            conn.send(("error", (exc.problem, exc.hint, exc.field)))
+        except MemoryError:
+            conn.send(("error", ("ran out of memory while converting", "split the file", "limits")))
+
+
+class ConverterProcess:
+    """One child process that converts files one at a time (see the module docstring)."""
+
+    def __init__(self, limits: ConversionLimits) -> None:
+        self.limits = limits
+        self._proc = None
+        self._conn = None
+        self._finalizer = None
+
+    @staticmethod
+    def available() -> bool:
+        """Whether a child process can be started here (the rules of ``workers.py``)."""
+        from ragspine_index.workers import _daemonic, _main_is_importable
+
+        return _main_is_importable() and not _daemonic()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("forkserver")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self.limits), daemon=True, name="ragspine-convert")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        self._finalizer = weakref.finalize(self, _stop, proc, parent)
+
+    def convert(self, data: bytes, suffix: str) -> Converted:
+        """Convert in the child; raises :class:`ConversionError` (also for a timeout or a
+        child that died)."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        try:
+            self._conn.send((data, suffix))
+            ready = self._conn.poll(self.limits.hard_seconds)
+            if ready:
+                kind, payload = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            ready, kind = True, "died"
+        if not ready:
+            self.close()
+            raise ConversionError(f"conversion did not finish within {self.limits.hard_seconds:g} s and was stopped",
+                                  "split the file or re-export it; a normal document converts in seconds",
+                                  field="limits")
+        if kind == "died":
+            # no exit code in the message: read before the child is reaped it is None, after
+            # it 1 — and the message lands in the manifest, whose bytes make the snapshot id
+            self.close()
+            raise ConversionError(f"the converter process ended while reading it (out of memory "
+                                  f"past {self.limits.memory_bytes // (1 << 20):,} MiB, or a crash in the parser)",
+                                  "re-export the file; if it is large, split it", field="limits")
+        if kind == "error":
+            problem, hint, field = payload
+            raise ConversionError(problem, hint, field=field)
+        return payload
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = self._conn = self._finalizer = None
+
+
+def _stop(proc, conn) -> None:
+    try:
+        conn.close()
+    except OSError:  # pragma: no cover
+        pass
+    proc.join(timeout=2)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)

@@ -1,0 +1,64 @@
+"""XLSX → text with openpyxl (MIT), read-only and values only: one ``## Sheet: <name>``
+section per sheet holding its rows as a Markdown table; one region per row
+(``sheet=<name>&cells=A5:F5``), so a chunk cites the sheet and cell range it quotes.
+
+Formulas are never evaluated (the value Excel cached is read), macros (``.xlsm``) and
+external links are never run or followed. A workbook past ``max_cells`` non-empty cells
+is an error (a huge sheet is not a document).
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip
+from ragspine_index.converters.ooxml import package_properties
+from ragspine_index.converters.regions import region_fragment
+
+VERSION = "1"
+EXTRA_MODULE = "openpyxl"
+
+
+def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
+    import openpyxl
+
+    check_zip(data, limits, "XLSX")
+    deadline = Deadline(limits.seconds)
+    try:
+        workbook = openpyxl.load_workbook(BytesIO(data), read_only=True, data_only=True, keep_links=False)
+    except Exception as exc:  # noqa: BLE001 - openpyxl raises many types for a damaged package
+        raise ConversionError(f"cannot be read as XLSX ({type(exc).__name__}; damaged, or not a workbook?)",
+                              "re-save it from Excel as .xlsx") from exc
+    out = TextBuilder(limits)
+    cells = 0
+    try:
+        for sheet in workbook.worksheets:
+            deadline.check(f"sheet {sheet.title!r}" if sheet.title.isidentifier() else "a sheet")
+            rows: list[tuple[int, list[str]]] = []
+            for r, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+                if r % 1000 == 0:
+                    deadline.check(f"row {r}")
+                texts = [cell_text(v) for v in values]
+                while texts and not texts[-1]:
+                    texts.pop()
+                if not texts:
+                    continue
+                cells += len(texts)
+                if cells > limits.max_cells:
+                    raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells",
+                                          "split the workbook, or export the part to index as CSV", field="limits")
+                rows.append((r, texts))
+            _add_sheet(out, sheet.title, rows)
+    finally:
+        workbook.close()
+    if not out.text().strip():
+        raise ConversionError("has no values in any sheet", "add data, or remove it from the library", field="body")
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=package_properties(data),
+                     title=next((v for k, v in package_properties(data) if k == "title"), ""))
+
+
+def _add_sheet(out: TextBuilder, name: str, rows: list[tuple[int, list[str]]]) -> None:
+    if not rows:
+        return
+    out.add(f"## Sheet: {' '.join(name.split())}")
+    out.add_table(rows, fragment=region_fragment("sheet", name), split_hint="split the workbook")

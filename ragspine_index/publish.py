@@ -1,0 +1,429 @@
+"""Assemble an immutable snapshot and publish it atomically (pointer swap).
+
+Readers resolve ``<library>/current`` once when they open; every file of a snapshot is
+written and fsynced in a hidden staging directory, the directory is renamed into
+``snapshots/<id>``, and only then is ``current`` replaced (``rename(2)`` of a symlink),
+so a reader sees either the old complete snapshot or the new complete one.
+
+Publishers of one library take an exclusive lock (``<library>/.publish.lock``, ``flock``)
+for the whole publication or rollback. With the lock held no other publisher of that
+library is mid-way, so every ``snapshots/.staging-*`` folder and ``.current-*`` /
+``.PINNED-*`` temp file found then was left by a crashed process and is removed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ragspine_core import schema
+from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
+from ragspine_core.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
+
+from ragspine_index.artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
+                        sha256_json, work_record)
+from ragspine_index.chunk_store import CACHE_KIB, init_schema
+from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
+from ragspine_index.reclassification import quarantine_unservable, unservable_count, was_quarantined
+
+HISTORY_FILE = "history.jsonl"
+PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
+DEFAULT_KEEP_SNAPSHOTS = 5
+LOCK_FILE = ".publish.lock"
+STAGING_PREFIX = ".staging-"
+CURRENT_TMP_PREFIX = ".current-"
+#: How long a publisher waits for another publisher of the same library (a publication
+#: itself takes seconds: links, one SQLite copy, fsyncs).
+LOCK_TIMEOUT_S = 600.0
+#: The artifact written from the chunk store's active rows (every other one is copied from a source).
+CHUNKS_ARTIFACT = "chunks"
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    snapshot_id: str
+    snapshot_dir: Path
+    previous_snapshot_id: str | None
+    changed: bool
+    pinned_to: str | None = None  # set when a pin kept ``current`` where it was
+
+
+def write_snapshot_chunks(db_path: Path, chunk_store: Path) -> str:
+    """Copy the store's active chunk rows into a fresh SQLite file, ``row_idx`` = position.
+
+    Rows go in ``chunk_id`` order, copied by SQLite itself (``ATTACH`` + ``INSERT …
+    SELECT``), never through Python objects: at a million chunks that was a minute and
+    gigabytes of row objects. Returns the logical content hash published in the manifest,
+    ``sha256_json`` of ``[chunk_id, version]`` in row order.
+    """
+    table = schema.CHUNK_TABLE
+    cols = schema.CHUNK_COLUMN_NAMES
+    select = ", ".join("ROW_NUMBER() OVER (ORDER BY chunk_id) - 1" if c == "row_idx" else c for c in cols)
+    conn = sqlite3.connect(db_path)
+    try:
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        init_schema(conn)
+        conn.execute("ATTACH DATABASE ? AS src", (str(chunk_store),))
+        with conn:
+            conn.execute(f"INSERT INTO main.{table} ({', '.join(cols)}) "
+                         f"SELECT {select} FROM src.{table} WHERE active = 1 ORDER BY chunk_id")
+        ids = conn.execute(f"SELECT chunk_id, version FROM main.{table} ORDER BY row_idx").fetchall()
+        conn.execute("DETACH DATABASE src")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+    return sha256_json(ids)
+
+
+@contextlib.contextmanager
+def publication_lock(paths: LibraryPaths, *, timeout: float = LOCK_TIMEOUT_S):
+    """Hold the library's publication lock (exclusive ``flock``; released if the process dies).
+
+    Raises:
+        RagspineError: another publisher of this library held it for ``timeout`` seconds.
+    """
+    paths.root.mkdir(parents=True, exist_ok=True)
+    lock_path = paths.root / LOCK_FILE
+    with open(lock_path, "a+b") as fh:
+        if not flock_within(fh, timeout, poll_s=0.1):
+            raise RagspineError(
+                f"another process has been publishing library {paths.library_id!r} for over {timeout:.0f} s "
+                f"(it holds {lock_path}); wait for it to finish, or stop it, then run again")
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def remove_stale_publication_files(paths: LibraryPaths) -> list[Path]:
+    """Remove what a killed publisher left behind; call with :func:`publication_lock` held.
+
+    * ``snapshots/.staging-*`` and the ``.current-*`` / ``.PINNED-*`` temp files: all of
+      them (the lock guarantees that no other publisher of this library is running);
+    * ``work/**/.tmp-*`` folders of :func:`~.artifacts.write_once`: those whose owning
+      process is dead (steps write them outside the publication lock).
+    """
+    removed: list[Path] = []
+    if paths.snapshots.is_dir():
+        for d in paths.snapshots.glob(STAGING_PREFIX + "*"):
+            if d.is_dir() and not d.is_symlink():
+                shutil.rmtree(d, ignore_errors=True)
+            else:
+                d.unlink(missing_ok=True)
+            removed.append(d)
+    if paths.root.is_dir():
+        for f in [*paths.root.glob(CURRENT_TMP_PREFIX + "*"), *paths.root.glob(f".{PIN_FILE}-*")]:
+            if f.is_symlink() or f.is_file():
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    removed += remove_stale_tmp_dirs(paths.work)
+    return removed
+
+
+def current_snapshot_id(paths: LibraryPaths) -> str | None:
+    if not paths.current.exists():
+        return None
+    return Path(os.readlink(paths.current)).name
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def swap_pointer(paths: LibraryPaths, snapshot_id: str) -> None:
+    """Atomically point ``current`` at ``snapshots/<snapshot_id>``."""
+    target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file():
+        raise IndexNotFoundError(f"snapshot {snapshot_id!r} does not exist under {paths.snapshots}")
+    tmp = paths.root / f"{CURRENT_TMP_PREFIX}{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(Path(schema.SNAPSHOTS_DIR) / snapshot_id, tmp)
+    os.replace(tmp, paths.current)
+    fsync_dir(paths.root)
+
+
+def publish_snapshot(
+    paths: LibraryPaths,
+    *,
+    manifest: dict[str, Any],
+    chunk_store: Path,
+    artifacts: Mapping[str, Path],
+    keep: int = DEFAULT_KEEP_SNAPSHOTS,
+) -> PublishResult:
+    """Write a snapshot (if its content is new) and swap ``current`` to it.
+
+    ``artifacts`` maps artifact names of :data:`ragspine_core.schema.ARTIFACT_REGISTRY`
+    to a source directory or file; each is linked (or copied) to its registered path in
+    the snapshot. The ``chunks`` artifact is written from the active rows of ``chunk_store``. ``manifest`` is
+    completed here with ``artifact_sets`` (``{name: {"path", "asset"}}`` of the artifacts
+    present), ``artifacts`` (sha256 + bytes of every file) and ``snapshot_id`` (a hash of
+    the content, so identical inputs give the same id). Runs under
+    :func:`publication_lock`, after removing what a killed publisher left.
+
+    Raises:
+        RagspineError: an unregistered artifact name, a missing source, or a required
+            artifact that is absent (the message names the asset to re-materialize);
+            nothing is published.
+    """
+    sources = resolve_artifacts(artifacts)
+    with publication_lock(paths):
+        remove_stale_publication_files(paths)
+        return _publish_locked(paths, manifest=manifest, chunk_store=chunk_store, artifacts=sources, keep=keep)
+
+
+def resolve_artifacts(artifacts: Mapping[str, Path]) -> dict[str, Path]:
+    """Validate ``artifacts`` against the registry; returns ``{name: source}`` sorted by name."""
+    out: dict[str, Path] = {}
+    for name in sorted(artifacts):
+        spec = schema.ARTIFACT_REGISTRY.get(name)
+        if spec is None:
+            raise RagspineError(f"unknown artifact {name!r}: register it with ragspine_core.schema.register_artifact "
+                                f"(registered: {', '.join(sorted(schema.ARTIFACT_REGISTRY))})")
+        if name == CHUNKS_ARTIFACT:
+            raise RagspineError(f"artifact {name!r} is written from the chunk rows; do not pass it as a source")
+        src = Path(artifacts[name])
+        if not (src.is_dir() or src.is_file()):
+            raise RagspineError(f"artifact {name!r} has no source at {src}; re-materialize {spec.asset}")
+        out[name] = src
+    for spec in schema.ARTIFACT_REGISTRY.values():
+        if spec.required and spec.name != CHUNKS_ARTIFACT and spec.name not in out:
+            raise RagspineError(f"required artifact {spec.name!r} is missing; materialize {spec.asset} first")
+    return out
+
+
+def _publish_locked(
+    paths: LibraryPaths,
+    *,
+    manifest: dict[str, Any],
+    chunk_store: Path,
+    artifacts: Mapping[str, Path],
+    keep: int,
+) -> PublishResult:
+    paths.snapshots.mkdir(parents=True, exist_ok=True)
+    previous = current_snapshot_id(paths)
+    staging = paths.snapshots / f"{STAGING_PREFIX}{os.getpid()}-{manifest.get('run_id', '') or 'local'}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        chunks_spec = schema.ARTIFACT_REGISTRY[CHUNKS_ARTIFACT]
+        chunks_hash = write_snapshot_chunks(staging / chunks_spec.path, chunk_store)
+        check_chunk_state(paths, manifest.get(CHUNK_STATE_KEY), chunks_hash)  # never a mixed snapshot (locks.py)
+        sets = {CHUNKS_ARTIFACT: {"path": chunks_spec.path, "asset": chunks_spec.asset}}
+        for name, src in artifacts.items():
+            spec = schema.ARTIFACT_REGISTRY[name]
+            if src.is_dir():
+                for f in dir_files(src):
+                    _link_or_copy(f, staging / spec.path / f.relative_to(src))
+            else:
+                _link_or_copy(src, staging / spec.path)
+            sets[name] = {"path": spec.path, "asset": spec.asset}
+        files: dict[str, dict[str, Any]] = {}
+        for f in dir_files(staging):
+            rel = f.relative_to(staging).as_posix()
+            # the SQLite file is not byte-stable across builds; hash its logical content
+            files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+            if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
+                files[rel][FILE_SHA256] = sha256_file(f)
+        files[chunks_spec.path]["sha256"] = chunks_hash
+        _check_sources_unchanged(artifacts, files)
+        manifest = dict(manifest)
+        manifest[schema.MANIFEST_ARTIFACT_SETS] = dict(sorted(sets.items()))
+        manifest["artifacts"] = files
+        snapshot_id = content_snapshot_id(manifest)
+        manifest["snapshot_id"] = snapshot_id
+        (staging / schema.MANIFEST_FILE).write_text(json.dumps(manifest, ensure_ascii=False, sort_keys=True, indent=1), encoding="utf-8")
+        for f in dir_files(staging):
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        target = paths.snapshots / snapshot_id
+        changed = snapshot_id != previous
+        if target.exists() and not _snapshot_damaged(target):
+            shutil.rmtree(staging)
+        elif target.exists():  # same content, but its files were damaged: replace them (new inodes)
+            aside = paths.snapshots / f"{STAGING_PREFIX}damaged-{os.getpid()}-{snapshot_id}"
+            os.replace(target, aside)
+            os.replace(staging, target)
+            fsync_dir(paths.snapshots)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+            fsync_dir(paths.snapshots)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    pin = pinned_snapshot(paths)
+    released = None
+    if pin is not None and (not (paths.snapshots / pin).is_dir() or unservable_count(paths.snapshots / pin, paths.chunk_store)):
+        # a pin never keeps serving as open what became RESTRICTED since (reclassification.py)
+        (paths.root / PIN_FILE).unlink(missing_ok=True)
+        released, pin = pin, None
+    if pin is None:
+        swap_pointer(paths, snapshot_id)
+    with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+        record = {"snapshot_id": snapshot_id, "created_at": manifest.get("created_at"), "run_id": manifest.get("run_id"),
+                  "previous": previous, "held_by_pin": pin}
+        if released:
+            record["pin_released"] = {"snapshot_id": released, "reason": "it serves documents that are RESTRICTED now"}
+        fh.write(json.dumps(record) + "\n")
+    # no retained snapshot may serve as open what became RESTRICTED since it was built
+    quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE,
+                          skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, previous=previous)
+    prune_snapshots(paths, keep=keep)
+    return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every file linked from a ``work/`` output still has the bytes recorded when it was
+    built (``artifacts.write_once``); a changed one is discarded (the next run rebuilds it).
+
+    Raises:
+        IndexCorruptError: a source file changed since it was built; nothing is published.
+    """
+    for name, src in artifacts.items():
+        spec = schema.ARTIFACT_REGISTRY[name]
+        root, recorded = next(((a, r) for a in [src, *list(src.parents)[:3]] if (r := work_record(a))), (None, None))
+        if root is None or recorded is None:
+            continue
+        inside = src.relative_to(root).as_posix()
+        for rel, (size, digest) in recorded.items():
+            if inside == ".":
+                target = f"{spec.path}/{rel}"
+            elif rel == inside:
+                target = spec.path
+            elif rel.startswith(inside + "/"):
+                target = f"{spec.path}/{rel[len(inside) + 1:]}"
+            else:
+                continue
+            published = files.get(target)
+            if published is not None and (published.get("bytes") != size or published.get("sha256") != digest):
+                discard_work_output(root)
+                raise IndexCorruptError(
+                    f"{root / rel} changed after it was built (a damaged file, or a process writing into work/); "
+                    f"nothing was published and it was removed: run the ingest again to rebuild it")
+
+
+def _snapshot_damaged(snapshot_dir: Path) -> bool:
+    """Whether a published snapshot folder fails its full check (:func:`verify_snapshot`)."""
+    try:
+        verify_snapshot(snapshot_dir, full=True)
+    except IndexCorruptError:
+        return True
+    return False
+
+
+def pinned_snapshot(paths: LibraryPaths) -> str | None:
+    """The snapshot ``current`` is pinned to, or None."""
+    f = paths.root / PIN_FILE
+    return f.read_text(encoding="utf-8").strip() or None if f.is_file() else None
+
+
+def unpin(paths: LibraryPaths) -> str | None:
+    """Release a pin (the next publication moves ``current`` again); returns the old pin."""
+    pin = pinned_snapshot(paths)
+    (paths.root / PIN_FILE).unlink(missing_ok=True)
+    return pin
+
+
+def list_snapshots(paths: LibraryPaths) -> list[dict[str, Any]]:
+    """Published snapshots still on disk, newest first (from the publication history)."""
+    seen: dict[str, dict[str, Any]] = {}
+    hist = paths.root / HISTORY_FILE
+    if hist.is_file():
+        for line in hist.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                seen.pop(rec["snapshot_id"], None)
+                seen[rec["snapshot_id"]] = rec
+    current = current_snapshot_id(paths)
+    out = []
+    for sid, rec in reversed(list(seen.items())):
+        if (paths.snapshots / sid / schema.MANIFEST_FILE).is_file():
+            out.append({**rec, "current": sid == current})
+    return out
+
+
+def prune_snapshots(paths: LibraryPaths, *, keep: int) -> list[str]:
+    """Delete snapshots beyond the ``keep`` most recent (never the current one)."""
+    if keep < 1:
+        raise RagspineError(f"keep must be >= 1 snapshot, got {keep}")
+    current = current_snapshot_id(paths)
+    listed = list_snapshots(paths)
+    keep_ids = {r["snapshot_id"] for r in listed[:keep]} | ({current} if current else set())
+    pin = pinned_snapshot(paths)
+    if pin:
+        keep_ids.add(pin)
+    removed = []
+    for d in sorted(paths.snapshots.iterdir()):
+        if d.name.startswith("."):
+            continue
+        if d.name not in keep_ids:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
+
+
+def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool = True) -> str:
+    """Point ``current`` back at ``snapshot_id`` (default: the previous snapshot).
+
+    With ``pin`` (the default) the rollback holds: later runs still build and keep their
+    snapshots, but ``current`` stays here until :func:`unpin` — or until a publication
+    finds that the pinned snapshot serves as open a document that is RESTRICTED now,
+    which releases the pin. Holds :func:`publication_lock`.
+
+    Raises:
+        RagspineError: the target serves as open a document that is RESTRICTED now (its
+            sensitivity rose after the snapshot was published); ``current`` is unchanged.
+    """
+    if not paths.root.is_dir():
+        return _rollback_locked(paths, snapshot_id, pin=pin)  # nothing to lock: reports what is missing
+    with publication_lock(paths):
+        return _rollback_locked(paths, snapshot_id, pin=pin)
+
+
+def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool) -> str:
+    listed = list_snapshots(paths)
+    current = current_snapshot_id(paths)
+    if snapshot_id is None:
+        older = [r["snapshot_id"] for r in listed if r["snapshot_id"] != current]
+        if not older:
+            raise IndexNotFoundError(f"no earlier snapshot of {paths.library_id!r} is retained to roll back to")
+        snapshot_id = older[0]
+    if not snapshot_id or Path(snapshot_id).name != snapshot_id or snapshot_id.startswith("."):
+        raise IndexNotFoundError(
+            f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
+    target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "
+            "as open text that is RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the "
+            "problem with a new ingest; current is unchanged")
+    if (target / schema.MANIFEST_FILE).is_file():
+        verify_snapshot(target, full=True)  # never point current at damaged files
+        risky = unservable_count(target, paths.chunk_store)
+        if risky:
+            raise RagspineError(
+                f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it serves {risky} "
+                f"document{'' if risky == 1 else 's'} or passage{'' if risky == 1 else 's'} as open that "
+                f"{'is' if risky == 1 else 'are'} RESTRICTED now (reclassified since). Roll back to a later snapshot, or fix the problem with a "
+                "new ingest; current is unchanged")
+    swap_pointer(paths, snapshot_id)
+    if pin:
+        tmp = paths.root / f".{PIN_FILE}-{os.getpid()}"
+        tmp.write_text(snapshot_id + "\n", encoding="utf-8")
+        os.replace(tmp, paths.root / PIN_FILE)
+    with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"snapshot_id": snapshot_id, "created_at": None, "run_id": "rollback", "previous": current}) + "\n")
+    return snapshot_id

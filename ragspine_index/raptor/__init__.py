@@ -1,0 +1,1 @@
+"""The summary tree's parts other than the step: summarizers."""

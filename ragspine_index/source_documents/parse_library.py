@@ -1,0 +1,128 @@
+"""Parse a raw library folder into validated :class:`SourceDocument` records.
+
+A library is one folder under ``data/raw/<library>/``. Every ``.md``, ``.markdown``,
+``.txt`` (one document per file, optional front matter) and ``.jsonl`` (one document per
+line) file below it is parsed, in sorted relative-path order. Names starting with ``.`` or
+``_`` are ignored at any depth (``_library.toml`` holds the library config). PDF, DOCX,
+PPTX, XLSX, HTML and CSV files (with their ``<file>.meta.toml`` sidecars) are converted
+by :mod:`.converters` (docs/formats.md); files with other extensions, and those whose
+converter needs the missing ``formats`` extra (:attr:`ParseResult.notes` says so), are
+listed in :attr:`ParseResult.skipped`.
+
+Symbolic links: a link to a file is followed only when its target is a visible (no
+``.``/``_`` part) regular file inside the library folder; a link that leads outside the
+library, to a hidden path, or nowhere is an error for the link's own path (the target is
+never named). Links to folders are never followed: one that stays inside the library is
+listed in ``skipped`` (as ``name/``), one that leads outside is an error.
+
+Bad input never aborts the library: each problem becomes a :class:`DocumentError` that
+names the file (and line), the field and the fix, and every other document still parses.
+Error messages never quote document text. They give the file, line, column, field name,
+JSON type and length; a key is quoted only when it is a well-formed name (see below), a
+``doc_id`` only when it is a plain identifier, a sensitivity only when it is a short
+word and a date only when it is made of digits and ``-``/``.``/``/``.
+
+The walk and link policy are in :mod:`..sources.walk`, the front-matter grammar in
+:mod:`.front_matter`, ``.jsonl`` in :mod:`.jsonl`, the sensitivity check in
+:mod:`.sensitivity`, the defaults in :mod:`.metadata`, the document model in
+:mod:`.model`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragspine_core.errors import ConfigError, DocumentError
+from ragspine_core.records import is_restricted
+
+from ragspine_index.converters import ConvertedFiles
+from ragspine_index.sources.paths import printable_path
+from ragspine_index.sources.walk import _library_files, _read
+from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
+from ragspine_index.source_documents.metadata import _doc_id_words
+from ragspine_index.source_documents.model import ParseResult, SourceDocument
+from ragspine_index.source_documents.text_files import DOCUMENT_SUFFIXES, parse_document
+
+SUPPORTED_SUFFIXES = (*DOCUMENT_SUFFIXES, JSONL_SUFFIX)
+
+
+def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseResult:
+    """Parse every supported file under ``raw_dir`` (see the module docstring).
+
+    Parameters:
+        raw_dir: the library folder.
+        library_id: defaults to the folder name.
+
+    Returns:
+        Documents sorted by ``doc_id``; one error per problem found (file order); the
+        relative paths of files skipped for an unsupported extension (and of folder
+        links inside the library, which are not followed). When two sources share a
+        ``doc_id`` the first by sorted source path wins and the others are errors.
+
+    Raises:
+        ConfigError: ``raw_dir`` is not a folder, or ``library_id`` is empty.
+    """
+    root = Path(raw_dir)
+    if not root.is_dir():
+        raise ConfigError(f"library folder {str(root)!r} does not exist or is not a folder; create data/raw/<library>/")
+    lib = root.resolve().name if library_id is None else library_id
+    if not isinstance(lib, str) or not lib.strip():
+        raise ConfigError(f"library_id must be a non-empty string, got {library_id!r}")
+
+    documents: dict[str, SourceDocument] = {}
+    errors: list[DocumentError] = []
+    skipped: list[str] = []
+    entries = _library_files(root)
+    by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
+    converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    for entry in entries:
+        shown = printable_path(entry.rel)
+        if entry.problem:
+            errors.append(DocumentError(shown, entry.problem, field="path", hint=entry.hint))
+            continue
+        if entry.path is None:  # a folder link that stays inside the library
+            skipped.append(shown + "/")
+            continue
+        suffix = Path(entry.rel).suffix.lower()
+        if suffix not in SUPPORTED_SUFFIXES:  # PDF, DOCX, HTML…: converters/, else skipped
+            converted_items = converted.parse(entry.rel, shown) if converted.handles(entry.rel) else None
+            if converted_items is None:
+                skipped.append(shown)
+                continue
+            items: list[SourceDocument | DocumentError] = converted_items
+        else:
+            data = _read(entry, shown)
+            if isinstance(data, DocumentError):
+                errors.append(data)
+                continue
+            if suffix == JSONL_SUFFIX:
+                items = parse_jsonl(data, entry.rel, lib)
+            else:
+                result = parse_document(data, entry.rel, lib)
+                items = [result] if isinstance(result, SourceDocument) else list(result)
+        for item in items:
+            if isinstance(item, DocumentError):
+                errors.append(item)
+                continue
+            first = documents.get(item.doc_id)
+            if first is not None:
+                # never name a RESTRICTED document or its path (an existence oracle for guessed ids)
+                other = "another document" if is_restricted(first.sensitivity) else first.source_path
+                errors.append(
+                    DocumentError(
+                        item.source_path,
+                        f"{_doc_id_words(item.doc_id)} is already used by {other}; "
+                        "this copy is not indexed",
+                        field="doc_id",
+                        hint="give one of the two a distinct doc_id",
+                    )
+                )
+                continue
+            documents[item.doc_id] = item
+    return ParseResult(
+        documents=tuple(documents[k] for k in sorted(documents)),
+        errors=tuple(errors),
+        skipped=tuple(skipped),
+        library_id=lib,
+        notes=tuple(converted.notes),
+    )

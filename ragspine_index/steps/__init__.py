@@ -1,0 +1,1 @@
+"""One module per pipeline step, named after its asset (``pipeline.STEPS`` lists them)."""

@@ -1,0 +1,1 @@
+"""RAGSpine tools: the ``ragspine`` command, evaluation (``ragspine eval``) and benchmarks."""

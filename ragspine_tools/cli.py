@@ -1,0 +1,181 @@
+"""The ``ragspine`` console script.
+
+``query`` works without Dagster installed (it only imports ``ragspine_query``);
+``ingest`` runs the real Dagster assets in-process; ``eval`` and ``bench`` measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ragspine_tools.query_command import add_graph_parser, add_query_parser, run_graph, run_query
+from ragspine_core.errors import RagspineError
+from ragspine_core.failure import describe_unexpected
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from ragspine_core.settings import Settings
+
+    from ragspine_dagster.ingest import ingest_library
+
+    settings = Settings.from_env()  # the environment is read here, once
+    for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
+        summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root,
+                                 settings=settings)
+        print(summary.describe(), flush=True)
+    return 0
+
+
+def _snapshots(args: argparse.Namespace) -> int:
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.publish import list_snapshots, pinned_snapshot, rollback, unpin
+
+    root = Path(args.library_dir)
+    if not root.is_dir():
+        raise RagspineError(f"{root} is not a folder: pass a library's artifact folder, data/artifacts/<library>")
+    paths = LibraryPaths(root.name, Path(), root)
+    if args.verify:
+        return _verify(paths)
+    if args.unpin:
+        old = unpin(paths)
+        print(f"{paths.library_id}: {'released pin on ' + old if old else 'was not pinned'}; the next run publishes normally")
+        return 0
+    if args.rollback is not None:
+        sid = rollback(paths, args.rollback or None, pin=not args.no_pin)
+        held = "" if args.no_pin else " (pinned: later runs keep their snapshots but current stays; release with --unpin)"
+        print(f"{paths.library_id}: current -> {sid}{held}")
+        return 0
+    pin = pinned_snapshot(paths)
+    if pin:
+        print(f"pinned to {pin} (release with --unpin)")
+    for rec in list_snapshots(paths):
+        mark = "*" if rec["current"] else " "
+        print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
+    return 0
+
+
+def _verify(paths) -> int:
+    """Check every file of every retained snapshot against its manifest (sizes and sha256)."""
+    from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
+    from ragspine_core.integrity import verify_snapshot
+
+    from ragspine_index.publish import current_snapshot_id
+
+    current = current_snapshot_id(paths) if paths.current.is_symlink() else None
+    found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
+        if paths.snapshots.is_dir() else []
+    if not found:
+        raise RagspineError(f"{paths.root} holds no snapshots: publish one with `ragspine ingest data/raw/{paths.library_id}`")
+    damaged = 0
+    for d in found:
+        mark = "*" if d.name == current else " "
+        try:
+            stats = verify_snapshot(d, full=True)
+        except (IndexCorruptError, IndexNotFoundError) as exc:
+            damaged += 1
+            print(f"{mark} {d.name}  DAMAGED: {exc}")
+            continue
+        print(f"{mark} {d.name}  ok ({stats['files']} files, {stats['hashed_bytes']} bytes hashed)")
+    if current and not (paths.snapshots / current).is_dir():
+        damaged += 1
+        print(f"current points to {current}, which does not exist: roll back with --rollback, or ingest again")
+    if damaged:
+        print(f"error: {damaged} snapshot(s) of {paths.library_id!r} are damaged; ingest the library again "
+              "(it rebuilds damaged files) or roll back to an intact one", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from ragspine_tools.evaluate import run_eval_cli
+
+    return run_eval_cli(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parent.parent / "benchmarks"
+    if not (root / "bench_lexical.py").is_file():
+        raise RagspineError(f"the benchmark scripts are not installed ({root} is missing); run `ragspine bench` from a source checkout")
+    sys.path.insert(0, str(root))
+    if any(a == "--scale" or a.startswith("--scale=") for a in args.rest):  # ingest + query at N chunks
+        from bench_scale import main as scale_main  # type: ignore[import-not-found]
+
+        return scale_main([a for a in args.rest if a != "--"])
+    if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
+        from bench_embedding import main as embedding_main  # type: ignore[import-not-found]
+
+        return embedding_main([a for a in args.rest if a not in ("--", "--embedding")])
+    from bench_lexical import main as bench_main  # type: ignore[import-not-found]
+
+    return bench_main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_query_parser(sub)
+    add_graph_parser(sub)
+
+    p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)",
+                       description="Materialize each library through the Dagster assets in this process. Dagster's "
+                                   "logs go to the run's event log (DAGSTER_HOME, the Dagster UI); this prints a summary.")
+    p.add_argument("raw_dirs", nargs="+", help="library folders <data>/raw/<library>, e.g. data/raw/sample")
+    p.add_argument("--embedding", default=None, help="none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai (default RAGSPINE_EMBEDDING or auto)")
+    p.add_argument("--keep", type=int, default=None, help="snapshots to retain (default 5)")
+    p.add_argument("--data-root", default=None, metavar="DATA",
+                   help="write artifacts/ and cache/ under DATA (and read glossary.toml there); "
+                        "default: the folder above raw/ (library folders must then be DATA/raw/<library>)")
+
+    p = sub.add_parser("snapshots", help="list published snapshots, or roll back")
+    p.add_argument("library_dir", help="data/artifacts/<library>")
+    p.add_argument("--rollback", nargs="?", const="", default=None, metavar="SNAPSHOT_ID",
+                   help="point current at SNAPSHOT_ID (default: the previous snapshot) and pin it there")
+    p.add_argument("--no-pin", action="store_true", help="with --rollback: do not pin (the next run moves current)")
+    p.add_argument("--unpin", action="store_true", help="release a pin left by --rollback")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file of every retained snapshot against the sizes and sha256 in its manifest "
+                        "(exit 2 when one is damaged)")
+
+    p = sub.add_parser("eval", help="evaluate retrieval on a BEIR-format dataset")
+    from ragspine_tools.evaluate import add_eval_arguments
+
+    add_eval_arguments(p)
+
+    p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "bench":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.rest = extra + list(args.rest)
+    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    try:
+        return handlers[args.command](args)
+    except RagspineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "dagster":
+            print("error: this command needs Dagster: pip install 'ragspine[pipeline]'", file=sys.stderr)
+            return 2
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback: one located line (ragspine_core.failure)
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

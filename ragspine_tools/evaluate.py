@@ -1,0 +1,452 @@
+"""``ragspine eval``: index a BEIR-format dataset through the production pipeline and score it.
+
+The corpus becomes a library (one ``corpus.jsonl`` under ``<out>/raw/<name>/``) that is
+built by :func:`ragspine_index.pipeline.build_library` — the same functions, in the
+same order, that the Dagster assets call. The built index is cached under a key made of
+the corpus hash and the pipeline's code versions, so a second run with the same inputs
+skips the build. Queries go through :mod:`ragspine_query`; chunk hits aggregate to their
+document by max score; metrics follow trec_eval conventions (see ``ragspine_tools.eval``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ragspine_core.errors import ConfigError, DatasetError
+
+DEFAULT_EVAL_ROOT = Path("data") / "eval"
+EVAL_DEPTH = 100
+#: ``--reranker`` reorders this many of the top hits (the pipeline's ``rerank_top_n``)
+EVAL_RERANK_DEPTH = 100
+
+
+def _say(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def code_versions() -> dict[str, str]:
+    """The pipeline's code versions (no Dagster import needed)."""
+    from ragspine_core import schema
+    from ragspine_core.text.tokenize import ENGLISH_ANALYZER_VERSION, SPEC_TOKENIZER_VERSION
+
+    from ragspine_index.chunking import CHUNKER_VERSIONS
+    from ragspine_index.pipeline import CODE_VERSIONS
+
+    return {
+        # every step's code version: a changed step rebuilds the cached evaluation index
+        "steps": ",".join(f"{k}@{v}" for k, v in sorted(CODE_VERSIONS.items())),
+        "schema": str(schema.SCHEMA_VERSION),
+        "chunkers": ",".join(f"{k}@{v}" for k, v in sorted(CHUNKER_VERSIONS.items())),
+        "tokenizer": f"spec@{SPEC_TOKENIZER_VERSION},english@{ENGLISH_ANALYZER_VERSION}",
+        # 2: honours the corpus's sensitivity field; 3: `auto` embeds English corpora with MiniLM + e5;
+        # 4: `auto` picks the model by chunk share (both languages: MiniLM + e5 + USE)
+        "eval_library": "4",
+    }
+
+
+def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, chunker: str = "paragraph",
+                    chunker_options: dict[str, Any] | None = None, embedding: str = "auto"):
+    """Write the corpus as a raw library folder keyed by corpus hash + code versions.
+
+    A ``chunker`` other than the default (or any ``chunker_options``: other ``_library.toml``
+    keys such as ``breakpoint_percentile``) is written to the library's ``_library.toml``
+    and is part of the key; so is an ``embedding`` that names a model (not ``auto`` or
+    ``none``), so that each model's index is cached apart and never served for another.
+    """
+    from ragspine_index.artifacts import LibraryPaths, sha256_file, sha256_json
+
+    library_set = _library_set(dataset_dir)
+    if library_set is not None:  # the corpus is a raw library folder, ingested as it is
+        raw_dir = library_set["library"]
+        files = sorted(p for p in raw_dir.rglob("*") if p.is_file())
+        model = _named_model(embedding)
+        glossary = library_set.get("glossary")
+        key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
+                          + [code_versions()] + ([{"embedding": model}] if model else [])
+                          + ([{"glossary": sha256_file(glossary)}] if glossary and glossary.is_file() else []))[:16]
+        lib_root = out_root / f"{dataset_dir.name.replace('_', '-')}-{key}"
+        return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
+    corpus = dataset_dir / "corpus.jsonl"
+    if not corpus.is_file():
+        raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+    library_toml = _library_toml(chunker, chunker_options or {})
+    model = _named_model(embedding)
+    glossary = dataset_glossary(dataset_dir)
+    key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
+                      + ([{"embedding": model}] if model else [])
+                      + ([{"glossary": sha256_file(glossary)}] if glossary else []))[:16]
+    name = dataset_dir.name.replace("_", "-")
+    lib_root = out_root / f"{name}-{key}"
+    raw = lib_root / "raw" / name
+    paths = LibraryPaths(name, raw, lib_root / "artifacts" / name)
+    marker = raw / ".complete"
+    if not marker.exists():
+        _say(f"writing corpus of {dataset_dir.name} as a library under {raw}", quiet)
+        raw.mkdir(parents=True, exist_ok=True)
+        from ragspine_tools.eval.beir import iter_corpus_jsonl
+
+        with open(raw / "corpus.jsonl", "w", encoding="utf-8") as fh:
+            for doc in iter_corpus_jsonl(corpus):
+                text = doc.text if doc.text.strip() else doc.title
+                # the corpus's own marking is honoured (validated, fail-closed, by the parser);
+                # an unmarked evaluation document is PUBLIC
+                fh.write(json.dumps({"doc_id": doc.doc_id, "title": doc.title, "text": text,
+                                     "sensitivity": doc.sensitivity or "PUBLIC"}, ensure_ascii=False) + "\n")
+        if library_toml:
+            (raw / "_library.toml").write_text(library_toml, encoding="utf-8")
+        marker.write_text(key)
+    return paths
+
+
+def _library_set(dataset_dir: Path) -> dict[str, Path] | None:
+    """``library`` (and ``glossary``) of a judged set over a raw library folder
+    (:data:`ragspine_tools.eval.beir.LIBRARY_FILE`), resolved against the set's folder; None
+    for a plain BEIR folder."""
+    import tomllib
+
+    from ragspine_tools.eval.beir import LIBRARY_FILE
+
+    path = dataset_dir / LIBRARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not valid TOML ({exc}); write library = \"<raw library folder>\"") from None
+    out: dict[str, Path] = {}
+    for key in ("library", "glossary"):
+        value = data.get(key)
+        if value is None and key == "glossary":
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise DatasetError(f"{path}: {key} must be a path relative to {dataset_dir} (e.g. library = \"../../raw/sample\")")
+        out[key] = (dataset_dir / value).resolve()
+    if not out["library"].is_dir():
+        raise DatasetError(f"{path}: library folder {str(out['library'])!r} does not exist")
+    return out
+
+
+def dataset_glossary(dataset_dir: Path) -> Path | None:
+    """The glossary a judged set is evaluated with: its ``library.toml``'s ``glossary``, or a
+    ``glossary.toml`` in the set's folder; the queries then run with glossary multi-query
+    and the competitor gate, as ``ragspine query`` does on a library published with it."""
+    library_set = _library_set(dataset_dir)
+    if library_set is not None and "glossary" in library_set:
+        return library_set["glossary"]
+    own = dataset_dir / "glossary.toml"
+    return own if own.is_file() else None
+
+
+def _named_model(embedding: str) -> str | None:
+    """The canonical embedding spec when ``embedding`` names a model, else None (``auto``, ``none``)."""
+    from ragspine_core.dense.embedding import canonical_embedding_spec
+
+    spec = canonical_embedding_spec(embedding)
+    return None if spec in ("auto", "none") else spec
+
+
+def _library_toml(chunker: str, options: dict[str, Any]) -> str:
+    """The ``_library.toml`` an evaluation library gets ("" for the default chunker)."""
+    if chunker == "paragraph" and not options:
+        return ""
+    lines = [f"chunker = {json.dumps(chunker)}"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(options.items())]
+    return "\n".join(lines) + "\n"
+
+
+def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: Path | None = None) -> dict[str, Any]:
+    """Build (or reuse) the published index; returns the manifest."""
+    from ragspine_query.library import read_manifest, resolve_snapshot_dir
+
+    from ragspine_index.pipeline import build_library
+
+    from ragspine_core.dense.embedding import canonical_embedding_spec
+
+    want = canonical_embedding_spec(embedding)
+    try:
+        manifest = read_manifest(resolve_snapshot_dir(paths.root))
+        built = (manifest.get("embedding") or {}).get("backend")
+        # an index with vectors serves BM25 runs too; a named model must be the one it was built with
+        if want == "none" or (built is not None and want in ("auto", built)):
+            _say(f"reusing cached index {manifest['snapshot_id']} ({manifest['counts']['chunks']} chunks)", quiet)
+            return manifest
+    except Exception:
+        pass
+    t0 = time.perf_counter()
+    res = build_library(paths, embedding=embedding, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
+                        run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
+                        glossary_path=glossary_path)
+    _say(f"indexed in {time.perf_counter() - t0:.1f}s: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()), quiet)
+    return read_manifest(Path(res.snapshot_dir))
+
+
+def query_types(dataset_dir: Path) -> dict[str, str]:
+    """Query id -> ``type`` (HotpotQA) or ``kind`` (the sample's judged set: same-language,
+    cross-language, multi-hop) from ``queries.jsonl`` when the queries carry one, else {}."""
+    path = dataset_dir / "queries.jsonl"
+    out: dict[str, str] = {}
+    if path.is_file():
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    q = json.loads(line)
+                    kind = q.get("type") or q.get("kind")
+                    if isinstance(kind, str) and kind:
+                        out[str(q["_id"])] = kind
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ModeResult:
+    mode: str
+    reranker: str
+    metrics: dict[str, Any]
+    per_query_ndcg: dict[str, float]
+    seconds_per_query: float
+    run_path: str
+    #: per-query metrics at every cut-off of the report's nDCG@k curve (an ``EvalReport``),
+    #: and the run itself (query id → document id → score), for ``--report``
+    eval_report: Any = None
+    run: Mapping[str, Mapping[str, float]] | None = None
+
+
+def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = EVAL_RERANK_DEPTH,
+                live_progress: bool = True) -> tuple[dict[str, dict[str, float]], float]:
+    """Run every query through ``retriever.search`` (``ragspine eval`` passes the narrative
+    index that ``ragspine query`` uses); ``reranker`` (optional) reorders the top
+    ``rerank_depth`` hits afterwards, for a caller that evaluates a bare retriever.
+
+    A live ``queries done/total (rate, ETA)`` line on stderr when it is a terminal and
+    ``live_progress`` (off for ``--json``), one summary line otherwise."""
+    from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
+
+    from ragspine_dagster.progress import TerminalProgress, wants_terminal_progress
+
+    run: dict[str, dict[str, float]] = {}
+    qids = dataset.query_ids
+    t0 = time.perf_counter()
+    chunk_depth = max(depth * 3, rerank_depth)
+    meter = TerminalProgress("  queries", len(qids), sys.stderr, unit="queries",
+                             enabled=live_progress and wants_terminal_progress(sys.stderr, quiet=quiet))
+    for i, qid in enumerate(qids, 1):
+        query = dataset.queries[qid]
+        # what a user is shown: RESTRICTED chunks never enter the ranking
+        hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+        if reranker is not None:
+            hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
+        # rank-based document scores: the evaluated order is exactly the order a user sees
+        best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
+        ordered = sorted(best, key=lambda d: -best[d])
+        run[qid] = {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
+        meter.update(i)
+    meter.close()
+    if qids and not meter.enabled:
+        _say(f"  queries {len(qids)}/{len(qids)} ({(time.perf_counter() - t0) / len(qids) * 1000:.1f} ms/query)", quiet)
+    return run, (time.perf_counter() - t0) / max(len(qids), 1)
+
+
+def sample_queries(dataset, max_queries: int):
+    """The first ``max_queries`` judged queries by SHA-256 of their id: a deterministic
+    sample for screening (0 = every query)."""
+    import dataclasses
+    import hashlib
+
+    if max_queries < 0:
+        raise ConfigError(f"--max-queries must be >= 0 (0 = every query), got {max_queries}")
+    if not max_queries or max_queries >= len(dataset.queries):
+        return dataset
+    keep = sorted(dataset.queries, key=lambda q: hashlib.sha256(q.encode("utf-8")).hexdigest())[:max_queries]
+    return dataclasses.replace(dataset, queries={q: dataset.queries[q] for q in keep}, qrels={q: dataset.qrels[q] for q in keep})
+
+
+def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
+    """How the language-aware default fused these queries: per case, the number of
+    queries, the weights, ``rrf_k`` and the reason (None when the mode is forced)."""
+    out: dict[str, Any] = {}
+    for qid in dataset.query_ids:
+        plan = retriever.fusion_plan(dataset.queries[qid])
+        if plan is None:
+            return None
+        entry = out.setdefault(plan.case, {**plan.to_dict(), "queries": 0})
+        entry["queries"] += 1
+    return dict(sorted(out.items()))
+
+
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None) -> list[ModeResult]:
+    """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
+    ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
+    ``multi_query``: glossary multi-query variants on/off (None: the user's default,
+    ``RAGSPINE_MULTI_QUERY``); the gate uses the glossary either way."""
+    from ragspine_tools.eval.beir import load_beir
+    from ragspine_tools.eval.metrics import evaluate_run, write_trec_run
+    from ragspine_tools.eval.report import CURVE_KS
+    from ragspine_query.library import open_library
+    from ragspine_query.link import backend_for_library, build_narrative_retriever
+    from ragspine_core.settings import Settings
+
+    dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
+    out_root = Path(out) if out else DEFAULT_EVAL_ROOT
+    paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options,
+                            embedding=embedding)
+    # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
+    named = _named_model(embedding) is not None
+    needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"
+    ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet, glossary_path=dataset_glossary(Path(dataset_dir)))
+    lib = open_library(paths.root)
+    rr = None
+    if reranker and reranker != "none":
+        from ragspine_query.rerank import make_reranker
+
+        rr = make_reranker(reranker)
+    # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
+    settings = dataclasses.replace(Settings.from_env(), tree=tree)
+    results = []
+    opened: list = []
+    try:
+        for mode in modes:
+            backend = backend_for_library(lib, mode, spec=embedding)
+            # exactly what `ragspine query` runs: the gate, glossary multi-query (with the glossary
+            # published with the library), variant fusion, the language plan; --mode forces the channels
+            narrative = build_narrative_retriever(paths.root, mode=mode, embedding_backend=backend,
+                                                  reranker=rr, rerank_top_n=EVAL_RERANK_DEPTH, settings=settings,
+                                                  multi_query=multi_query)
+            retriever = narrative.index.retriever
+            opened.append(retriever.library)
+            _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}: {len(dataset.query_ids)} queries", quiet)
+            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress)
+            report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
+            run_dir = paths.root.parent.parent / "runs"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            run_name = (f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
+                        + ("" if multi_query is None else "-multi-query" if multi_query else "-no-multi-query"))
+            run_path = run_dir / f"{run_name}.trec"
+            write_trec_run(run_path, run, run_name)
+            metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
+                       "analyzer": lib.manifest["tokenizer"]["analyzer"], "embedding_model": lib.embedding_model_id if retriever.active_mode != "bm25" else None,
+                       "bm25": {k: lib.manifest["bm25"][k] for k in ("k1", "b") if k in lib.manifest.get("bm25", {})},  # the library's k1/b
+                       "ms_per_query": round(spq * 1000, 2), "tree": tree, "dataset": dataset_dir.name, "split": split, "qrels": qrels_file or split,
+                       "max_queries": max_queries, "multi_query": multi_query}
+            fusion = fusion_summary(retriever, dataset)
+            if fusion is not None:  # auto: the language-aware weights each query got, and why
+                metrics["fusion"] = fusion
+            types = query_types(Path(dataset_dir))
+            if types:  # e.g. HotpotQA bridge / comparison
+                metrics["by_type"] = report.by_group(types)
+            results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path), report, run))
+    finally:
+        for opened_lib in opened:
+            opened_lib.close()
+        lib.close()
+    return results
+
+
+def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeResult], *, split: str = "test",
+                      qrels_file: str | None = None) -> Path:
+    """Write the HTML report of ``results`` (see :mod:`ragspine_tools.eval.report`); returns its path.
+
+    Document titles come from the corpus; a RESTRICTED document is never shown.
+    """
+    from ragspine_tools.eval.beir import load_beir
+    from ragspine_tools.eval.report import ModeRun, ReportData, write_report
+
+    dataset = load_beir(dataset_dir, split, qrels_file=qrels_file)
+    modes = []
+    for r in results:
+        m = r.metrics
+        label = r.mode if r.reranker in ("", "none") else f"{r.mode}+{r.reranker}"
+        details = {"runs": m.get("active_mode", ""), "analyzer": m.get("analyzer", ""), "model": m.get("embedding_model") or ""}
+        modes.append(ModeRun(label, r.eval_report, r.run, ms_per_query=r.seconds_per_query * 1000, details=details))
+    data = ReportData(
+        title=f"ragspine eval: {dataset_dir.name} ({qrels_file or split})",
+        subtitle=f"{len(dataset.queries)} judged queries, {len(dataset.corpus)} documents; document-level metrics; "
+                 f"first mode ({modes[0].label}) is the baseline",
+        modes=tuple(modes), queries=dataset.queries, qrels=dataset.qrels,
+        docs={d.doc_id: (d.title or d.doc_id, d.sensitivity or "PUBLIC") for d in dataset.corpus.values()})
+    return write_report(out_dir, data)
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset_dir", help="BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--qrels", default=None, help="qrels file stem when it differs from the split (e.g. test-monolingual)")
+    p.add_argument("--mode", default="auto", help="retrieval mode(s), comma-separated: auto,bm25,hybrid,vector,graph (default auto: what a user gets)")
+    p.add_argument("--reranker", default="none", help="none|maxsim|colbert|cross_encoder|splade")
+    p.add_argument("--embedding", default="auto", help="embedding backend for the dense channel (default auto, as for a user)")
+    p.add_argument("--out", default=None, help=f"where the cached library, runs and report go (default {DEFAULT_EVAL_ROOT})")
+    p.add_argument("--chunker", default="paragraph", help="chunker of the evaluation library (default paragraph)")
+    p.add_argument("--library-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a _library.toml key of the evaluation library, e.g. breakpoint_percentile=25 or "
+                        "summarizer=none (repeatable; see docs/configuration.md)")
+    p.add_argument("--tree", default="off", help="summary-tree channel fused with each mode: off|collapsed|traversal (default off)")
+    p.add_argument("--multi-query", default=None, choices=("on", "off"),
+                   help="glossary multi-query variants on|off (default: RAGSPINE_MULTI_QUERY, as `ragspine query`)")
+    p.add_argument("--max-queries", type=int, default=0, metavar="N",
+                   help="evaluate a deterministic sample of N queries (by SHA-256 of the id), for screening (default 0: all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="also write a self-contained HTML report (DIR/index.html: metrics, bootstrap intervals, "
+                        "nDCG@k curves, per-query scatter, the queries where the modes disagree most)")
+
+
+def _parse_options(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--library-option {item!r} is not KEY=VALUE (e.g. breakpoint_percentile=25)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def run_eval_cli(args: argparse.Namespace) -> int:
+    from ragspine_tools.eval.metrics import paired_bootstrap
+
+    modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    if not modes:
+        raise ConfigError("--mode needs at least one mode")
+    results = evaluate_dataset(Path(args.dataset_dir), split=args.split, qrels_file=args.qrels, modes=modes,
+                               reranker=args.reranker, out=Path(args.out) if args.out else None,
+                               embedding=args.embedding, quiet=args.quiet, live_progress=not args.json, chunker=args.chunker,
+                               chunker_options=_parse_options(args.library_option), tree=args.tree,
+                               max_queries=args.max_queries,
+                               multi_query=None if args.multi_query is None else args.multi_query == "on")
+    if len(results) > 1:
+        base = results[0]
+        for r in results[1:]:
+            bs = paired_bootstrap(base.per_query_ndcg, r.per_query_ndcg)
+            r.metrics[f"ndcg@10_vs_{base.mode}"] = {"difference": round(bs.mean_difference, 4), "ci95": [round(bs.ci_low, 4), round(bs.ci_high, 4)], "p": round(bs.p_value, 4)}
+    if args.report:
+        path = write_eval_report(Path(args.report), Path(args.dataset_dir), results, split=args.split, qrels_file=args.qrels)
+        _say(f"report: {path}", args.quiet)
+    if args.json:
+        payload = [r.metrics for r in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, ensure_ascii=False))
+        return 0
+    print(f"{'mode':8} {'runs':7} {'reranker':10} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'queries':>7} {'ms/q':>7}")
+    for r in results:
+        m = r.metrics
+        print(f"{r.mode:8} {m['active_mode']:7} {r.reranker:10} {m['ndcg@10']:8.4f} {m['recall@100']:7.4f} {m['mrr@10']:7.4f} {m['n_queries']:7d} {m['ms_per_query']:7.2f}")
+        for k, v in m.items():
+            if k.startswith("ndcg@10_vs_"):
+                print(f"         {k}: {v['difference']:+.4f} (95% CI {v['ci95'][0]:+.4f}..{v['ci95'][1]:+.4f}, p={v['p']})")
+        for kind, km in (m.get("by_type") or {}).items():
+            print(f"         {kind}: nDCG@10 {km['ndcg@10']:.4f} ({km['n_queries']} queries)")
+        for case, f in (m.get("fusion") or {}).items():
+            if f.get("mixed"):
+                how = " ".join(f"{n}={w:g}" for n, w in f["mixed"].items())
+            else:
+                how = " ".join(f"{n}={w:g}" for n, w in f["weights"].items()) + f" k={f['rrf_k']:g}"
+            print(f"         fusion {case}: {f['queries']} queries, {f['method']} {how} ({f['reason']})")
+        print(f"         run file: {r.run_path}")
+    return 0
