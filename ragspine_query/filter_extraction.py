@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, ru
 from ragspine_core.text.normalize import normalize_query
 from ragspine_core.errors import ConfigError
 from ragspine_query.filters import Predicate, parse_filters
-from ragspine_query.pipeline.explain import Tracer, hit_candidates, now
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.trace import current_tracer
 
 if TYPE_CHECKING:
     from ragspine_core.glossary import Glossary
@@ -381,35 +383,30 @@ class AppliedFilters:
                                 "confidence": round(p.confidence, 3), "source": p.source} for p in self.predicates]}
 
 
-class FilterPreference:
-    """A pipeline whose queries are narrowed by extracted predicates, as a preference.
+class ExtractFiltersStage(Stage):
+    """Filter extraction, listed before the gate: the query is narrowed by extracted
+    predicates, as a preference (its :class:`FilterFallbackStage`, listed after the
+    RESTRICTED strip, fills or drops them when they leave too few hits).
 
     Args:
-        pipeline: anything with ``run(query, *, filters, top_k, include_restricted, explain)``.
         extractor: a :class:`FilterExtractor`.
         min_confidence: predicates below it are shown in ``explain`` but not applied.
-        fill: fill a short filtered result up to ``top_k`` from the result without the
-            extracted predicates (else only an empty filtered result drops them).
         fields: the fields the libraries can filter on (others are not applied).
-        gate: the competitor gate; a query it refuses goes straight to the pipeline (which
-            refuses it) without extraction, so no extractor — an LLM — ever sees it.
+        gate: the competitor gate; a query it refuses is not shown to the extractor (an
+            LLM) — the gate stage then refuses it.
     """
 
-    def __init__(self, pipeline: Any, extractor: FilterExtractor, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                 fill: bool = True, fields: Iterable[str] | None = None, gate: Any | None = None) -> None:
+    name = "extract_filters"
+
+    def __init__(self, extractor: FilterExtractor, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+                 fields: Iterable[str] | None = None, gate: Any | None = None) -> None:
         if not (0.0 <= min_confidence <= 1.0):
             raise ConfigError(f"min_confidence must be in [0, 1], got {min_confidence}")
-        self.pipeline = pipeline
         self.extractor = extractor
         self.min_confidence = min_confidence
-        self.fill = fill
         self.fields = frozenset(fields) if fields is not None else None
         #: the competitor gate: a query it refuses is never shown to an extractor (an LLM)
         self.gate = gate
-
-    @property
-    def source(self) -> Any:
-        return getattr(self.pipeline, "source", None)
 
     def _plan(self, query: str, filters: Any) -> tuple[Extraction, tuple[ExtractedPredicate, ...], str]:
         try:
@@ -429,68 +426,104 @@ class FilterPreference:
                 use.append(p)
         return ex, tuple(use), "; ".join(skipped)
 
-    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False,
-            extract_filters: bool = True) -> Any:
-        from ragspine_query.pipeline.stages import SearchResult
-
-        if not extract_filters or (self.gate is not None and self.gate.check(query) is not None):
-            res = self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
-            res.filters = AppliedFilters(outcome="none", note="extraction off for this run" if not extract_filters
-                                         else "the gate refuses the query: nothing extracted")
-            return res
-        tracer = Tracer() if explain else None
+    def __call__(self, state: QueryState) -> QueryState:
+        query, filters = state.query, state.filters
+        if not state.extract or (self.gate is not None and self.gate.check(query) is not None):
+            state.applied_filters = AppliedFilters(outcome="none", note="extraction off for this run" if not state.extract
+                                                   else "the gate refuses the query: nothing extracted")
+            return state
+        tracer = current_tracer()
         t0 = now()
         ex, use, skipped = self._plan(query, filters)
+        state.filters = filters or None
         if not use:
             if tracer is not None:
                 tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
                            detail=f"{ex.describe()} [{ex.note}]" + (f"; not applied: {skipped}" if skipped else ""))
-            res = self._run(query, filters, top_k, include_restricted, tracer)
-            return self._result(res, tracer, query, AppliedFilters((), "none", ex.note if not ex.predicates else f"not applied: {skipped}"))
-        combined = _user_predicates(filters) + tuple(p.predicate for p in use)
+            state.applied_filters = AppliedFilters((), "none", ex.note if not ex.predicates else f"not applied: {skipped}")
+            return state
         if tracer is not None:
             tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
                        detail=f"{ex.describe()} [{ex.note}] -> applying {len(use)} as a preference"
                               + (f"; not applied: {skipped}" if skipped else ""))
-        res = self._run(query, combined, top_k, include_restricted, tracer)
-        if getattr(res, "refusal", None) is not None:
-            return self._result(res, tracer, query, AppliedFilters(use, "applied", "refused"))
-        if len(res) >= top_k:
-            return self._result(res, tracer, query, AppliedFilters(use, "applied", f"{len(res)} hits match"))
-        if len(res) and not self.fill:
-            return self._result(res, tracer, query, AppliedFilters(use, "applied", f"{len(res)} hits match"))
-        base = self._run(query, filters, top_k, include_restricted, tracer)
-        if getattr(base, "refusal", None) is not None or not len(res):
-            outcome = AppliedFilters(use, "dropped", "the extracted predicates empty the result: dropped "
-                                     "(the caller's filters stay)")
+        state.extraction = (self, use)
+        state.filters = _user_predicates(filters) + tuple(p.predicate for p in use)
+        return state
+
+
+class FilterFallbackStage(Stage):
+    """The preference half of filter extraction, listed after the RESTRICTED strip: when
+    the extracted predicates (of its :class:`ExtractFiltersStage`) leave fewer than
+    ``top_k`` hits, the stages between the two run again without them, and their hits
+    fill the result (``fill``) — or replace it when the filtered result is empty.
+    The outcome is ``SearchResult.filters``."""
+
+    name = "filter_fallback"
+    after_refusal = True
+
+    def __init__(self, *, fill: bool = True) -> None:
+        self.fill = fill
+
+    def __call__(self, state: QueryState) -> QueryState:
+        if state.extraction is None:
+            return state
+        extract, use = state.extraction
+        query, top_k, res = state.query, state.top_k, state.hits
+        if state.refusal is not None:
+            state.applied_filters = AppliedFilters(use, "applied", "refused")
+            return state
+        if len(res) >= top_k or (len(res) and not self.fill):
+            state.applied_filters = AppliedFilters(use, "applied", f"{len(res)} hits match")
+            return state
+        base = state.rerun(query, state.caller_filters or None, after=extract)
+        tracer = current_tracer()
+        if base.refusal is not None or not len(res):
+            base.applied_filters = AppliedFilters(use, "dropped", "the extracted predicates empty the result: dropped "
+                                                  "(the caller's filters stay)")
             if tracer is not None:
-                tracer.add("extract", "dropped", 0.0, hit_candidates(list(base)), query=str(query), detail=outcome.note)
-            return self._result(base, tracer, query, outcome)
+                tracer.add("extract", "dropped", 0.0, hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
+            base.caller_filters, base.extraction = state.caller_filters, state.extraction
+            return base
         seen = {(h.chunk_id, h.chunk.library_id) for h in res}
-        merged = list(res) + [h for h in base if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]
-        outcome = AppliedFilters(use, "filled", f"{len(res)} hits match; {len(merged) - len(res)} more from the "
-                                 "unfiltered candidate set follow them")
+        merged = list(res) + [h for h in base.hits if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]
+        state.applied_filters = AppliedFilters(use, "filled", f"{len(res)} hits match; {len(merged) - len(res)} more from the "
+                                               "unfiltered candidate set follow them")
         if tracer is not None:
-            tracer.add("extract", "filled", 0.0, hit_candidates(merged), query=str(query), detail=outcome.note)
-        return self._result(SearchResult(merged).carry(res), tracer, query, outcome)
-
-    def _run(self, q: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> Any:
-        res = self.pipeline.run(q, filters=filters or None, top_k=top_k, include_restricted=include_restricted,
-                                explain=tracer is not None)
-        if tracer is not None:
-            tracer.extend(res.explain)
-        return res
-
-    @staticmethod
-    def _result(res: Any, tracer: Tracer | None, query: str, applied: AppliedFilters) -> Any:
-        from ragspine_query.pipeline.stages import SearchResult
-
-        out = SearchResult(list(res), tracer.freeze(query) if tracer is not None else None, getattr(res, "refusal", None))
-        out.carry(res)
-        out.filters = applied
-        return out
+            tracer.add("extract", "filled", 0.0, hit_candidates(merged), query=str(query), detail=state.applied_filters.note)
+        state.hits = merged
+        return state
 
 
-__all__ = ["AppliedFilters", "DEFAULT_MIN_CONFIDENCE", "EXTRACTION_MODES", "ExtractedPredicate", "Extraction",
+class FilterPreference(QueryPipeline):
+    """``pipeline``'s stage list with filter extraction around it: an
+    :class:`ExtractFiltersStage` first and a :class:`FilterFallbackStage` last (a pipeline
+    that is not a :class:`~ragspine_query.pipeline.stages.QueryPipeline` runs as one
+    stage). :func:`~ragspine_query.intelligence.build_query_pipeline` lists the two stages directly.
+
+    Args:
+        pipeline: anything with ``run(query, *, filters, top_k, include_restricted, explain)``.
+        extractor: a :class:`FilterExtractor`.
+        min_confidence: predicates below it are shown in ``explain`` but not applied.
+        fill: fill a short filtered result up to ``top_k`` from the result without the
+            extracted predicates (else only an empty filtered result drops them).
+        fields: the fields the libraries can filter on (others are not applied).
+        gate: the competitor gate; a query it refuses goes straight to the pipeline (which
+            refuses it) without extraction, so no extractor — an LLM — ever sees it.
+    """
+
+    def __init__(self, pipeline: Any, extractor: FilterExtractor, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+                 fill: bool = True, fields: Iterable[str] | None = None, gate: Any | None = None) -> None:
+        self.pipeline = pipeline
+        self.extract_stage = ExtractFiltersStage(extractor, min_confidence=min_confidence, fields=fields, gate=gate)
+        source, stages = stages_of(pipeline)
+        self._init_from(source, [self.extract_stage, *stages, FilterFallbackStage(fill=fill)])
+
+    @property
+    def extractor(self) -> FilterExtractor:
+        return self.extract_stage.extractor
+
+
+__all__ = ["AppliedFilters", "DEFAULT_MIN_CONFIDENCE", "EXTRACTION_MODES", "ExtractFiltersStage", "ExtractedPredicate", "Extraction",
+           "FilterFallbackStage",
            "FilterExtractor", "FilterPreference", "GEOGRAPHY_NAMES", "LLMFilterExtractor", "RuleFilterExtractor",
            "library_values", "make_filter_extractor"]

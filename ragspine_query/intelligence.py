@@ -135,9 +135,9 @@ def _filter_fields(source: Any) -> frozenset[str] | None:
     return frozenset.intersection(*(frozenset(lib.filter_fields()) for lib in libs))
 
 
-def build_query_pipeline(
+def query_stages(
     source: Any,
-    intelligence: QueryIntelligence = QueryIntelligence(),
+    intelligence: QueryIntelligence | None = QueryIntelligence(),
     *,
     glossary: "Glossary | None" = None,
     provider: Any | None = None,
@@ -146,24 +146,29 @@ def build_query_pipeline(
     judge: Any | None = None,
     rerank_top_n: int = 10,
     rrf_k: float = DEFAULT_RRF_K,
-    cache: Any | None = None,
     postprocessors: Sequence[tuple[str, Any]] = (),
-) -> Any:
-    """A query pipeline over ``source`` (a retriever) with the selected stages.
+) -> list[Any]:
+    """The stage list of a query pipeline over ``source`` (a retriever), in order:
 
-    Returns a :class:`~ragspine_query.pipeline.stages.QueryPipeline`, wrapped in
-    :class:`~ragspine_query.corrective.CorrectiveRetrieval` and/or
-    :class:`~ragspine_query.cache.CachedPipeline` when those are on — every one has
-    ``run(query, *, filters, top_k, include_restricted, explain)``. ``transforms`` (e.g.
-    the glossary rewriter) run first; ``cache`` is a shared
-    :class:`~ragspine_query.cache.ScopedCache` (default: a new one when ``cache_size > 0``).
+    ``extract_filters → gate → transforms → gate(variants) → retrieve (mask → channels →
+    fuse, per variant; variant fusion) → rerank → postprocess → cut → postprocess(final)
+    → restricted_strip → filter_fallback → corrective``
+
+    A stage with nothing to do is not listed. ``intelligence=None``: the retrieval stages
+    alone (no gate, no filter extraction, no grading). ``transforms`` (e.g. the glossary
+    rewriter) run first; registered transforms and post-processors
+    (:func:`~ragspine_query.pipeline.stages.register_transform`, …) after the configured ones.
 
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from ragspine_query.pipeline.stages import QueryPipeline
+    from ragspine_query.pipeline.stages import _POSTPROCESSORS, _TRANSFORMS, core_stages
 
+    registered_t, registered_p = list(_TRANSFORMS.items()), list(_POSTPROCESSORS.items())
     qi = intelligence
+    if qi is None:
+        return core_stages(source, transforms=list(transforms) + registered_t, reranker=reranker, judge=judge,
+                           rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=list(postprocessors) + registered_p)
     chain = list(transforms) + make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
     if qi.tiers != "off":
         from ragspine_query.tiers import AdaptiveTierTransform, TierClassifier
@@ -179,28 +184,59 @@ def build_query_pipeline(
         g = CompetitorGate(glossary)
         gate = g if g.active else None
     post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda) + list(postprocessors)
-    pipeline: Any = QueryPipeline(source, transforms=chain, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
-                                  rrf_k=rrf_k, postprocessors=post, gate=gate)
+    stages = core_stages(source, transforms=chain + registered_t, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
+                         rrf_k=rrf_k, postprocessors=post + registered_p, gate=gate)
     if qi.filters != "off":
-        from ragspine_query.filter_extraction import FilterPreference, make_filter_extractor
+        from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
-        pipeline = FilterPreference(pipeline, extractor, min_confidence=qi.filter_min_confidence, fill=qi.filter_fill,
-                                    fields=_filter_fields(source), gate=gate)
+        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),
+                  *stages, FilterFallbackStage(fill=qi.filter_fill)]
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
     from ragspine_query.assessment import RelevanceGrader
-    from ragspine_query.corrective import CorrectiveRetrieval, LLMGrader, default_crag_config, dynamic_crag_config
+    from ragspine_query.corrective import CorrectiveStage, LLMGrader, default_crag_config, dynamic_crag_config
 
     config = dynamic_crag_config() if qi.corrective == "dynamic" else default_crag_config()
     grader = (LLMGrader(provider) if qi.corrective == "llm" else None if qi.corrective in ("dynamic", "static")
               else RelevanceGrader(source))
-    pipeline = CorrectiveRetrieval(pipeline, config=config, grader=grader, provider=provider, act=qi.corrective != "off")
-    if cache is not None or qi.cache_size > 0:
-        from ragspine_query.cache import CachedPipeline, ScopedCache
-
-        pipeline = CachedPipeline(pipeline, cache if cache is not None else ScopedCache(qi.cache_size, qi.cache_ttl_s),
-                                  variant=qi.describe())
-    return pipeline
+    stages.append(CorrectiveStage(source, config=config, grader=grader, provider=provider, act=qi.corrective != "off"))
+    return stages
 
 
-__all__ = ["CORRECTIVE_MODES", "DEFAULT_FILTERS", "FILTER_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline"]
+def build_query_pipeline(
+    source: Any,
+    intelligence: QueryIntelligence | None = QueryIntelligence(),
+    *,
+    glossary: "Glossary | None" = None,
+    provider: Any | None = None,
+    transforms: Sequence[tuple[str, Any]] = (),
+    reranker: Any | None = None,
+    judge: Any | None = None,
+    rerank_top_n: int = 10,
+    rrf_k: float = DEFAULT_RRF_K,
+    cache: Any | None = None,
+    postprocessors: Sequence[tuple[str, Any]] = (),
+) -> Any:
+    """A :class:`~ragspine_query.pipeline.stages.QueryPipeline` over ``source`` (a
+    retriever) that runs :func:`query_stages` — ``run(query, *, filters, top_k,
+    include_restricted, explain)``. ``cache`` is a shared
+    :class:`~ragspine_query.cache.ScopedCache` (default: a new one when ``cache_size > 0``);
+    it memoises whole runs, keyed by the libraries' snapshots and this configuration.
+
+    Raises:
+        ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
+    """
+    from ragspine_query.pipeline.stages import QueryPipeline
+
+    stages = query_stages(source, intelligence, glossary=glossary, provider=provider, transforms=transforms, reranker=reranker,
+                          judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)
+    qi = intelligence
+    if cache is None and qi is not None and qi.cache_size > 0:
+        from ragspine_query.cache import ScopedCache
+
+        cache = ScopedCache(qi.cache_size, qi.cache_ttl_s)
+    return QueryPipeline.from_stages(source, stages, cache=cache, variant=qi.describe() if qi is not None else "")
+
+
+__all__ = ["CORRECTIVE_MODES", "DEFAULT_FILTERS", "FILTER_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline",
+           "query_stages"]

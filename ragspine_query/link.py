@@ -1,4 +1,4 @@
-"""The seam into an agent: RESTRICTED-free, fully cited snippet dicts.
+"""The seam into an agent: RESTRICTED-free, fully cited, typed snippets (:class:`~ragspine_core.records.Snippet`).
 
 On this path RESTRICTED rows are removed from the candidate mask *before* any channel
 ranks them (``include_restricted=False``), so the ranks and fused scores a caller sees
@@ -17,9 +17,10 @@ from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 from ragspine_query.library import open_library
 from ragspine_query.limits import check_query
-from ragspine_query.pipeline.explain import Tracer, hit_candidates, now
-from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets, _accepts_explain
-from ragspine_core.records import Hit, to_snippet
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
+from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_core.records import Hit, Snippet, to_snippet
 from ragspine_core.settings import Settings
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
@@ -35,48 +36,55 @@ def glossary_transform(rewriter: GlossaryQueryRewriter):
     return transform
 
 
-class NarrativeIndex:
-    """Retriever + optional multi-query rewriter + optional reranking, in that order.
+class NarrativeIndex(QueryPipeline):
+    """The narrative query pipeline over a retriever: one stage list
+    (:func:`~ragspine_query.intelligence.query_stages`), searched with
+    ``search(query, *, filters, top_k, include_restricted=False, explain)``.
 
-    A façade over :class:`~ragspine_query.pipeline.stages.QueryPipeline` (registered
-    transforms and post-processors included).
+    ``rewriter`` (the glossary multi-query rewriter) is the first transform, ``reranker``
+    (local) or ``judge`` (listwise LLM) the rerank stage. ``intelligence`` selects the
+    query-intelligence stages (gate, transforms, tiers, post-processors, filter
+    extraction, corrective retrieval, cache); when it is None they are left out, unless a
+    ``glossary`` or ``cache`` is given, which mean the default
+    :class:`~ragspine_query.intelligence.QueryIntelligence`.
     """
 
     def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
                  intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None,
                  postprocessors: Sequence[tuple[str, Any]] = ()) -> None:
+        from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
+
+        if intelligence is None and (glossary is not None or cache is not None):
+            intelligence = QueryIntelligence()
+        transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
+        built = build_query_pipeline(retriever, intelligence, glossary=glossary, provider=provider, transforms=transforms,
+                                     reranker=reranker, judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache,
+                                     postprocessors=postprocessors)
+        self._init_from(retriever, built.stages, cache=built.cache, variant=built.variant)
         self.retriever = retriever
         self.rewriter = rewriter
         self.reranker = reranker
         self.judge = judge
         self.rerank_top_n = rerank_top_n
         self.rrf_k = rrf_k
-        transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
-        if intelligence is None and glossary is None and cache is None:
-            self.pipeline = QueryPipeline(retriever, transforms=transforms, reranker=reranker, judge=judge,
-                                          rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)
-        else:  # query intelligence: gate, transforms, tiers, post-processors, CRAG, cache
-            from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
 
-            self.pipeline = build_query_pipeline(retriever, intelligence or QueryIntelligence(), glossary=glossary,
-                                                 provider=provider, transforms=transforms, reranker=reranker, judge=judge,
-                                                 rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache, postprocessors=postprocessors)
-
-    def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
-        """Hits for the narrative path: RESTRICTED removed before ranking unless asked for."""
-        return self.pipeline.run(query, filters=filters, top_k=top_k, include_restricted=include_restricted, explain=explain)
+    @property
+    def pipeline(self) -> "NarrativeIndex":
+        """The pipeline itself (the index used to wrap one; kept for callers of ``index.pipeline.run``)."""
+        return self
 
 
 class NarrativeIndexRetriever:
-    """``retrieve(query, filters=None, top_k=50) -> list[dict]`` for the agent."""
+    """``retrieve(query, filters=None, top_k=50) -> Snippets`` (typed :class:`~ragspine_core.records.Snippet` objects) for the agent."""
 
     def __init__(self, index: SearchIndex, *, retry_without_filters: bool = True) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
-        self._index_explains = _accepts_explain(index.search)
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
-        """Cited, RESTRICTED-free snippet dicts, best first (a list; ``.explain`` when asked for).
+        """Cited, RESTRICTED-free snippets (:class:`~ragspine_core.records.Snippet`), best first (a
+        list; ``.explain`` when asked for). A snippet is still a dict (JSON as before);
+        read it by attribute (``s.text``, ``s.locator``): key access is deprecated.
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
@@ -84,13 +92,13 @@ class NarrativeIndexRetriever:
         """
         check_query(query)
         top_k = check_top_k(top_k)
-        tracer = Tracer() if explain else None
-        snippets, res = self._open_snippets(query, filters or None, top_k, tracer)
-        if not snippets and res.refusal is None and filters and self.retry_without_filters:
-            if tracer is not None:
-                tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
-            snippets, res = self._open_snippets(query, None, top_k, tracer)
-        ex = tracer.freeze(query).without_restricted() if tracer is not None else None
+        with tracing(explain) as tracer:
+            snippets, res = self._open_snippets(query, filters or None, top_k)
+            if not snippets and res.refusal is None and filters and self.retry_without_filters:
+                if tracer is not None:
+                    tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
+                snippets, res = self._open_snippets(query, None, top_k)
+            ex = tracer.freeze(query).without_restricted() if explain and tracer is not None else None
         out = Snippets(snippets, ex, res.refusal).carry(res)
         # every snippet carries the result's tier and confidence too (an agent sees only the dicts)
         assessment = result_assessment(out)
@@ -98,20 +106,17 @@ class NarrativeIndexRetriever:
             sn.update(assessment)
         return out
 
-    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int, tracer: Tracer | None) -> tuple[list[dict], Any]:
+    def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> tuple[list[Snippet], Any]:
         """Snippets of the top ``top_k`` hits (RESTRICTED rows never entered the ranking) and
         the result (its ``refusal``, if the query was refused by the gate or corrective
         retrieval; its tier and confidence)."""
-        if tracer is not None and self._index_explains:
-            results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False, explain=True)
-            tracer.extend(getattr(results, "explain", None))
-        else:
-            results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
+        results = self.index.search(query, filters=filters, top_k=top_k, include_restricted=False)
         refusal = getattr(results, "refusal", None)
         t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if not r.chunk.is_restricted]
-        snippets = [to_snippet(r) for r in open_hits[:top_k]]
+        snippets = [Snippet(to_snippet(r)) for r in open_hits[:top_k]]
+        tracer = current_tracer()
         if tracer is not None:
             tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)
         meta = SearchResult([], None, refusal)

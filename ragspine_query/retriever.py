@@ -29,6 +29,7 @@ from ragspine_query.library import Library
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
 from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates, now
+from ragspine_query.pipeline.trace import tracing
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from ragspine_query.graph.graph_channel import GraphChannelConfig
 from ragspine_query.pipeline.stages import SearchResult
@@ -309,6 +310,9 @@ class HybridRetriever:
         return DenseChannel(self.library, self.embedding_backend).search(query, depth, allowed)
 
     # -- public verbs ----------------------------------------------------------------
+    #: records its mask, channel and fuse stages into the trace in progress (:mod:`~ragspine_query.pipeline.trace`)
+    traces_itself = True
+
     def search(
         self,
         query: str,
@@ -324,13 +328,46 @@ class HybridRetriever:
         RESTRICTED hits, which must be stripped at the exits; ``False`` removes them
         before ranking, as the narrative path (snippets, prompts) does.
 
+        The stages, in order: :meth:`_mask_stage` (filters, RESTRICTED, a variant's
+        language) → :meth:`_channel_plan` (which channels, their weights and texts) →
+        :meth:`_channels_stage` (each channel ranks the allowed rows) →
+        :meth:`_fuse_stage` (weighted RRF / language-aware fusion, time decay, each
+        channel's score of the top hits).
+
         Raises:
             ConfigError: ``top_k`` is negative.
         """
         top_k = check_top_k(top_k)
-        tracer = Tracer() if explain else None
+        with tracing(explain) as tracer:
+            hits = self._search(query, filters, top_k, include_restricted, tracer)
+            return SearchResult(hits, tracer.freeze(query) if explain and tracer is not None else None)
+
+    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> list[Hit]:
         if top_k == 0:
-            return SearchResult([], tracer.freeze(query) if tracer else None)
+            return []
+        allowed = self._mask_stage(query, filters, include_restricted, tracer)
+        if allowed is not None and not allowed.any():
+            return []
+        channels, weights, texts, plan, rrf_k = self._channel_plan(query, tracer)
+        decay = self.config.decay_half_life_days > 0
+        # one channel: the fused order is the channel's order, so its top_k is enough
+        depth = top_k if (len(channels) == 1 and tracer is None and not decay) else max(self.config.depth, top_k)
+        if plan is not None and plan.method in ("convex", "mixed"):  # its normalisation range is fixed, whatever top_k
+            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)
+        lists, via_of = self._channels_stage(channels, texts, depth, allowed, tracer)
+        if tracer is None and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
+            # one channel: its order is the fused order and RRF is w / (k + rank) (what
+            # weighted_rrf returns for one list, computed without the general machinery)
+            rows, scores = lists[0]
+            order = rows[:top_k].tolist()
+            # hits read their id, scores and chunk from the ranking on first use
+            return ranked_hits(self.library.chunks_by_rows, order, self.library.chunk_ids(), channels[0].name,
+                               scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k)
+        return self._fuse_stage(query, plan, channels, weights, lists, via_of, rrf_k, top_k, tracer)
+
+    def _mask_stage(self, query: str, filters: Any, include_restricted: bool, tracer: Tracer | None) -> np.ndarray | None:
+        """The candidate mask: the filters, RESTRICTED rows unless included, and — for a
+        variant that ranks its own language only, in a mixed library — that language."""
         t0 = now() if tracer else 0.0
         allowed = self.allowed_mask(filters, include_restricted=include_restricted)
         if getattr(query, "language_only", False) and self.language_profile.mixed:
@@ -340,8 +377,12 @@ class HybridRetriever:
             n = self.library.n_chunks if allowed is None else int(np.count_nonzero(allowed))
             tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), now() - t0, query=query,
                        detail=f"{n} of {self.library.n_chunks} rows allowed")
-        if allowed is not None and not allowed.any():
-            return SearchResult([], tracer.freeze(query) if tracer else None)
+        return allowed
+
+    def _channel_plan(self, query: str, tracer: Tracer | None) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
+        """``(channels, weights, texts, plan, rrf_k)`` for ``query``: on-demand channels only
+        when the query names them, a :class:`~ragspine_query.transforms.transform.ChannelQuery`'s
+        per-channel text, and the language-aware plan's weights (a channel weighted 0 is not run)."""
         channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
         if self._on_demand:  # the tiers' graph/tree channels run only for the queries that name them
             picked = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
@@ -363,18 +404,18 @@ class HybridRetriever:
             picked = [p for p in picked if p[1] > 0] or picked[:1]
             channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
             rrf_k = plan.rrf_k
-        decay = self.config.decay_half_life_days > 0
-        # one channel: the fused order is the channel's order, so its top_k is enough
-        depth = top_k if (len(channels) == 1 and tracer is None and not decay) else max(self.config.depth, top_k)
-        if plan is not None and plan.method in ("convex", "mixed"):  # its normalisation range is fixed, whatever top_k
-            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)
+        return list(channels), list(weights), list(texts), plan, rrf_k
+
+    def _channels_stage(self, channels: list, texts: list[str], depth: int, allowed: np.ndarray | None,
+                        tracer: Tracer | None) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[int, str]]:
+        """Each channel's ranking of the allowed rows (``search``, or ``search_with_via``
+        for a channel that declares ``reaches_via``) and each row's ``via`` node."""
         lists: list[tuple[np.ndarray, np.ndarray]] = []
         via_of: dict[int, str] = {}  # row -> the summary-tree node it was reached through (first channel wins)
         for ch, text in zip(channels, texts):
             t0 = now() if tracer else 0.0
-            with_via = getattr(ch, "search_with_via", None)  # the tree channel: node hits answered by leaves
-            if with_via is not None:
-                rows, scores, vias = with_via(text, depth, allowed)
+            if getattr(ch, "reaches_via", False):  # the tree channel: node hits answered by leaves
+                rows, scores, vias = ch.search_with_via(text, depth, allowed)
                 for r, v in zip(rows.tolist(), vias):
                     if v:
                         via_of.setdefault(r, v)
@@ -389,15 +430,15 @@ class HybridRetriever:
                 describe = getattr(ch, "describe", None)  # e.g. the tree channel's `via` nodes
                 tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=text,
                            detail=describe(text, depth, allowed) if describe is not None else "")
+        return lists, via_of
+
+    def _fuse_stage(self, query: str, plan: FusionPlan | None, channels: list, weights: list[float],
+                    lists: list[tuple[np.ndarray, np.ndarray]], via_of: dict[int, str], rrf_k: float, top_k: int,
+                    tracer: Tracer | None) -> list[Hit]:
+        """The channels' rankings fused (weighted RRF, or the plan's convex / mixed-language
+        fusion; time decay when on) into the top ``top_k`` hits with each channel's score."""
         names = [c.name for c in channels]
-        if tracer is None and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
-            # one channel: its order is the fused order and RRF is w / (k + rank) (what
-            # weighted_rrf returns for one list, computed without the general machinery)
-            rows, scores = lists[0]
-            order = rows[:top_k].tolist()
-            # hits read their id, scores and chunk from the ranking on first use
-            return SearchResult(ranked_hits(self.library.chunks_by_rows, order, self.library.chunk_ids(), names[0],
-                                            scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k))
+        decay = self.config.decay_half_life_days > 0
         t0 = now() if tracer else 0.0
         staged = [i for i, c in enumerate(channels) if c.name in STAGED_CHANNELS] if plan is not None else []
         if staged:
@@ -420,6 +461,37 @@ class HybridRetriever:
                                              half_life_days=self.config.decay_half_life_days, reference=self.config.decay_reference)
         order = fused_rows[:top_k].tolist()
         fused_top = fused[:top_k].tolist()
+        per_channel = self._channel_scores(names, lists, fused_rows, order, top_k, decay, plan)
+        score_dicts = []
+        for d, f in zip(per_channel, fused_top):
+            sd = {"bm25": d.pop("bm25", 0.0), "vector": d.pop("vector", 0.0)}
+            sd.update(d)
+            sd["fused"] = f
+            score_dicts.append(sd)
+        ids = self.library.chunk_ids()
+        vias = [via_of.get(r, "") for r in order] if via_of else None
+        hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts, vias)
+        if tracer is not None:
+            shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
+            staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
+                                    for i in staged)
+            tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
+                       detail=(f"language-aware {plan.describe()}{staged_detail}" if plan is not None
+                               else f"k={rrf_k} weights={dict(zip(names, weights))}")
+                              + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
+                              + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))
+            if len(lists) > 1:  # what each channel pulled in that no other channel found
+                shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
+                for name in names:
+                    others = set().union(*(v for k, v in shown.items() if k != name))
+                    only = [h for h, r in zip(hits, order) if r in shown[name] and r not in others]
+                    tracer.add("only_in", name, 0.0, [c for c in hit_candidates(hits) if c.chunk_id in {h.chunk_id for h in only}],
+                               query=query, detail=f"{len(only)} of the top {len(order)} found by {name} alone")
+        return hits
+
+    def _channel_scores(self, names: list[str], lists: list[tuple[np.ndarray, np.ndarray]], fused_rows: np.ndarray,
+                        order: list[int], top_k: int, decay: bool, plan: FusionPlan | None) -> list[dict[str, float]]:
+        """Each channel's own score of each top row (absent when the channel did not rank it)."""
         per_channel: list[dict[str, float]] = [{} for _ in order]
         jit = query_kernels()
         if len(lists) == 1 and len(order) <= lists[0][1].shape[0] and not decay and (plan is None or plan.method != "mixed"):
@@ -448,33 +520,7 @@ class HybridRetriever:
                 hit = np.flatnonzero(top[at] == rows)
                 for r, s in zip(rows[hit].tolist(), scores[hit].tolist()):
                     per_channel[pos[r]][name] = s
-        score_dicts = []
-        for d, f in zip(per_channel, fused_top):
-            sd = {"bm25": d.pop("bm25", 0.0), "vector": d.pop("vector", 0.0)}
-            sd.update(d)
-            sd["fused"] = f
-            score_dicts.append(sd)
-        ids = self.library.chunk_ids()
-        vias = [via_of.get(r, "") for r in order] if via_of else None
-        hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts, vias)
-        if tracer is not None:
-            shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
-            staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
-                                    for i in staged)
-            tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
-                       detail=(f"language-aware {plan.describe()}{staged_detail}" if plan is not None
-                               else f"k={rrf_k} weights={dict(zip(names, weights))}")
-                              + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
-                              + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))
-            if len(lists) > 1:  # what each channel pulled in that no other channel found
-                shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
-                for name in names:
-                    others = set().union(*(v for k, v in shown.items() if k != name))
-                    only = [h for h, r in zip(hits, order) if r in shown[name] and r not in others]
-                    tracer.add("only_in", name, 0.0, [c for c in hit_candidates(hits) if c.chunk_id in {h.chunk_id for h in only}],
-                               query=query, detail=f"{len(only)} of the top {len(order)} found by {name} alone")
-            return SearchResult(hits, tracer.freeze(query))
-        return SearchResult(hits)
+        return per_channel
 
     def _candidates(self, rows: np.ndarray, scores: np.ndarray) -> list[Candidate]:
         ids = self.library.chunk_ids()
@@ -526,9 +572,17 @@ class MultiIndexRetriever:
 
     pipeline = HybridRetriever.pipeline
 
+    traces_itself = True
+
     def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
+        """Route, search every chosen library (each records its own stages when traced),
+        fuse the libraries' rankings with weighted RRF."""
         top_k = check_top_k(top_k)
-        tracer = Tracer() if explain else None
+        with tracing(explain) as tracer:
+            hits = self._search(query, filters, top_k, include_restricted, tracer)
+            return SearchResult(hits, tracer.freeze(query) if explain and tracer is not None else None)
+
+    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> list[Hit]:
         t0 = now() if tracer else 0.0
         libs = self.route(query)
         if tracer is not None:
@@ -544,9 +598,7 @@ class MultiIndexRetriever:
         rankings: dict[str, list[tuple[str, str]]] = {}
         best: dict[tuple[str, str], Hit] = {}
         for lib in libs:
-            res = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50), include_restricted=include_restricted, explain=explain)
-            if tracer is not None:
-                tracer.extend(res.explain)
+            res = self.retrievers[lib].search(query, filters=filters, top_k=max(top_k, 50), include_restricted=include_restricted)
             rankings[lib] = [(h.chunk_id, lib) for h in res]
             for h in res:
                 best[(h.chunk_id, lib)] = h
@@ -555,5 +607,4 @@ class MultiIndexRetriever:
         hits = [best[k].with_score(s, fused=s) for k, s in zip(keys[:top_k], scores[:top_k])]
         if tracer is not None:
             tracer.add("fuse", "rrf(libraries)", now() - t0, hit_candidates(hits), query=query)
-            return SearchResult(hits, tracer.freeze(query))
-        return SearchResult(hits)
+        return hits

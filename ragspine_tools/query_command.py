@@ -242,13 +242,13 @@ def run_query(args: argparse.Namespace) -> int:
     elif not snippets:
         print("  (no results)")
     for i, s in enumerate(snippets, 1):
-        sc = s["scores"]
-        print(f"[{i}] {printable(s['title'])} — {printable(s['library_id'])}:{printable(s['doc_id'])}  ({printable(s['locator'])})")
-        print(f"    entity={printable(s['entity']) or '-'} period={printable(s['period']) or '-'} sensitivity={s['sensitivity']} "
+        sc = s.scores
+        print(f"[{i}] {printable(s.title)} — {printable(s.library_id)}:{printable(s.doc_id)}  ({printable(s.locator)})")
+        print(f"    entity={printable(s.entity) or '-'} period={printable(s.period) or '-'} sensitivity={s.sensitivity} "
               f"fused={sc['fused']:.4f} bm25={sc['bm25']:.3f} vector={sc['vector']:.3f}")
-        if s.get("via"):  # found through a summary-tree node; the citation is still this chunk's span
-            print(f"    via summary node {printable(s['via'])}")
-        body = " ".join(s["text"].split())
+        if s.via:  # found through a summary-tree node; the citation is still this chunk's span
+            print(f"    via summary node {printable(s.via)}")
+        body = " ".join(s.text.split())
         print(textwrap.indent(textwrap.fill(body[:300] + ("…" if len(body) > 300 else ""), 100), "    "))
     if explain and snippets.explain is not None:
         print()

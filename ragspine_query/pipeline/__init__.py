@@ -2,16 +2,30 @@
 
 * :mod:`.channels` — :class:`Channel`, :func:`register_channel`, the built-in ``bm25``
   and ``vector`` channels;
-* :mod:`.stages` — :class:`QueryPipeline`, :func:`register_transform`,
+* :mod:`.stages` — :class:`QueryPipeline` (an explicit list of stages), :class:`Stage`,
+  :class:`QueryState`, the built-in stages, :func:`register_transform`,
   :func:`register_postprocessor`, :class:`SearchResult`;
+* :mod:`.trace` — tracing through a context variable (:func:`current_tracer`, :func:`tracing`);
 * :mod:`.explain` — the frozen :class:`Explain` trace (``to_rows()``, ``format_table()``).
 """
 
 from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
 from ragspine_query.pipeline.explain import Candidate, Explain, StageTrace
 from ragspine_query.pipeline.stages import (
+    CutStage,
+    GateStage,
+    PipelineStage,
     PostProcessor,
+    PostprocessStage,
     QueryPipeline,
+    QueryState,
+    RerankStage,
+    RestrictedStripStage,
+    RetrieveStage,
+    Stage,
+    TransformStage,
+    VariantGateStage,
+    core_stages,
     SearchResult,
     Snippets,
     Transform,
@@ -22,10 +36,13 @@ from ragspine_query.pipeline.stages import (
     unregister_postprocessor,
     unregister_transform,
 )
+from ragspine_query.pipeline.trace import current_tracer, tracing
 
 __all__ = [
-    "Candidate", "Channel", "ChannelContext", "DenseChannel", "Explain", "LexicalChannel", "PostProcessor",
-    "QueryPipeline", "SearchResult", "Snippets", "StageTrace", "Transform", "register_channel",
+    "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",
+    "PipelineStage", "PostProcessor", "PostprocessStage", "QueryPipeline", "QueryState", "RerankStage",
+    "RestrictedStripStage", "RetrieveStage", "SearchResult", "Snippets", "Stage", "StageTrace", "Transform",
+    "TransformStage", "VariantGateStage", "core_stages", "current_tracer", "register_channel", "tracing",
     "register_postprocessor", "register_transform", "registered_channels", "registered_postprocessors",
     "registered_transforms", "unregister_channel", "unregister_postprocessor", "unregister_transform",
 ]

@@ -7,8 +7,14 @@ rows, None = every row). The library's built-in channels are ``bm25`` (chunk fie
 :func:`register_channel` — the retriever asks every registered factory, in registration
 order, for a channel over its library, and fuses whatever they return. A channel that
 reaches rows through something else (the ``tree`` channel: a summary node answered by
-its leaves) may also offer ``search_with_via(query, depth, allowed) -> (rows, scores,
-vias)``; the retriever then calls it instead and keeps each row's ``via`` on the hit.
+its leaves) declares ``reaches_via = True`` and offers ``search_with_via(query, depth,
+allowed) -> (rows, scores, vias)``; the retriever then calls it instead and keeps each
+row's ``via`` on the hit.
+
+A channel's abilities are declared as class attributes, never probed by trying a call:
+``on_demand`` (runs only for queries that name it), ``reaches_via``, ``default_weight``,
+``fusion_rrf_k`` (the RRF k its mode fuses with), ``languages`` and ``cross_lingual``
+(what the language-aware fusion needs), and an optional ``describe`` for ``explain``.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ class OnDemandChannel:
     """
 
     on_demand = True
+    reaches_via = True  # the inner channel's vias, or "" per row
 
     def __init__(self, name: str, build: Callable[[], "Channel | None"], default_weight: float = 1.0) -> None:
         self.name = name
@@ -108,9 +115,8 @@ class OnDemandChannel:
     def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """``search`` plus each row's ``via`` (the inner channel's, e.g. the tree's node ids; else ``""``)."""
         ch = self._get()
-        inner = getattr(ch, "search_with_via", None)
-        if inner is not None:
-            return inner(query, depth, allowed)
+        if getattr(ch, "reaches_via", False):
+            return ch.search_with_via(query, depth, allowed)
         rows, scores = _empty() if ch is None else ch.search(query, depth, allowed)
         return rows, scores, ("",) * int(rows.shape[0])
 

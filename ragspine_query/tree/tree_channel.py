@@ -172,6 +172,8 @@ class TreeChannel:
     """The ``tree`` retrieval channel: leaf chunk rows ranked through the summary tree."""
 
     name = "tree"
+    #: declared ability: rows are reached through summary nodes (``search_with_via`` gives each row's node)
+    reaches_via = True
 
     def __init__(self, library: Any, config: TreeConfig, embedding_backend: Any | None) -> None:
         tree = library.summary_tree()
