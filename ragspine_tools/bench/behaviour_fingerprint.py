@@ -36,18 +36,18 @@ from pathlib import Path
 
 from ragspine_tools.bench import checkout_root  # noqa: E402
 ROOT = checkout_root()
-#: the shared datasets beside the checkout (``../shared/datasets``), or RAGSPINE_DATASETS
-DATASETS = Path(os.environ.get("RAGSPINE_DATASETS") or ROOT.parent / "shared" / "datasets")
+#: the shared datasets beside the checkout (``--datasets`` names another folder)
+DATASETS = ROOT.parent / "shared" / "datasets"
 MODES = "auto,bm25,hybrid,vector,graph"
-#: (label, dataset folder, split, qrels stem or None)
-EVAL_SETS = (
-    ("scifact", DATASETS / "scifact", "test", None),
-    ("cmrc2018", DATASETS / "cmrc2018-retrieval", "test", None),
-    ("xquad", DATASETS / "xquad-zh-en", "test", None),
-    ("xquad-mono", DATASETS / "xquad-zh-en", "test", "test-monolingual"),
-    ("sample", ROOT / "data" / "eval" / "sample", "dev", None),
-)
-
+def eval_sets(datasets: Path) -> tuple[tuple[str, Path, str, str | None], ...]:
+    """(label, dataset folder, split, qrels stem or None) of every evaluation set."""
+    return (
+        ("scifact", datasets / "scifact", "test", None),
+        ("cmrc2018", datasets / "cmrc2018-retrieval", "test", None),
+        ("xquad", datasets / "xquad-zh-en", "test", None),
+        ("xquad-mono", datasets / "xquad-zh-en", "test", "test-monolingual"),
+        ("sample", ROOT / "data" / "eval" / "sample", "dev", None),
+    )
 
 def _run(cmd: list[str], log: Path) -> str:
     print("$", " ".join(cmd), file=sys.stderr, flush=True)
@@ -92,7 +92,7 @@ def synthetic_snapshot(work: Path, log: Path, scale: int) -> str:
     return _current_snapshot(where)
 
 
-def eval_runs(work: Path, log: Path, cache: Path | None, only: set[str] | None) -> dict[str, str]:
+def eval_runs(work: Path, log: Path, cache: Path | None, only: set[str] | None, datasets: Path = DATASETS) -> dict[str, str]:
     out = work / "eval"
     out.mkdir(parents=True, exist_ok=True)
     if cache is not None:
@@ -100,7 +100,7 @@ def eval_runs(work: Path, log: Path, cache: Path | None, only: set[str] | None) 
         target = out / "cache" / "embeddings.sqlite"
         if not target.exists():
             target.symlink_to(cache.resolve())
-    for label, folder, split, qrels in EVAL_SETS:
+    for label, folder, split, qrels in eval_sets(datasets):
         if only and label not in only:
             continue
         if not folder.exists():
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, help="scratch folder (libraries, runs, logs)")
     p.add_argument("--out", type=Path, help="where the fingerprint JSON goes")
     p.add_argument("--parts", default="sample,synthetic,eval", help="which parts (default all)")
-    p.add_argument("--eval-sets", default="", help="comma-separated labels of EVAL_SETS (default all)")
+    p.add_argument("--eval-sets", default="", help="comma-separated labels of eval_sets() (default all)")
+    p.add_argument("--datasets", type=Path, default=DATASETS, help="the shared datasets folder (default ../shared/datasets)")
     p.add_argument("--scale", type=int, default=100_000)
     p.add_argument("--embedding-cache", type=Path, default=None)
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
     if "eval" in parts:
         only = {x for x in args.eval_sets.split(",") if x} or None
-        result.setdefault("eval_runs", {}).update(eval_runs(args.work, log, args.embedding_cache, only))
+        result.setdefault("eval_runs", {}).update(eval_runs(args.work, log, args.embedding_cache, only, args.datasets))
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
     if "synthetic" in parts:
         result[f"synthetic_{args.scale}_snapshot"] = synthetic_snapshot(args.work, log, args.scale)
