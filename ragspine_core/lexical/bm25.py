@@ -39,9 +39,14 @@ import numpy as np
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
 
-from ragspine_core.lexical.bm25_format import BM25Arrays, BM25Params, DEFAULT_BM25_B, DEFAULT_BM25_K1, DEFAULT_DOC_WEIGHT, check_bm25_arrays, idf  # noqa: F401
-from ragspine_core.lexical.bm25_build import BLEND_BLOCK_POSTINGS, RowCounts, _blend_block, _impacts_by_language, _stat_mask, blend_bm25_arrays, build_bm25_arrays, build_bm25_from_counts, count_rows  # noqa: F401
-from ragspine_core.lexical.topk import _SAMPLE_BLOCK, _SAMPLE_MIN, _SAMPLE_STEP, _empty, _keep_postings, _kth_largest, _sample, _sample_floor, _top_k_distinct, top_k_rows  # noqa: F401
+from ragspine_core.lexical.topk import _SAMPLE_MIN, _empty, _keep_postings, _kth_largest, _sample, _sample_floor, _top_k_distinct
+
+# the public names of the modules split out of this one, re-exported for older imports
+from ragspine_core.lexical.bm25_build import (RowCounts, blend_bm25_arrays, build_bm25_arrays,  # noqa: F401
+                                              build_bm25_from_counts, count_rows)
+from ragspine_core.lexical.bm25_format import (DEFAULT_BM25_B, DEFAULT_BM25_K1, DEFAULT_DOC_WEIGHT,  # noqa: F401
+                                               BM25Arrays, BM25Params, check_bm25_arrays, idf)
+from ragspine_core.lexical.topk import top_k_rows  # noqa: F401
 
 
 def terms_all_own(blend: BM25Index, own: np.ndarray) -> np.ndarray:

@@ -54,8 +54,8 @@ from ragspine_index.graph.entities import (STOP_WORDS, Gazetteer, Mention, entit
 from ragspine_index.steps.index_text import IndexTextRef
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
 
-from ragspine_index.graph.openie import OPENIE_PROMPT_VERSION, OpenIETripleExtractor, Triple, _OPENIE_SYSTEM, parse_triples  # noqa: F401
-from ragspine_index.graph.synonyms import _CJK_CHAR, _DIGITS, _NON_ALNUM, _dice, synonym_allowed, synonym_pairs  # noqa: F401
+from ragspine_index.graph.openie import OPENIE_PROMPT_VERSION, OpenIETripleExtractor, Triple, parse_triples  # noqa: F401
+from ragspine_index.graph.synonyms import _CJK_CHAR, synonym_allowed, synonym_pairs
 
 from ragspine_index.graph.graph_input import GraphChunk  # noqa: F401
 
