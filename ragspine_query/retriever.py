@@ -22,7 +22,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 from ragspine_query.filters import Predicate, combined_mask, parse_filters
-from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, plan_fusion, ranking_bounds, weighted_rrf,
+from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, weighted_rrf,
                      weighted_score_fusion)
 from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
 from ragspine_query.library import Library
@@ -197,6 +197,7 @@ class HybridRetriever:
         # the second stage of a staged fusion (the default's fused ranking + the graph's): weight and k
         graph_cfg = config.graph or GraphChannelConfig()
         self._stage_weight = float(graph_cfg.stage_weight)
+        self._stage_keep_head = int(graph_cfg.stage_keep_head)
         stage_k = graph_cfg.stage_rrf_k
         self._stage_rrf_k = (stage_k if stage_k is not None else config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
@@ -452,6 +453,7 @@ class HybridRetriever:
             fused_rows, fused = weighted_rrf([base_rows] + [lists[i][0] for i in staged],
                                              weights=[1.0] + [weights[i] for i in staged], rrf_k=self._stage_rrf_k,
                                              top=None if decay else top_k)
+            fused_rows, fused = keep_head(base_rows, fused_rows, fused, self._stage_keep_head)
         else:
             fused_rows, fused = self._fuse_planned(plan, channels, lists, weights, rrf_k, None if decay else top_k)
         if decay:
@@ -474,7 +476,8 @@ class HybridRetriever:
         if tracer is not None:
             shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
             staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
-                                    for i in staged)
+                                    for i in staged) + (f"; the default's first {self._stage_keep_head} kept first"
+                                                        if self._stage_keep_head else "")
             tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
                        detail=(f"language-aware {plan.describe()}{staged_detail}" if plan is not None
                                else f"k={rrf_k} weights={dict(zip(names, weights))}")

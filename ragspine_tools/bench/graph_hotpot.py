@@ -75,7 +75,7 @@ def retriever_for(lib, mode, backend, **graph_kw):
 #: (rows, scores). A ``tune`` grid over fusion knobs then runs each query's channels once.
 _RANKINGS: dict = {}
 #: GraphChannelConfig fields that change only how the graph's ranking is fused, not the ranking
-FUSION_ONLY = ("fusion_weight", "fusion_rrf_k", "stage_weight", "stage_rrf_k")
+FUSION_ONLY = ("fusion_weight", "fusion_rrf_k", "stage_weight", "stage_rrf_k", "stage_keep_head")
 
 
 class MemoChannel:

@@ -80,10 +80,11 @@ def test_graph_mode_ranks_as_the_default_when_the_graph_has_no_seed(vector_sampl
 
 def test_graph_mode_is_the_defaults_whole_ranking_fused_with_the_graphs(vector_sample):
     from ragspine_query import open_library
-    from ragspine_query.fusion import weighted_rrf
+    from ragspine_query.fusion import keep_head, weighted_rrf
     from ragspine_query.graph import GraphChannelConfig
 
     cfg = GraphChannelConfig()
+    assert cfg.stage_keep_head == 1
     with open_library(vector_sample) as lib:
         auto, graph = retriever(lib, "auto"), retriever(lib, "graph")
         ch = next(c for c in graph.channels if c.name == "graph")
@@ -92,11 +93,14 @@ def test_graph_mode_is_the_defaults_whole_ranking_fused_with_the_graphs(vector_s
             assert ch.entity_seeds(q), q
             base = np.asarray(rows_of(lib, auto.search(q, top_k=lib.n_chunks, include_restricted=False)), dtype=np.int64)
             g_rows, _ = ch.search(q, 300, allowed)
-            want, _ = weighted_rrf([base, g_rows], weights=[1.0, cfg.stage_weight], rrf_k=cfg.stage_rrf_k)
+            rrf, rrf_scores = weighted_rrf([base, g_rows], weights=[1.0, cfg.stage_weight], rrf_k=cfg.stage_rrf_k)
+            want, _ = keep_head(base, rrf, rrf_scores, cfg.stage_keep_head)
             res = graph.search(q, top_k=20, include_restricted=False, explain=True)
-            assert rows_of(lib, res) == want[:20].tolist()
+            got = rows_of(lib, res)
+            assert got == want[:20].tolist() and got[0] == int(base[0])  # the default's first stays first
             fuse = next(s for s in res.explain.stages if s.stage == "fuse").detail
             assert fuse.startswith("language-aware mixed:") and f"then rrf(default, graph) k={cfg.stage_rrf_k}" in fuse
+            assert "the default's first 1 kept first" in fuse
             # the graph moved something: graph mode is not the default's ranking itself
             assert rows_of(lib, res) != base[:20].tolist()
 
@@ -143,3 +147,20 @@ def test_a_hub_entity_seeds_no_walk(vector_sample):
         for bad in (0.0, 1.5, float("nan")):
             with pytest.raises(ConfigError, match="max_seed_share"):
                 GraphChannelConfig(max_seed_share=bad)
+
+
+def test_keep_head_puts_the_defaults_first_rows_back_with_falling_scores():
+    from ragspine_query.fusion import keep_head
+
+    base = np.asarray([7, 3, 5], dtype=np.int64)
+    fused_rows = np.asarray([3, 9, 7, 5], dtype=np.int64)
+    fused = np.asarray([0.5, 0.4, 0.3, 0.2])
+    rows, scores = keep_head(base, fused_rows, fused, 1)
+    assert rows.tolist() == [7, 3, 9, 5] and scores[0] > scores[1] == 0.5 and scores[0] == np.nextafter(0.5, 1)
+    rows, scores = keep_head(base, fused_rows, fused, 2)
+    assert rows.tolist() == [7, 3, 9, 5] and scores.tolist() == [np.nextafter(0.5, 1), 0.5, 0.4, 0.2]
+    # a head already first keeps its own score; 0 changes nothing
+    rows, scores = keep_head(np.asarray([3]), fused_rows, fused, 1)
+    assert rows.tolist() == fused_rows.tolist() and scores.tolist() == fused.tolist()
+    rows, scores = keep_head(base, fused_rows, fused, 0)
+    assert rows is fused_rows and scores is fused
