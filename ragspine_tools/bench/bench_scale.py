@@ -655,10 +655,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--phases {phases[0]} needs --workdir")
         args.workdir.mkdir(parents=True, exist_ok=True)
         run = run_dense if phases == ["dense"] else run_ann_update
-        report: dict[str, Any] = {"target_chunks": args.scale, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  "machine": machine_description(), "seed": args.seed,
-                  phases[0]: run(args, args.workdir, args.rows or args.scale)}
+        report: dict[str, Any] = {
+            "target_chunks": args.scale, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "machine": machine_description(), "seed": args.seed,
+            phases[0]: run(args, args.workdir, args.rows or args.scale)}
         name = args.name or f"scale_{args.scale}_{phases[0]}"
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{name}.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
