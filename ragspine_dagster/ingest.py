@@ -312,7 +312,8 @@ def ingest_library(
         elif isinstance(exc, dg.DagsterError) and not isinstance(cause, BaseException):
             what = " ".join(str(exc).split())
         else:
-            what = describe_unexpected(cause if isinstance(exc, dg.DagsterError) else exc)
+            what = describe_unexpected(cause if isinstance(exc, dg.DagsterError) and isinstance(cause, BaseException)
+                                       else exc)
         raise RagspineError(
             f"ingest of library {library_id!r} stopped before publication: {what}. "
             f"The previous snapshot keeps serving ({serving}); see the run {'' if isinstance(exc, dg.DagsterError) else 'log '}"

@@ -24,7 +24,7 @@ not loaded: the error names the asset and partition to re-materialize (``ragspin
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Mapping
 
 import dagster as dg
 
@@ -54,6 +54,8 @@ def loaded_form(envelope: Any, *, where: str) -> Any:
         raise RagspineError(_old_output(where))
     kind, value = envelope.get("kind"), envelope.get("value")
     if kind == "document_set":
+        if not isinstance(value, Mapping):  # a damaged file: no reference to read the documents back from
+            raise RagspineError(f"the stored step output {where} holds no document-set reference; {_REMATERIALIZE}")
         return DocumentSet.from_reference(value)
     if kind in ("chunk_update", "object"):
         return value

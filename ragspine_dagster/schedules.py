@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from ragspine_dagster.partitions import libraries_partitions
+from ragspine_dagster.partitions import LIBRARIES_PARTITION
 from ragspine_dagster.resources import RagspineConfig
 
 DEFAULT_REINGEST_CRON = "0 3 * * *"
@@ -33,7 +33,7 @@ def build_reingest_schedule(cron_schedule: str = DEFAULT_REINGEST_CRON, *, timez
         description=f"Re-ingest every library partition on '{cron_schedule}' ({timezone}).",
     )
     def reingest_schedule(context: dg.ScheduleEvaluationContext, ragspine: RagspineConfig):
-        libraries = sorted(context.instance.get_dynamic_partitions(libraries_partitions.name))
+        libraries = sorted(context.instance.get_dynamic_partitions(LIBRARIES_PARTITION))
         on_disk = set(ragspine.libraries_on_disk())
         missing = [lib for lib in libraries if lib not in on_disk]
         if missing:

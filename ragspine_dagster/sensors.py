@@ -30,7 +30,7 @@ import dagster as dg
 
 from ragspine_index.artifacts import sha256_file, sha256_json
 from ragspine_index.parsing import LIBRARY_CONFIG_FILE
-from ragspine_dagster.partitions import libraries_partitions
+from ragspine_dagster.partitions import LIBRARIES_PARTITION, libraries_partitions
 from ragspine_dagster.resources import RagspineConfig
 
 CURSOR_VERSION = 1
@@ -214,7 +214,7 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConf
     for gone in sorted(set(previous) - set(on_disk)):
         # The partition and its history stay; delete it in the UI if the library is retired.
         context.log.info(f"library folder {gone!r} disappeared from {ragspine.raw_dir()}; no run requested")
-    known = set(context.instance.get_dynamic_partitions(libraries_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(LIBRARIES_PARTITION))
     new_partitions = [lib for lib in on_disk if lib not in known]
     run_requests = []
     for change in changes:

@@ -288,7 +288,8 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     from ragspine_tools.eval.metrics import evaluate_run, write_trec_run
     from ragspine_tools.eval.report import CURVE_KS
     from ragspine_query.library import open_library
-    from ragspine_query.link import backend_for_library, build_narrative_retriever
+    from ragspine_query.link import NarrativeIndex, backend_for_library, build_narrative_retriever
+    from ragspine_query.retriever import HybridRetriever
     from ragspine_core.settings import Settings
 
     dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
@@ -317,6 +318,8 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             narrative = build_narrative_retriever(paths.root, mode=mode, embedding_backend=backend,
                                                   reranker=rr, rerank_top_n=EVAL_RERANK_DEPTH, settings=settings,
                                                   multi_query=multi_query)
+            # build_narrative_retriever wraps a NarrativeIndex; over one library, its retriever is a HybridRetriever
+            assert isinstance(narrative.index, NarrativeIndex) and isinstance(narrative.index.retriever, HybridRetriever)
             retriever = narrative.index.retriever
             opened.append(retriever.library)
             _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}: {len(dataset.query_ids)} queries", quiet)
@@ -352,6 +355,9 @@ def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeRe
     """Write the HTML report of ``results`` (see :mod:`ragspine_tools.eval.report`); returns its path.
 
     Document titles come from the corpus; a RESTRICTED document is never shown.
+
+    Raises:
+        ValueError: a result without its ``eval_report`` and ``run`` (``evaluate_dataset``'s carry both).
     """
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.report import ModeRun, ReportData, write_report
@@ -361,6 +367,9 @@ def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeRe
     for r in results:
         m = r.metrics
         label = r.mode if r.reranker in ("", "none") else f"{r.mode}+{r.reranker}"
+        if r.eval_report is None or r.run is None:
+            raise ValueError(f"the {label} result has no per-query report and run to draw the HTML report from; "
+                             "pass the results evaluate_dataset returned (they carry both)")
         details = {"runs": m.get("active_mode", ""), "analyzer": m.get("analyzer", ""), "model": m.get("embedding_model") or ""}
         modes.append(ModeRun(label, r.eval_report, r.run, ms_per_query=r.seconds_per_query * 1000, details=details))
     data = ReportData(

@@ -7,11 +7,14 @@ import argparse
 import json
 import sys
 import textwrap
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ragspine_core.errors import RagspineError
 from ragspine_core.settings import Settings
 from ragspine_query.filters import parse_filter_arg
+
+if TYPE_CHECKING:
+    from ragspine_query.rerank.reranker import Reranker
 
 
 def _top_k_arg(value: str) -> int:
@@ -159,11 +162,11 @@ def run_global(args: argparse.Namespace) -> int:
         print(textwrap.indent(textwrap.fill(printable(t.summary), 100), "    "))
         for c in t.citations:
             print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
-    for i, t in enumerate(tree, 1):
-        body = " ".join(t.summary.split())
-        print(f"[tree theme {i}] node {printable(t.node_id)} level {t.level} ({t.n_leaves} chunks, score {t.score:.3f})")
+    for i, node in enumerate(tree, 1):
+        body = " ".join(node.summary.split())
+        print(f"[tree theme {i}] node {printable(node.node_id)} level {node.level} ({node.n_leaves} chunks, score {node.score:.3f})")
         print(textwrap.indent(textwrap.fill(printable(body[:400]) + ("…" if len(body) > 400 else ""), 100), "    "))
-        for c in t.citations:
+        for c in node.citations:
             print(f"    cites {printable(c['chunk_id'][:12])} {printable(c['title'])} ({printable(c['locator'])})")
     return 0
 
@@ -187,7 +190,7 @@ def run_query(args: argparse.Namespace) -> int:
         from ragspine_core.llm import OpenAICompatibleProvider
 
         provider = OpenAICompatibleProvider.from_settings(settings)
-    reranker = "env"
+    reranker: Reranker | str | None = "env"  # "env": the one the settings name (RAGSPINE_RERANKER)
     if args.reranker is not None:
         from ragspine_query.rerank import make_reranker
 
@@ -224,6 +227,7 @@ def run_query(args: argparse.Namespace) -> int:
             if refusal is not None:
                 out["refusal"] = refusal.to_dict()
             if explain:
+                assert snippets.explain is not None  # retrieve(explain=True) always sets it
                 out["explain"] = snippets.explain.to_rows()
             print(json.dumps(out, ensure_ascii=False, indent=2))
         else:

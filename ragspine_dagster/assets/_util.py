@@ -23,8 +23,14 @@ if TYPE_CHECKING:
 TAG_PROGRESS = "ragspine/progress"
 PROGRESS_TERMINAL = "terminal"
 
+#: The context a step runs under: an asset's (the one-step assets of :mod:`.factory`) or an
+#: op's (the steps of the ``chunk_embeddings`` graph in :mod:`.embeddings_fanout`). Dagster's
+#: two context classes are unrelated types with the same ``run``/``log``/``instance``/
+#: ``partition_key`` members, which is all this module reads.
+ExecutionContext = dg.AssetExecutionContext | dg.OpExecutionContext
 
-def step_log(context: dg.AssetExecutionContext) -> tuple[Callable[[str], None], Callable[[Progress], None]]:
+
+def step_log(context: ExecutionContext) -> tuple[Callable[[str], None], Callable[[Progress], None]]:
     """What a step reports through: ``(log, progress)``.
 
     ``log(message)`` writes to the run's log (``context.log``); ``progress(counts)`` writes
@@ -59,7 +65,7 @@ def progress_line(counts: Progress, meter: "RateMeter") -> str:
     return f"{counts.what} {meter.describe(counts.done, counts.total, unit=counts.unit)}"
 
 
-def run_id_of(context: dg.AssetExecutionContext) -> str:
+def run_id_of(context: ExecutionContext) -> str:
     """The run id, or ``""`` when an asset is invoked directly (no run) in a test."""
     try:
         return context.run.run_id
@@ -102,7 +108,7 @@ def md_list(items: Sequence[str], *, limit: int = 20) -> dg.MetadataValue:
 
 
 # ------------------------------------------------------------------ the step layer
-def step_context(context: dg.AssetExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False) -> StepContext:
+def step_context(context: ExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False) -> StepContext:
     """The plain step context of one asset execution (paths, run id, embedding backend…).
 
     ``llm``: the step may call the ``summarizer_llm`` resource (``make_llm``)."""
@@ -140,7 +146,7 @@ def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
 TAG_RUN_HOST = "ragspine/run_host"
 
 
-def _tag_run_host(context: dg.AssetExecutionContext) -> None:
+def _tag_run_host(context: ExecutionContext) -> None:
     try:
         import socket
 
@@ -151,7 +157,7 @@ def _tag_run_host(context: dg.AssetExecutionContext) -> None:
         pass
 
 
-def run_asset_step(step: Step, context: dg.AssetExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False,
+def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False,
                    **inputs: Any) -> StepResult:
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
     _tag_run_host(context)

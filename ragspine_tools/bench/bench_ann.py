@@ -42,7 +42,7 @@ def synthetic_vectors(n: int, dim: int, latent: int, seed: int) -> np.ndarray:
     step = 65536
     for s in range(0, n, step):
         m = min(step, n - s)
-        if latent:
+        if proj is not None and centers is not None:  # latent > 0
             z = centers[rng.integers(0, 256, m)] + rng.standard_normal((m, latent)).astype(np.float32)
             block = z @ proj + 0.5 * rng.standard_normal((m, dim)).astype(np.float32)
         else:

@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         qps: dict[str, dict[int, list[float]]] = {m: {n: [] for n in counts} for m in modes}
         same: dict[str, dict[int, bool]] = {m: {n: True for n in counts} for m in modes}
         reference = {m: run_threads(retrievers[m], queries, 1)[1] for m in modes}
-        for r in range(args.rounds):
-            _log(f"round {r + 1}/{args.rounds}")
+        for rnd in range(args.rounds):
+            _log(f"round {rnd + 1}/{args.rounds}")
             for m in modes:
                 for n in counts:
                     wall, ids = run_threads(retrievers[m], queries, n)

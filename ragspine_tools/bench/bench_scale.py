@@ -423,6 +423,9 @@ def library_view(base: Any, vectors: np.ndarray, model_id: str, ann_dir: Path | 
     from ragspine_query.library import EmbeddingMatrix, Library
 
     class _ScaleView(Library):
+        _bench_matrix: EmbeddingMatrix  # both set below, after Library.__init__
+        _bench_ann: Path | None
+
         def embeddings(self):  # noqa: D102
             return getattr(self, "_bench_matrix", None)
 
@@ -471,7 +474,8 @@ def run_query(args: argparse.Namespace, work: Path, snapshot: Path, queries: lis
     h_ann = HybridRetriever(ann_view, embedding_backend=lookup, config=RetrievalConfig(mode="hybrid"))
 
     # recall@10 of the ANN path (search_dense, as the dense channel calls it) vs the exact scan
-    hits10 = hits_d = agree = 0
+    hits10 = hits_d = 0
+    agree = 0.0
     for i, q in enumerate(qvecs):
         truth_d, _ = top_k_cosine(vectors, q, depth)
         truth = truth_d[:TOP_K]  # the exact top 10 (scores descending, ties by position)
@@ -495,7 +499,7 @@ def run_query(args: argparse.Namespace, work: Path, snapshot: Path, queries: lis
     timer.add("dense_exact", lambda i: top_k_cosine(vectors, qvecs[i], depth), range(n_q))
     timer.add("dense_ann", lambda i: search_dense(vectors, qvecs[i], depth, ann), range(n_q))
     views = [exact_view, ann_view]
-    why = "--no-minilm"
+    why: str | None = "--no-minilm"
     if not args.no_minilm:
         backend, _single, why = make_onnx()
         if backend is not None:
@@ -651,10 +655,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--phases {phases[0]} needs --workdir")
         args.workdir.mkdir(parents=True, exist_ok=True)
         run = run_dense if phases == ["dense"] else run_ann_update
-        report = {"target_chunks": args.scale, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  "machine": machine_description(), "seed": args.seed,
-                  phases[0]: run(args, args.workdir, args.rows or args.scale)}
+        report: dict[str, Any] = {
+            "target_chunks": args.scale, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "machine": machine_description(), "seed": args.seed,
+            phases[0]: run(args, args.workdir, args.rows or args.scale)}
         name = args.name or f"scale_{args.scale}_{phases[0]}"
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{name}.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
@@ -671,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     raw = work / "raw" / LIBRARY_ID
     state_path = work / STATE_FILE
     state = json.loads(state_path.read_text()) if (args.reuse and state_path.exists()) else {}
-    report: dict[str, Any] = {
+    report = {
         "target_chunks": args.scale, "command": "python -m ragspine_tools.bench.bench_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_description(),
         "seed": args.seed, "library_toml": library_toml(args),

@@ -26,8 +26,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ragspine_index.raptor.summarizers import Summarizer
 
 
 def _rss_kb(field: str) -> int:
@@ -44,9 +48,19 @@ def _reset_peak() -> None:
         pass
 
 
+def _extractive() -> Summarizer:
+    """The extractive summarizer, typed as the tree builder's ``Summarizer``.
+
+    The cast: ``ExtractiveSummarizer`` is a frozen dataclass (read-only ``id``/``is_llm``)
+    and the ``Summarizer`` protocol declares them as settable attributes, which mypy does
+    not match; it can go when the protocol declares them read-only."""
+    from ragspine_index.raptor.summarizers import ExtractiveSummarizer
+
+    return cast("Summarizer", ExtractiveSummarizer())
+
+
 def synthetic(n: int, seed: int = 7) -> dict:
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.raptor.summarizers import ExtractiveSummarizer
     from ragspine_index.steps.summary_tree import LEXICAL_VECTOR_DIM, Leaves, TreeParams, build_summary_tree
     from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
@@ -71,13 +85,13 @@ def synthetic(n: int, seed: int = 7) -> dict:
     vectors = embed(texts)
     t_embed = time.perf_counter() - t0
     ref = build_summary_tree(paths, leaves, vectors, embed=embed, vector_kind=f"lexical:{backend.model_id}",
-                             summarizer=ExtractiveSummarizer(), summary_cache_path=None, params=TreeParams(),
+                             summarizer=_extractive(), summary_cache_path=None, params=TreeParams(),
                              input_hash=f"synthetic-{n}-{seed}", store_leaf_vectors=True,
                              progress=lambda m: print(m, file=sys.stderr, flush=True))
     peak = _rss_kb("VmHWM")
     # a re-run over the unchanged input: the built tree is reused (no clustering, no summarizer call)
     again = build_summary_tree(paths, leaves, vectors, embed=embed, vector_kind=f"lexical:{backend.model_id}",
-                               summarizer=ExtractiveSummarizer(), summary_cache_path=None, params=TreeParams(),
+                               summarizer=_extractive(), summary_cache_path=None, params=TreeParams(),
                                input_hash=f"synthetic-{n}-{seed}", store_leaf_vectors=True)
     return {"chunks": n, "embed_leaves_s": round(t_embed, 1), "build_s": round(ref.seconds, 1),
             "peak_rss_mb": round(peak / 1024, 1), "rss_before_mb": round(base / 1024, 1),
@@ -146,7 +160,6 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     """The built library's tree again from scratch (no previous tree to start from), its
     summary vectors from the embedding cache: the clustering + summarizing cost."""
     from ragspine_tools.evaluate import prepare_library
-    from ragspine_index.raptor.summarizers import ExtractiveSummarizer
     from ragspine_index.steps.summary_tree import TreeParams, _cached_embed, _read_leaves, build_summary_tree
     from ragspine_query.library import open_library
     from ragspine_query.link import backend_for_library
@@ -158,11 +171,14 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     if emb is None or not np.array_equal(np.asarray(emb.rows), leaves.rows):
         raise SystemExit("build the library first (tree_bench.py beir … with the same --out and --embedding)")
     backend = backend_for_library(lib, "hybrid", spec=embedding)
+    if backend is None:
+        raise SystemExit(f"no embedding backend for the library's vectors ({lib.embedding_model_id}) with "
+                         f"--embedding {embedding}: install its model, or pass the --embedding the library was built with")
     embed = _cached_embed(backend, cache)
     _reset_peak()
     t0, c0 = time.perf_counter(), time.process_time()
     ref = build_summary_tree(paths, leaves, np.asarray(emb.vectors, np.float32), embed=embed,
-                             vector_kind=f"embedding:{backend.model_id}", summarizer=ExtractiveSummarizer(),
+                             vector_kind=f"embedding:{backend.model_id}", summarizer=_extractive(),
                              summary_cache_path=None, params=TreeParams(), input_hash=f"scratch-{time.time_ns()}",
                              previous=None)
     out_ = {"leaves": len(leaves.rows), "build_s": round(time.perf_counter() - t0, 1),

@@ -284,9 +284,9 @@ def render_report(data: ReportData) -> str:
     out.append(f"<h2>Paired bootstrap against {_esc(base.label)}</h2>")
     if comparisons:
         out.append("<table><tr><th>comparison</th><th>difference</th><th>95% interval</th><th>p</th></tr>")
-        for label, r in comparisons:
-            out.append(f"<tr><td>{_esc(label)}</td><td class=\"num\">{r.mean_difference:+.4f}</td>"
-                       f"<td class=\"num\">{r.ci_low:+.4f} … {r.ci_high:+.4f}</td><td class=\"num\">{r.p_value:.4f}</td></tr>")
+        for label, b in comparisons:
+            out.append(f"<tr><td>{_esc(label)}</td><td class=\"num\">{b.mean_difference:+.4f}</td>"
+                       f"<td class=\"num\">{b.ci_low:+.4f} … {b.ci_high:+.4f}</td><td class=\"num\">{b.p_value:.4f}</td></tr>")
         n = comparisons[0][1]
         out.append(f"</table><p class=\"note\">nDCG@10, {n.n_resamples:,} resamples of the {n.n_queries} queries, seed {n.seed}; "
                    "an interval that excludes 0 is drawn green (better) or red (worse).</p>")

@@ -120,6 +120,16 @@ def test_an_output_stored_by_an_older_ragspine_asks_for_re_materialization(store
         get("bm25_index")
 
 
+@pytest.mark.parametrize("value", [None, "not a reference"])
+def test_a_documents_file_without_its_reference_is_a_located_error(store, value):
+    put, get = store
+    path = put("bm25_index", {"directory": "/x"})
+    path.write_bytes(pickle.dumps({"format": "ragspine-step-output/1", "kind": "document_set", "value": value}))
+    with pytest.raises(RagspineError, match=r"of asset bm25_index, partition 'sample' holds no document-set "
+                                            r"reference; re-materialize it"):
+        get("bm25_index")
+
+
 def test_the_code_location_stores_step_outputs_through_it(tmp_path):
     from ragspine_dagster.definitions import make_resources
 

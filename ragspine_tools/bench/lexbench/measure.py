@@ -36,7 +36,7 @@ def machine_description() -> dict:
         physical = psutil.cpu_count(logical=False)
     except ImportError:  # pragma: no cover - psutil is a bench dependency
         ram_gb, physical = None, None
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in ("numpy", "bm25s", "numba", "tantivy", "psutil", "dagster"):
         try:
             versions[dist] = metadata.version(dist)
