@@ -1,8 +1,28 @@
 """Every environment variable RAGSpine reads, in one table, read in one place.
 
-The edges (the ``ragspine`` CLI, the Dagster definitions, ``build_narrative_retriever``)
-call :meth:`Settings.from_env` once and pass plain values inward; nothing deeper reads
-``os.environ``. ``docs/configuration.md`` is this table in prose.
+The edges (the ``ragspine`` CLI, the Dagster definitions and ``ragspine ingest``,
+``build_narrative_retriever``, ``ragspine eval``) call :meth:`Settings.from_env` once and
+pass plain values inward — the embedding settings as one
+:class:`~ragspine_core.dense.embedding.EmbeddingSpec` (``EmbeddingSpec.from_settings``).
+``docs/configuration.md`` holds this table, generated (``python -m ragspine_core.settings``).
+
+Three variables are read deep on purpose, each where it acts, through this table:
+
+* ``RAGSPINE_QUERY_JIT`` (``ragspine_core.runtime.kernels``): a process-wide switch of
+  the compiled query kernels, read once when the kernels are first asked for; every
+  ranking path reaches the kernels, and none of them is configured by a caller that could
+  pass it (the results are the same either way).
+* ``RAGSPINE_INGEST_WORKERS`` (``ragspine_index.workers``): the worker processes of the
+  machine a step runs on, read at each call, so a step on a Dagster or Celery worker sees
+  that worker's own value, not the value of the process that launched the run.
+* ``DAGSTER_HOME`` (``ragspine_dagster.ingest``): Dagster's own variable (where its
+  instance lives), read and set as Dagster does, not a RAGSpine setting.
+
+Besides these, a few library functions read :meth:`Settings.from_env` only when their
+caller passes no settings, as a convenience for scripts and tests (the edges always
+pass them): ``make_embedding_backend``, ``make_reranker``, ``backend_for_library``,
+``OpenAICompatibleProvider.from_env`` and ``runtime.threads.query_threads``
+(``RAGSPINE_QUERY_THREADS``, process-wide like the JIT switch).
 """
 
 from __future__ import annotations

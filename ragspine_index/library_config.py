@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ragspine_core.dense.embedding import EmbeddingSpec
 from ragspine_core.errors import ConfigError
 from ragspine_core.lexical.bm25 import BM25Params
 
@@ -30,7 +31,9 @@ class LibraryConfig:
     max_chars: int = DEFAULT_CHUNK_CHARS
     overlap_chars: int = DEFAULT_OVERLAP_CHARS
     analyzer: str = "auto"
-    #: An embedding spec for ``make_embedding_backend``; validated there, not here.
+    #: The library's embedding backend: a name of ``ragspine_core.dense.embedding.EMBEDDING_BACKENDS``
+    #: (a built-in or a registered plug-in; ``auto``: the run-level choice). It replaces
+    #: only the backend of the run's ``EmbeddingSpec`` (model folder, endpoint and key stay).
     embedding: str = "auto"
     contextual: bool = True
     #: Chunker-specific settings (unset: the chunker's default), validated against the
@@ -92,6 +95,7 @@ class LibraryConfig:
             object.__setattr__(self, name, value.strip().lower())
         if self.chunker not in CHUNKER_NAMES:
             raise ConfigError(f"unknown chunker {self.chunker!r}; allowed: {', '.join(CHUNKER_NAMES)}")
+        EmbeddingSpec(backend=self.embedding)  # an unknown backend: the message lists the choices
         if self.analyzer not in ANALYZERS:
             raise ConfigError(f"unknown analyzer {self.analyzer!r}; allowed: {', '.join(ANALYZERS)}")
         for name in ("max_chars", "overlap_chars"):

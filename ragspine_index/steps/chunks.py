@@ -225,7 +225,7 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
     backend = None
     if documents.config.chunker == SemanticChunker.name and getattr(documents.config, "boundary_embedder", None) != "lexical":
         # the semantic chunker draws boundaries with the backend chunk_embeddings uses
-        backend = ctx.backend(resolve_library_settings(documents, embedding=ctx.embedding).embedding)
+        backend = ctx.backend(resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec)
     with SentenceEmbeddings(backend, documents.library_id, ctx.cache_path) as sentences:
         update = update_chunk_store(documents, store, run_id=ctx.run_id, sentences=sentences)
     if update.boundary_embedder:

@@ -616,7 +616,7 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
             return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, True, {"restricted_nodes": 0, "restricted_edges": 0,
                                                                                "unsupported_labels": 0, "unsupported_summaries": 0},
                                             note),))
-    backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
+    backend = ctx.backend(settings.embedding_spec) if settings.embedding != "none" else None
     extractor = None
     slot = str(getattr(documents.config, "relation_extractor", "cooccurrence"))
     legacy_llm = getattr(documents.config, "graph_extractor", "offline") == "llm"  # co-occurrence and OpenIE, as before

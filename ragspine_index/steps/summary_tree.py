@@ -453,11 +453,11 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
             raise ConfigError("the chunk embeddings do not cover exactly the open chunks; re-materialize chunk_embeddings "
                               "and summary_tree together")
         leaf_vectors = np.load(d / schema.EMB_VECTORS)
-        spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+        spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec
         backend = ctx.backend(spec)
         if backend is None or backend.model_id != chunk_embeddings.model_id:
             raise ConfigError(f"the summary tree needs the chunks' embedding model {chunk_embeddings.model_id!r} to embed "
-                              f"its summaries; configure that backend ({spec!r}) and re-materialize")
+                              f"its summaries; configure that backend ({spec.backend!r}) and re-materialize")
         embed = _cached_embed(backend, ctx.cache_path)
         vector_kind = f"embedding:{chunk_embeddings.model_id}"
         vec_hash = chunk_embeddings.content_hash
