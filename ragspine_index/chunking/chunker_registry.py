@@ -66,7 +66,7 @@ def _check_chunker(name: str, cls: type) -> None:
 #: Every chunker by name: the built-ins (in the order of :data:`CHUNKER_NAMES`), then the
 #: classes given to :func:`register_chunker`. ``_library.toml`` ``chunker`` selects one.
 CHUNKERS: Registry[type] = Registry("chunker", check=_check_chunker)
-for _order, _cls in enumerate((
+_BUILTIN_CHUNKERS: tuple[Any, ...] = (
     ParagraphChunker,
     LayoutChunker,
     ParentChildChunker,
@@ -75,7 +75,8 @@ for _order, _cls in enumerate((
     QAChunker,
     BookChunker,
     SemanticChunker,
-)):
+)
+for _order, _cls in enumerate(_BUILTIN_CHUNKERS):
     CHUNKERS.register(_cls.name, _cls, order=_order * 10, builtin=True)
 del _order, _cls
 
@@ -156,7 +157,7 @@ def make_chunker(name: str = DEFAULT_CHUNKER, **params: Any) -> Chunker:
     return cls(**params)
 
 
-def _chunker_class(name: str) -> type:
+def _chunker_class(name: str) -> Any:
     key = str(name).strip().lower()
     if key not in CHUNKERS:
         raise ConfigError(f"unknown chunker {name!r}; allowed: {', '.join(chunker_names())}")

@@ -57,8 +57,8 @@ class ChunkUpdate:
         """The update as it may be stored outside the data plane (Dagster's step outputs):
         the id lists keep only open documents and ``restricted`` is emptied. Downstream
         steps read the chunk store, never these lists."""
-        return replace(self, **{name: tuple(self.shown(getattr(self, name))) for name in _ID_LISTS},
-                       restricted=())
+        shown: dict[str, Any] = {name: tuple(self.shown(getattr(self, name))) for name in _ID_LISTS}
+        return replace(self, **shown, restricted=())
 
 
 _ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error")

@@ -34,7 +34,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from ragspine_core.errors import RagspineError
 from ragspine_core.records import is_restricted
@@ -171,7 +171,7 @@ def embed_shard(ctx: StepContext, index_text: IndexTextRef, shard: EmbeddingShar
             says to give every worker the same embedding settings).
     """
     t0 = time.perf_counter()
-    where = dict(host=socket.gethostname(), pid=os.getpid(), worker=_celery_worker())
+    where: dict[str, Any] = dict(host=socket.gethostname(), pid=os.getpid(), worker=_celery_worker())
     if not shard.rows:
         return ShardResult(shard.index, 0, 0, time.perf_counter() - t0, **where)
     table = read_index_text(index_text)
