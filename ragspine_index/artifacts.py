@@ -9,7 +9,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ragspine_core import schema
 from ragspine_core.errors import ConfigError
@@ -96,7 +96,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_once(target: Path, build: "callable[[Path], None]") -> Path:
+def write_once(target: Path, build: Callable[[Path], object]) -> Path:
     """Build a directory atomically: into a temp sibling, then rename. Reuses an existing one.
 
     The size and sha256 of every file built are recorded beside the folder

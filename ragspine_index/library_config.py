@@ -8,10 +8,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ragspine_core.dense.embedding import EmbeddingSpec
 from ragspine_core.errors import ConfigError
 from ragspine_core.lexical.bm25 import BM25Params
 
-from ragspine_index.chunking import CHUNKER_NAMES, DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, Chunker, chunker_params, make_chunker
+from ragspine_index.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, Chunker, chunker_names, chunker_params, make_chunker
 from ragspine_index.converters.files import DEFAULTS_TABLE
 from ragspine_index.library_config_guard import describe_keys, read_config_bytes, scrub_values
 
@@ -30,7 +31,9 @@ class LibraryConfig:
     max_chars: int = DEFAULT_CHUNK_CHARS
     overlap_chars: int = DEFAULT_OVERLAP_CHARS
     analyzer: str = "auto"
-    #: An embedding spec for ``make_embedding_backend``; validated there, not here.
+    #: The library's embedding backend: a name of ``ragspine_core.dense.embedding.EMBEDDING_BACKENDS``
+    #: (a built-in or a registered plug-in; ``auto``: the run-level choice). It replaces
+    #: only the backend of the run's ``EmbeddingSpec`` (model folder, endpoint and key stay).
     embedding: str = "auto"
     contextual: bool = True
     #: Chunker-specific settings (unset: the chunker's default), validated against the
@@ -90,8 +93,9 @@ class LibraryConfig:
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
             object.__setattr__(self, name, value.strip().lower())
-        if self.chunker not in CHUNKER_NAMES:
-            raise ConfigError(f"unknown chunker {self.chunker!r}; allowed: {', '.join(CHUNKER_NAMES)}")
+        if self.chunker not in chunker_names():  # the built-ins and registered chunkers
+            raise ConfigError(f"unknown chunker {self.chunker!r}; allowed: {', '.join(chunker_names())}")
+        EmbeddingSpec(backend=self.embedding)  # an unknown backend: the message lists the choices
         if self.analyzer not in ANALYZERS:
             raise ConfigError(f"unknown analyzer {self.analyzer!r}; allowed: {', '.join(ANALYZERS)}")
         for name in ("max_chars", "overlap_chars"):
@@ -180,7 +184,7 @@ def check_chunker_options(config: Any) -> None:
     allowed = chunker_params(name)
     for key, value in chunker_options(config).items():
         if key not in allowed:
-            takers = [c for c in CHUNKER_NAMES if key in chunker_params(c)]
+            takers = [c for c in chunker_names() if key in chunker_params(c)]
             raise ConfigError(
                 f"{key} = {value!r} does not apply to chunker {name!r}; it is a setting of "
                 f"{', '.join(map(repr, takers))}: remove it or set chunker to one of those")

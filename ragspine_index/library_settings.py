@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ragspine_core.dense.embedding import EmbeddingSpec, auto_backend_for_chunk_shares, canonical_embedding_spec
 from ragspine_core.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
 from ragspine_core.text.language import MIXED_LIBRARY_THRESHOLD
 
@@ -34,12 +35,20 @@ FUSION_K1_EMBEDDINGS: tuple[str, ...] = ("onnx", "minilm+e5")
 
 @dataclass(frozen=True, slots=True)
 class LibrarySettings:
-    #: The concrete embedding spec (never ``auto``): ``none``, ``onnx``, ``deterministic``…
-    embedding: str
+    """What one library is built with (:func:`resolve_library_settings`)."""
+
+    #: The run-level spec with this library's backend (never ``auto``): the value the
+    #: steps build their backend from (``StepContext.backend``).
+    embedding_spec: EmbeddingSpec
     #: The glossary TOML that is published with the snapshot, or None (no glossary).
     glossary_path: Path | None
     #: The BM25 parameters of both lexical fields (see :func:`bm25_params_for`).
     bm25: BM25Params = BM25Params()
+
+    @property
+    def embedding(self) -> str:
+        """The concrete backend name (never ``auto``): ``none``, ``onnx``, ``deterministic``…"""
+        return self.embedding_spec.backend
 
 
 #: Characters of a document per chunk, for :func:`chunk_language_shares` (about what the
@@ -68,27 +77,28 @@ def resolve_embedding_spec(spec: str, docs: DocumentSet) -> str:
     """``auto`` picks by the languages of the library's chunks
     (:func:`ragspine_core.dense.embedding.auto_backend_for_chunk_shares`); a named spec
     comes back with its alias resolved (``minilm`` -> ``onnx``)."""
-    from ragspine_core.dense.embedding import auto_backend_for_chunk_shares, canonical_embedding_spec
-
     s = canonical_embedding_spec(spec)
     if s != "auto":
         return s
     return auto_backend_for_chunk_shares(chunk_language_shares(docs).get("zh", 0.0))
 
 
-def resolve_library_settings(docs: DocumentSet, *, embedding: str = "auto", glossary_path: Path | str | None = None) -> LibrarySettings:
+def resolve_library_settings(docs: DocumentSet, *, embedding: EmbeddingSpec | str = "auto",
+                             glossary_path: Path | str | None = None) -> LibrarySettings:
     """The settings one library is built with.
 
-    * embedding: the library's own ``_library.toml`` ``embedding`` when it is not
-      ``auto``, else the run-level ``embedding`` (resource, CLI flag or argument);
-      ``auto`` then resolves by the library's languages.
+    * embedding: the run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec`
+      (resource, CLI flag or argument; a bare name is a spec of that backend alone) with
+      its backend replaced by the library's own ``_library.toml`` ``embedding`` when that
+      is not ``auto``; ``auto`` then resolves by the library's languages.
     * glossary: ``glossary_path`` when that file exists, else none.
     """
+    run = EmbeddingSpec.coerce(embedding)
     own = (getattr(docs.config, "embedding", "auto") or "auto").strip().lower()
-    spec = resolve_embedding_spec(embedding if own == "auto" else own, docs)
+    spec = run.with_backend(resolve_embedding_spec(run.backend if own == "auto" else own, docs))
     glossary = Path(glossary_path) if glossary_path else None
     return LibrarySettings(spec, glossary if glossary is not None and glossary.is_file() else None,
-                           bm25_params_for(docs.config, spec, chunk_language_shares(docs)))
+                           bm25_params_for(docs.config, spec.backend, chunk_language_shares(docs)))
 
 
 #: The embedding specs of a mixed library whose *English* rows get :data:`FUSION_BM25_K1`

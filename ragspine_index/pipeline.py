@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ragspine_core.dense.embedding import EmbeddingSpec
+
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.chunking import CHUNKER_VERSIONS
 from ragspine_index.steps.chunks import CHUNK_CHECKS, ChunkUpdate, chunks_step
@@ -104,15 +106,19 @@ class BuildResult:
     timings: dict
 
 
-def build_library(paths: LibraryPaths, *, embedding: str = "none", cache_path: Path, run_id: str = "local",
+def build_library(paths: LibraryPaths, *, embedding: EmbeddingSpec | str = "none", cache_path: Path, run_id: str = "local",
                   code_versions: Mapping[str, str] | None = None, glossary_path: Path | None = None,
                   keep: int = DEFAULT_KEEP_SNAPSHOTS, progress: Callable[[str], None] | None = None,
                   make_backend: Callable[[str], Any] | None = None,
                   make_llm: Callable[[], Any] | None = None, ann: Any = None) -> BuildResult:
     """Run :data:`STEPS` in order (documents → … → index_manifest), exactly as a Dagster run.
 
-    ``embedding`` is the run-level spec; a library's ``_library.toml`` ``embedding`` wins
-    (:func:`~.library_settings.resolve_library_settings`, shared with the assets).
+    ``embedding`` is the run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec`
+    (the caller, an edge, builds it: ``EmbeddingSpec.from_settings(Settings.from_env(), backend=...)``
+    is what ``ragspine eval`` passes); a bare backend name is a spec of that name alone
+    (no model folder, endpoint or key; nothing here reads the environment). A library's
+    ``_library.toml`` ``embedding`` wins (:func:`~.library_settings.resolve_library_settings`,
+    shared with the assets).
     ``glossary_path`` is published as the snapshot's glossary when it exists.
     ``make_llm()`` gives the LLM provider of a library whose ``summarizer`` is ``llm``.
     ``ann`` (an ``AnnConfig``) sets when the embeddings step builds the ANN index.
@@ -123,7 +129,7 @@ def build_library(paths: LibraryPaths, *, embedding: str = "none", cache_path: P
         BlockingCheckError: a blocking check failed (the message names it); nothing was
             published and ``current`` keeps serving the previous snapshot.
     """
-    ctx = StepContext(paths=paths, cache_path=Path(cache_path), run_id=run_id, embedding=embedding,
+    ctx = StepContext(paths=paths, cache_path=Path(cache_path), run_id=run_id, embedding=EmbeddingSpec.coerce(embedding),
                       make_backend=make_backend, glossary_path=glossary_path, keep=keep,
                       code_versions=dict(CODE_VERSIONS if code_versions is None else code_versions),
                       log=progress or (lambda msg: None), make_llm=make_llm, ann=ann)

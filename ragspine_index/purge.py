@@ -151,11 +151,11 @@ def purge_derived(paths: LibraryPaths, cache_dir: Path, *, keep: Iterable[Path] 
         names = (stale_labels | openie_names | lineage.titles) - current_labels
         doomed = ({text_hash(t) for t in lineage.index_texts} | {text_hash(s) for s in summaries}
                   | {text_hash("entity:" + n) for n in names})
-        cache = EmbeddingCache(cache_dir / "embeddings.sqlite")
+        vectors = EmbeddingCache(cache_dir / "embeddings.sqlite")
         try:
-            counts["vectors"] = cache.purge(sorted(doomed))
+            counts["vectors"] = vectors.purge(sorted(doomed))
         finally:
-            cache.close()
+            vectors.close()
     for kind in DERIVED_WORK_KINDS:
         root = paths.work / kind
         if not root.is_dir():

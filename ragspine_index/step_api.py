@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ragspine_core.dense.embedding import EmbeddingSpec, build_embedding_backend
 from ragspine_core.errors import RagspineError
 
 from ragspine_index.artifacts import LibraryPaths
@@ -97,17 +98,19 @@ def _silent(message: str) -> None:
 class StepContext:
     """Everything a step needs besides its upstream values.
 
-    ``embedding`` is the run-level embedding spec (Dagster resource, ``ragspine ingest
-    --embedding``, ``build_library(embedding=...)``); a library's own ``_library.toml``
-    ``embedding`` wins over it (:func:`~.library_settings.resolve_library_settings`).
-    ``make_backend(spec)`` builds the backend of a resolved spec; ``None`` uses
-    :func:`ragspine_core.dense.embedding.make_embedding_backend`.
+    ``embedding`` is the run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec`
+    (built at an edge: the Dagster resource, ``ragspine ingest --embedding``,
+    ``build_library(embedding=...)``; a bare backend name is taken as a spec of that name
+    alone); a library's own ``_library.toml`` ``embedding`` replaces its backend
+    (:func:`~.library_settings.resolve_library_settings`). :meth:`backend` builds the
+    backend of a resolved spec with :func:`~ragspine_core.dense.embedding.build_embedding_backend`;
+    ``make_backend(name)``, when given, builds it instead (an override for tests and scripts).
     """
 
     paths: LibraryPaths
     cache_path: Path
     run_id: str = ""
-    embedding: str = "auto"
+    embedding: EmbeddingSpec = field(default_factory=EmbeddingSpec)
     make_backend: Callable[[str], Any] | None = None
     glossary_path: Path | None = None
     keep: int = DEFAULT_KEEP_SNAPSHOTS
@@ -123,6 +126,10 @@ class StepContext:
     #: :meth:`Progress.text`.
     report_progress: Callable[[Progress], None] | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.embedding, EmbeddingSpec):  # a bare backend name (older callers)
+            object.__setattr__(self, "embedding", EmbeddingSpec.coerce(self.embedding))
+
     def progress(self, counts: Progress) -> None:
         """Report ``counts`` (e.g. ``Progress("embedded", 64, 243, "new texts")``)."""
         if self.report_progress is not None:
@@ -130,9 +137,10 @@ class StepContext:
         else:
             self.log(counts.text())
 
-    def backend(self, spec: str) -> Any:
+    def backend(self, spec: EmbeddingSpec | str) -> Any:
+        """The backend of a resolved spec (``None`` for ``none``); a backend name is this
+        run's :attr:`embedding` with that backend (an embedding shard's plan names one)."""
+        resolved = spec if isinstance(spec, EmbeddingSpec) else self.embedding.with_backend(spec)
         if self.make_backend is not None:
-            return self.make_backend(spec)
-        from ragspine_core.dense.embedding import make_embedding_backend
-
-        return make_embedding_backend(spec)
+            return self.make_backend(resolved.backend)
+        return build_embedding_backend(resolved)

@@ -204,7 +204,7 @@ def build_narrative_retriever(
         lib = open_library(p)
         backend = embedding_backend
         if backend == "env":
-            backend = backend_for_library(lib, config.mode, settings.embedding)
+            backend = backend_for_library(lib, config.mode, settings.embedding, settings=settings)
         retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config)
         if glossary == "auto" and glossary_obj is None:
             gpath = lib.artifact_path("glossary")
@@ -253,11 +253,14 @@ def build_narrative_retriever(
                                                   postprocessors=extra_post))
 
 
-def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False) -> Any | None:
+def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False,
+                        settings: Settings | None = None) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
 
-    ``spec`` (default: ``Settings.from_env().embedding``, i.e. ``RAGSPINE_EMBEDDING``, else
-    ``auto``): ``none`` disables the dense
+    ``settings`` (default :meth:`Settings.from_env`, read here only when not given; an edge
+    such as :func:`build_narrative_retriever` passes its own) complete the backend's spec
+    (model folder, endpoint, key, e5 engine). ``spec`` (default: ``settings.embedding``,
+    i.e. ``RAGSPINE_EMBEDDING``, else ``auto``): ``none`` disables the dense
     channel; ``auto`` re-creates the backend recorded in the manifest when its extra is
     installed and silently falls back to BM25 when it is not (``strict=True``: raises
     the ImportError/MissingExtraError instead, for a caller that reports it).
@@ -269,7 +272,8 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     emb = library.manifest.get("embedding")
     if not emb:
         return None
-    spec = (spec or Settings.from_env().embedding or "auto").lower()
+    settings = settings or Settings.from_env()
+    spec = (spec or settings.embedding or "auto").lower()
     if spec == "none":
         return None
     from ragspine_core.dense.embedding import make_embedding_backend
@@ -278,7 +282,8 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     backend_spec = emb.get("backend", spec)
     try:
         # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
-        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, threads=query_threads())
+        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, settings=settings,
+                                      threads=query_threads())
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None

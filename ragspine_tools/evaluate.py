@@ -167,7 +167,8 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: P
 
     from ragspine_index.pipeline import build_library
 
-    from ragspine_core.dense.embedding import canonical_embedding_spec
+    from ragspine_core.dense.embedding import EmbeddingSpec, canonical_embedding_spec
+    from ragspine_core.settings import Settings
 
     want = canonical_embedding_spec(embedding)
     try:
@@ -180,7 +181,9 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: P
     except Exception:
         pass
     t0 = time.perf_counter()
-    res = build_library(paths, embedding=embedding, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
+    # the environment's model folder, endpoint, key and e5 engine complete the spec here, at the edge
+    spec = EmbeddingSpec.from_settings(Settings.from_env(), backend=embedding)
+    res = build_library(paths, embedding=spec, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
                         run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
                         glossary_path=glossary_path)
     _say(f"indexed in {time.perf_counter() - t0:.1f}s: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()), quiet)

@@ -6,11 +6,13 @@ sentence-transformers load when the backend that needs them is built.
 
 from ragspine_core.dense.embedding import (
     CJK_MULTILINGUAL_THRESHOLD,
+    EMBEDDING_BACKENDS,
     EMBEDDING_SPECS,
     BaseEmbeddingBackend,
     DeterministicEmbeddingBackend,
     EmbeddingBackend,
     EmbeddingKind,
+    EmbeddingSpec,
     EnsembleEmbeddingBackend,
     MultilingualE5Backend,
     MultilingualUSEBackend,
@@ -20,20 +22,24 @@ from ragspine_core.dense.embedding import (
     OpenAIEmbeddingBackend,
     SentenceTransformersBackend,
     auto_backend_for_languages,
+    build_embedding_backend,
     ensure_compatible,
     l2_normalize,
     make_embedding_backend,
     packaged_minilm_files,
+    register_embedding_backend,
 )
 from ragspine_core.dense.vector_store import InProcessVectorStore, VectorStore, top_k_cosine
 
 __all__ = [
     "CJK_MULTILINGUAL_THRESHOLD",
+    "EMBEDDING_BACKENDS",
     "EMBEDDING_SPECS",
     "BaseEmbeddingBackend",
     "DeterministicEmbeddingBackend",
     "EmbeddingBackend",
     "EmbeddingKind",
+    "EmbeddingSpec",
     "EnsembleEmbeddingBackend",
     "InProcessVectorStore",
     "MultilingualE5Backend",
@@ -45,9 +51,11 @@ __all__ = [
     "SentenceTransformersBackend",
     "VectorStore",
     "auto_backend_for_languages",
+    "build_embedding_backend",
     "ensure_compatible",
     "l2_normalize",
     "make_embedding_backend",
     "packaged_minilm_files",
+    "register_embedding_backend",
     "top_k_cosine",
 ]

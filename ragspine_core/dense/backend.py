@@ -6,7 +6,7 @@ normalisation every backend applies) lives here, next to nothing heavier than nu
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -109,20 +109,69 @@ def as_text_list(texts: Sequence[str]) -> list[str]:
 
 
 class BaseEmbeddingBackend(ABC):
-    """Convenience base: implement :meth:`embed`, get :meth:`embed_texts` and :meth:`embed_query`."""
+    """The one ``embed()`` of every built-in backend: a backend implements its model call.
+
+    :meth:`embed` is a template: it checks ``kind`` and ``batch_size`` and that ``texts``
+    is a sequence of strings, returns a ``(0, dim)`` array for no texts, asks the model for
+    the raw vectors and L2-normalises them once (unless :attr:`normalize_output` is off).
+    The model call is one of two hooks:
+
+    * :meth:`_embed_batch` (``texts, kind -> (len(texts), d) array``): the usual one;
+      :meth:`_embed_items` calls it on consecutive batches of ``batch_size`` texts;
+    * :meth:`_embed_items` (``texts, kind, batch_size -> (n, dim) array``): for a model
+      that batches by itself (the ONNX encoder sorts texts by token length across the
+      whole call; sentence-transformers takes the whole list).
+
+    Also derived: :meth:`embed_texts` and :meth:`embed_query`. A subclass may still
+    override :meth:`embed` as a whole.
+    """
 
     model_id: str
     dim: int
+    #: Texts per model call when :meth:`embed` is given no ``batch_size``.
+    batch_size: int = 32
+    #: Whether :meth:`embed` L2-normalises the model's vectors (off: the model returns unit
+    #: rows itself, or its configuration asks for raw vectors).
+    normalize_output: bool = True
 
-    @abstractmethod
     def embed(
         self,
         texts: Sequence[str],
         *,
         kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
+        batch_size: int | None = None,
     ) -> np.ndarray:
-        """Embed ``texts`` into a float32 ``(len(texts), dim)`` array of unit rows."""
+        """Embed ``texts`` into a float32 ``(len(texts), dim)`` array of unit rows.
+
+        ``kind`` (``query`` or ``passage``) picks the model's prefix where it has one;
+        ``batch_size`` bounds the texts per model call (default :attr:`batch_size`).
+
+        Raises:
+            TypeError: ``texts`` is one string, or holds something that is not a string.
+            ConfigError: an invalid ``kind`` or ``batch_size``.
+        """
+        check_kind(kind)
+        size = self.batch_size if batch_size is None else batch_size
+        check_batch_size(size)
+        items = as_text_list(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._embed_items(items, kind, size)
+        return l2_normalize(vectors) if self.normalize_output else vectors
+
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """The raw vectors of ``texts`` (at least one): :meth:`_embed_batch` on consecutive
+        batches of ``batch_size``, in order, as one float32 ``(n, dim)`` array."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            part = texts[start : start + batch_size]
+            out[start : start + len(part)] = self._embed_batch(part, kind)
+        return out
+
+    def _embed_batch(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
+        """The model call: raw vectors of one batch of ``texts``, shape ``(len(texts), dim)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _embed_batch(texts, kind) "
+                                  "(or _embed_items, or embed)")
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """Embed passages and return plain Python lists (SPEC §6 signature)."""

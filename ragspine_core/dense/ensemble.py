@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingBackend, EmbeddingKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +57,12 @@ class EnsembleEmbeddingBackend(BaseEmbeddingBackend):
         self.dim = start
         self.model_id = "ensemble(" + " + ".join(p.backend.model_id for p in self.parts) + ")"
         self._scale = np.float32(1.0 / math.sqrt(len(self.parts)))
+        #: each part is a unit row scaled by 1/sqrt(n): the row is a unit row as assembled
+        self.normalize_output = False
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` with every part; float32 ``(n, dim)`` unit rows."""
-        check_kind(kind)
-        check_batch_size(batch_size)
-        items = as_text_list(texts)
-        return self.assemble([p.backend.embed(items, kind=kind, batch_size=batch_size) for p in self.parts])
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """Embed ``texts`` with every part (each part's rows are unit rows already)."""
+        return self.assemble([p.backend.embed(texts, kind=kind, batch_size=batch_size) for p in self.parts])
 
     def assemble(self, part_vectors: Sequence[np.ndarray]) -> np.ndarray:
         """The ensemble rows from each part's own vectors of the same texts (in part order).

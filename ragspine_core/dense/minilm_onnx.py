@@ -194,6 +194,7 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         if config is not None and not isinstance(config, OnnxModelConfig):
             raise ConfigError(f"config must be an OnnxModelConfig, got {type(config).__name__}")
         self.config = config or files.config
+        self.normalize_output = self.config.normalize
         self.files = files
         self.model_id = self.config.model_id
         #: the packaged all-MiniLM-L6-v2 is an English model (its vocabulary maps most CJK
@@ -239,23 +240,13 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
     def _forward(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         return self._model.forward(ids, mask, types, output=self._output)
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` into a float32 ``(n, dim)`` array (unit rows when ``normalize``)."""
-        check_kind(kind)
-        check_batch_size(batch_size)
-        items = as_text_list(texts)
-        out = np.empty((len(items), self.dim), dtype=np.float32)
-        if not items:
-            return out
-        for positions, ids, mask, types in self._model.batches(self._encode(items, kind), batch_size):
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """All texts tokenized at once and run in length-sorted batches of ``batch_size``
+        (``embed()`` then L2-normalises them when the config's ``normalize`` is on)."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for positions, ids, mask, types in self._model.batches(self._encode(texts, kind), batch_size):
             out[positions] = self._pool(self._forward(ids, mask, types), mask)
-        return l2_normalize(out) if self.config.normalize else out
+        return out
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self._pooled_output:

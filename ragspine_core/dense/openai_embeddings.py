@@ -8,13 +8,13 @@ the same client the chat provider uses.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError, ProviderError
 from ragspine_core.net.openai_http import OpenAIHttpClient, excerpt, openai_endpoint
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, check_batch_size
 
 _PROBE_TEXT = "dimension probe"
 
@@ -87,27 +87,10 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEmbeddingBackend(url={self.url!r}, model={self.model!r})"
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int | None = None,
-    ) -> np.ndarray:
-        """Embed ``texts`` in requests of ``batch_size`` (default: the constructor's) texts.
-
-        ``kind`` is accepted for interface parity; the endpoint has no query/passage mode.
-        """
-        check_kind(kind)
-        size = self.batch_size if batch_size is None else batch_size
-        check_batch_size(size)
-        items = as_text_list(texts)
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._embed_batch(items[i : i + size]) for i in range(0, len(items), size)]
-        return l2_normalize(np.concatenate(parts, axis=0))
-
-    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+    def _embed_batch(self, batch: list[str], kind: EmbeddingKind = "passage") -> np.ndarray:
+        """One request of ``batch`` texts (``embed()`` sends ``batch_size`` per request,
+        default the constructor's). ``kind`` is accepted for interface parity; the endpoint
+        has no query/passage mode."""
         payload = self._client.post_json({"model": self.model, "input": batch})
         vectors = self._parse(payload, expected=len(batch))
         if self._dim is None:

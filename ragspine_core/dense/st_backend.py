@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
-
 import numpy as np
 
 from ragspine_core.errors import ConfigError, MissingExtraError
-from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, as_text_list, check_batch_size, check_kind, l2_normalize
+from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind
 
 #: The extra name the MissingExtraError points at.
 SENTENCE_TRANSFORMERS_EXTRA = "sentence-transformers"
@@ -59,25 +57,14 @@ class SentenceTransformersBackend(BaseEmbeddingBackend):
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        kind: EmbeddingKind = "passage",
-        batch_size: int = 32,
-    ) -> np.ndarray:
-        """Embed ``texts`` into a float32 ``(n, dim)`` array of unit rows."""
-        check_kind(kind)
-        check_batch_size(batch_size)
-        items = as_text_list(texts)
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
+    def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
+        """All texts to ``SentenceTransformer.encode`` (which batches by ``batch_size``)."""
         prefix = self.query_prefix if kind == "query" else self.passage_prefix
         vectors = self._model.encode(
-            [prefix + t for t in items],
+            [prefix + t for t in texts],
             batch_size=batch_size,
             convert_to_numpy=True,
             normalize_embeddings=False,
             show_progress_bar=False,
         )
-        return l2_normalize(np.asarray(vectors, dtype=np.float32))
+        return np.asarray(vectors, dtype=np.float32)

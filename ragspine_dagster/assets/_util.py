@@ -113,12 +113,11 @@ def step_context(context: ExecutionContext, ragspine: "RagspineConfig", *, llm: 
 
     ``llm``: the step may call the ``summarizer_llm`` resource (``make_llm``)."""
     paths = ragspine.library_paths(context.partition_key)
-    emb = ragspine.embedding_resource()
     log, progress = step_log(context)
     provider = ragspine.summarizer_llm if llm else None
     return StepContext(
         paths=paths, cache_path=ragspine.cache_dir() / "embeddings.sqlite", run_id=run_id_of(context),
-        embedding=emb.spec, make_backend=emb.factory(), glossary_path=ragspine.glossary_file(),
+        embedding=ragspine.embedding_spec(), glossary_path=ragspine.glossary_file(),
         keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=log, report_progress=progress,
         ann=AnnConfig(min_vectors=ragspine.ann_min_vectors),
         make_llm=provider.make if provider is not None else None)

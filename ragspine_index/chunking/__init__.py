@@ -1,6 +1,7 @@
 """Chunkers: every chunk is a contiguous span of its document body.
 
-``make_chunker(name, **params)`` builds one of :data:`CHUNKER_NAMES`;
+``make_chunker(name, **params)`` builds one of :func:`chunker_names` (the built-ins of
+:data:`CHUNKER_NAMES`, then any class given to :func:`register_chunker`);
 ``build_chunks(doc, chunker)`` turns a parsed document into chunk records with
 deterministic ids and contextual index text.
 """
@@ -23,11 +24,14 @@ from ragspine_index.chunking.paragraph import (
 from ragspine_index.chunking.chunker_registry import (
     CHUNKER_NAMES,
     CHUNKER_VERSIONS,
+    CHUNKERS,
     DEFAULT_CHUNKER,
     Chunker,
+    chunker_names,
     chunker_params,
     chunker_signature,
     make_chunker,
+    register_chunker,
 )
 from ragspine_index.chunking.semantic import (
     DEFAULT_BREAKPOINT_PERCENTILE,
@@ -41,6 +45,7 @@ from ragspine_index.chunking.spans import NO_PARENT, ChunkSpan, Span, validate_b
 from ragspine_index.chunking.structured import DEFAULT_PARENT_CHARS, BookChunker, LawsChunker, LayoutChunker, ParentChildChunker, QAChunker
 
 __all__ = [
+    "CHUNKERS",
     "CHUNKER_NAMES",
     "CHUNKER_VERSIONS",
     "DEFAULT_BREAKPOINT_PERCENTILE",
@@ -70,6 +75,7 @@ __all__ = [
     "book_heading",
     "build_chunks",
     "chunk_text",
+    "chunker_names",
     "chunker_params",
     "chunker_signature",
     "context_header",
@@ -78,6 +84,7 @@ __all__ = [
     "law_heading",
     "make_chunk_id",
     "make_chunker",
+    "register_chunker",
     "make_parent_id",
     "markdown_heading",
     "paragraph_spans",

@@ -119,13 +119,13 @@ class SentenceEmbeddings:
     """
 
     def __init__(self, backend: Any | None, library_id: str, cache_path: Path | None = None) -> None:
-        self.backend = backend
+        self.backend: Any = backend
         self.library_id = library_id
         self.lexical = LexicalEmbedder()
         # opened for every chunker when the file exists: a library that used the semantic
         # chunker earlier must still lose the sentence vectors of documents now RESTRICTED
         use_cache = cache_path is not None and (backend is not None or Path(cache_path).is_file())
-        self._cache = SentenceVectorCache(Path(cache_path)) if use_cache else None
+        self._cache = SentenceVectorCache(Path(cache_path)) if use_cache and cache_path is not None else None
         self._memo: dict[str, np.ndarray] = {}
         self.embedded = 0
         self.reused = 0

@@ -73,7 +73,7 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
             section.append(text)
             in_list = False
     flush()
-    headers = []
+    headers: list[str] = []
     for sec in document.sections:
         for part in (sec.header, sec.first_page_header, sec.footer, sec.first_page_footer):
             try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import weakref
+from typing import Any
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
@@ -48,9 +49,9 @@ class ConverterProcess:
 
     def __init__(self, limits: ConversionLimits) -> None:
         self.limits = limits
-        self._proc = None
-        self._conn = None
-        self._finalizer = None
+        self._proc: Any = None
+        self._conn: Any = None
+        self._finalizer: Any = None
 
     @staticmethod
     def available() -> bool:

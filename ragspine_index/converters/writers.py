@@ -13,13 +13,14 @@ import html as _html
 import re
 import zipfile
 from io import BytesIO
+from typing import Any
 
 _TABLE_SEP = re.compile(r"^\|?\s*:?-{3,}")
 
 
-def blocks(markdown: str) -> list[tuple[str, object]]:
+def blocks(markdown: str) -> list[tuple[str, Any]]:
     """``("heading", (level, text))``, ``("item", text)``, ``("table", rows)``, ``("para", text)``."""
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, Any]] = []
     para: list[str] = []
     table: list[list[str]] = []
 

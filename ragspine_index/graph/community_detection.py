@@ -111,7 +111,9 @@ def build_communities(groups: Sequence[Sequence[int]], *, labels: Sequence[str],
                 scored.append((-best[0], cid, best[1], best[2]))
         scored.sort()
         chosen = sorted(scored[:n_sentences], key=lambda t: (t[1], t[2]))
-        parts, cites, used = [], [], 0
+        parts: list[str] = []
+        cites: list[str] = []
+        used = 0
         for _, cid, _, sent in chosen:
             if parts and used + len(sent) > max_summary_chars:
                 break

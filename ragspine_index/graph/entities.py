@@ -169,9 +169,9 @@ def english_spans(text: str, known: "Container[str]" = frozenset(), common: "Con
     seen: set[str] = set()
     uniq = []
     for s in out:
-        k = entity_key(s)
-        if _useful(k) and k not in seen:
-            seen.add(k)
+        key = entity_key(s)
+        if _useful(key) and key not in seen:
+            seen.add(key)
             uniq.append(s)
     return uniq
 
@@ -286,7 +286,7 @@ def cjk_segments(text: str, *, names: Iterable[str] = ()) -> list[str]:
         if name_re is not None:
             run = name_re.sub("|", run)
         run = _CJK_CUT_WORD_RE.sub("|", run)
-        piece = []
+        piece: list[str] = []
         for ch in run:
             if ch == "|" or ch in _CJK_CUT:
                 if len(piece) >= 2:
@@ -487,7 +487,7 @@ def extract_mentions(text: str, *, title: str = "", entity_field: str = "", gaze
     if gazetteer is not None:
         for node, c in gazetteer.find(text).items():
             add(node, node, "glossary" if node.startswith("g:") else gazetteer.sources.get(node, "title"), c)
-    counts = Counter()
+    counts: Counter[str] = Counter()
     labels: dict[str, str] = {}
     held: Counter[str] = Counter()
     longer = [k for k in best if not k.startswith("g:")]

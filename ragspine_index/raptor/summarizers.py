@@ -66,9 +66,12 @@ def members_key(summarizer_id: str, texts: Sequence[str]) -> str:
 class Summarizer(Protocol):
     """``summarize(texts) -> text``; ``id`` names the method and its settings (the cache key)."""
 
-    id: str
+    @property
+    def id(self) -> str: ...
+
     #: Whether a call costs a request to a model (counted as LLM calls).
-    is_llm: bool
+    @property
+    def is_llm(self) -> bool: ...
 
     def summarize(self, texts: Sequence[str]) -> str: ...
 

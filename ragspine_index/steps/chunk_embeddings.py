@@ -430,10 +430,10 @@ def embedding_step_result(ref: EmbeddingRef, index_text: IndexTextRef) -> StepRe
 
 
 def embeddings_step(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet) -> StepResult:
-    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec
     backend = ctx.backend(spec)
     ref = build_embeddings(
-        ctx.paths, index_text, backend, backend_spec=spec, cache_path=ctx.cache_path,
+        ctx.paths, index_text, backend, backend_spec=spec.backend, cache_path=ctx.cache_path,
         progress=lambda done, total: ctx.progress(Progress("embedded", done, total, "new texts")), store_path=ctx.paths.chunk_store,
         ann=library_ann_config(ctx, documents))
     return embedding_step_result(ref, index_text)

@@ -57,8 +57,8 @@ class ChunkUpdate:
         """The update as it may be stored outside the data plane (Dagster's step outputs):
         the id lists keep only open documents and ``restricted`` is emptied. Downstream
         steps read the chunk store, never these lists."""
-        return replace(self, **{name: tuple(self.shown(getattr(self, name))) for name in _ID_LISTS},
-                       restricted=())
+        shown: dict[str, Any] = {name: tuple(self.shown(getattr(self, name))) for name in _ID_LISTS}
+        return replace(self, **shown, restricted=())
 
 
 _ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error")
@@ -225,7 +225,7 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
     backend = None
     if documents.config.chunker == SemanticChunker.name and getattr(documents.config, "boundary_embedder", None) != "lexical":
         # the semantic chunker draws boundaries with the backend chunk_embeddings uses
-        backend = ctx.backend(resolve_library_settings(documents, embedding=ctx.embedding).embedding)
+        backend = ctx.backend(resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec)
     with SentenceEmbeddings(backend, documents.library_id, ctx.cache_path) as sentences:
         update = update_chunk_store(documents, store, run_id=ctx.run_id, sentences=sentences)
     if update.boundary_embedder:

@@ -34,7 +34,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from ragspine_core.errors import RagspineError
 from ragspine_core.records import is_restricted
@@ -125,10 +125,11 @@ def split_blocks(blocks: int, shards: int) -> list[range]:
 def plan_embedding_shards(ctx: StepContext, index_text: IndexTextRef, documents: DocumentSet, shards: int) -> ShardPlan:
     """Purge RESTRICTED vectors, find the missing texts and deal their blocks to <= ``shards`` shards."""
     t0 = time.perf_counter()
-    spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+    resolved = resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec
+    spec = resolved.backend  # the plan names the backend; each shard's worker has the rest of the spec
     inp = embedding_input(index_text, ctx.paths.chunk_store)
     purged = purge_restricted_vectors(ctx.cache_path, inp.purge)
-    backend = ctx.backend(spec)
+    backend = ctx.backend(resolved)
     distinct = len(set(inp.hashes))
     if backend is None:
         return ShardPlan(spec, None, 0, len(inp.rows), distinct, 0, 0, inp.skipped, purged,
@@ -170,7 +171,7 @@ def embed_shard(ctx: StepContext, index_text: IndexTextRef, shard: EmbeddingShar
             says to give every worker the same embedding settings).
     """
     t0 = time.perf_counter()
-    where = dict(host=socket.gethostname(), pid=os.getpid(), worker=_celery_worker())
+    where: dict[str, Any] = dict(host=socket.gethostname(), pid=os.getpid(), worker=_celery_worker())
     if not shard.rows:
         return ShardResult(shard.index, 0, 0, time.perf_counter() - t0, **where)
     table = read_index_text(index_text)

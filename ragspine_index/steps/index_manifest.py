@@ -28,7 +28,7 @@ from ragspine_index.step_api import BlockingCheckError, StepContext, StepResult
 
 GLOSSARY_FILE = "glossary.json"
 
-def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, bm25: Bm25Ref, emb: EmbeddingRef, *, run_id: str, code_versions: dict[str, str], created_at: str) -> dict[str, Any]:
+def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, bm25: Bm25Ref, emb: EmbeddingRef, *, run_id: str, code_versions: Mapping[str, str], created_at: str) -> dict[str, Any]:
     with ChunkStore(Path(chunks.store_path)) as store:
         doc_rows = store.execute_read(
             f"SELECT doc_id, content_hash FROM {schema.DOCUMENT_TABLE} WHERE active = 1 ORDER BY doc_id")

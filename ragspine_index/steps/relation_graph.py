@@ -34,7 +34,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -270,12 +270,12 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
         # co-occurrence among the chunk's most specific entities
         # (most specific = smallest df; same order as -log(1 + n/df), without the float per entity)
         spec = sorted(m.key for m in sorted(kept, key=lambda m: (df[m.key], m.key))[: config.max_cooccur_entities])
-        k = len(spec)
-        if k > 1:
-            inc, edges = 1.0 / (k - 1), b.cooc
-            for i in range(k):
+        n_spec = len(spec)
+        if n_spec > 1:
+            inc, edges = 1.0 / (n_spec - 1), b.cooc
+            for i in range(n_spec):
                 a = spec[i]
-                for j in range(i + 1, k):  # spec is sorted: (a, spec[j]) is already the canonical pair
+                for j in range(i + 1, n_spec):  # spec is sorted: (a, spec[j]) is already the canonical pair
                     edges[("co_occurs", a, spec[j])] += inc
                     b.cite(("co_occurs", a, spec[j]), ch.chunk_id)
     if config.cooccurrence:
@@ -285,24 +285,24 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     if extractor is not None and concepts:
         from ragspine_core.gate import CompetitorGate
 
-        gate = CompetitorGate(glossary)
+        gate = CompetitorGate(cast(Any, glossary))  # concepts come from it: not None here
     if extractor is not None:
         for ch in open_chunks:
-            for t in extractor.extract(ch):
-                s, o = entity_key(t.subject), entity_key(t.object)
+            for triple in extractor.extract(ch):
+                s, o = entity_key(triple.subject), entity_key(triple.object)
                 if not s or not o or s == o:
                     continue
                 # both endpoints screened by the competitor gate: a model never adds a competitor's relation
-                if gate is not None and (gate.competitors_in(t.subject) or gate.competitors_in(t.object)):
+                if gate is not None and (gate.competitors_in(triple.subject) or gate.competitors_in(triple.object)):
                     b.screened += 1
                     continue
                 s, o = gaz_names.get(s, s), gaz_names.get(o, o)
-                b.entity(s, t.subject, "model")
-                b.entity(o, t.object, "model")
+                b.entity(s, triple.subject, "model")
+                b.entity(o, triple.object, "model")
                 b.edges[("mentions", s, f"c:{ch.row}")] += 1.0
                 b.edges[("mentions", o, f"c:{ch.row}")] += 1.0
                 b.edges[("model_relation", s, o)] += 1.0
-                b.model_edges[(s, o)] = t.predicate
+                b.model_edges[(s, o)] = triple.predicate
                 b.cite(("model_relation", s, o), ch.chunk_id)
     # glossary relations (concept ids that exist)
     ids = {c.id for c in concepts}
@@ -325,9 +325,10 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     labels = {k: _best_label(b.labels[k], k) for k in entity_keys}
     synonyms_built = False
     if backend is not None and (config.synonyms == "on" or (config.synonyms == "auto" and len(entity_keys) <= config.max_synonym_entities)):
-        for a, z in synonym_pairs([labels[k] for k in entity_keys], backend, threshold=config.synonym_threshold, cache_path=cache_path):
-            if synonym_allowed(labels[entity_keys[a]], labels[entity_keys[z]]):
-                b.edges[("synonym", entity_keys[a], entity_keys[z])] = 1.0
+        for ia, iz in synonym_pairs([labels[k] for k in entity_keys], backend, threshold=config.synonym_threshold,
+                                    cache_path=cache_path):
+            if synonym_allowed(labels[entity_keys[ia]], labels[entity_keys[iz]]):
+                b.edges[("synonym", entity_keys[ia], entity_keys[iz])] = 1.0
         synonyms_built = True
     elif config.synonyms == "on":
         raise ConfigError("synonyms='on' needs an embedding backend (set the library's embedding)")
@@ -616,14 +617,15 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
             return StepResult(ref, (outcome(NO_RESTRICTED_GRAPH_LABELS, True, {"restricted_nodes": 0, "restricted_edges": 0,
                                                                                "unsupported_labels": 0, "unsupported_summaries": 0},
                                             note),))
-    backend = ctx.backend(settings.embedding) if settings.embedding != "none" else None
+    backend = ctx.backend(settings.embedding_spec) if settings.embedding != "none" else None
     extractor = None
     slot = str(getattr(documents.config, "relation_extractor", "cooccurrence"))
     legacy_llm = getattr(documents.config, "graph_extractor", "offline") == "llm"  # co-occurrence and OpenIE, as before
     config = GraphConfig(cooccurrence=slot == "cooccurrence" or (legacy_llm and slot != "none"))
     if slot == "llm" or legacy_llm:
         key = "relation_extractor = \"llm\"" if slot == "llm" else "graph_extractor = \"llm\""
-        llm = ctx.make_llm() if getattr(ctx, "make_llm", None) is not None else None
+        make_llm = getattr(ctx, "make_llm", None)
+        llm = make_llm() if make_llm is not None else None
         if llm is None:
             raise ConfigError(f"this library's _library.toml sets {key} but no LLM is configured: set "
                               "RAGSPINE_LLM_BASE_URL (and RAGSPINE_LLM_MODEL), or set relation_extractor = \"cooccurrence\" "

@@ -38,7 +38,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -256,7 +256,7 @@ def _write_tree(target: Path, leaves: Leaves, leaf_vectors: np.ndarray | None, l
     children_ptr = [0]
     leaves_flat: list[int] = []
     leaves_ptr = [0]
-    vectors = []
+    vectors: list[Any] = []
     child_chars = node_chars = 0
     sizes: list[int] = []
     for li, lvl in enumerate(levels):
@@ -280,7 +280,7 @@ def _write_tree(target: Path, leaves: Leaves, leaf_vectors: np.ndarray | None, l
             node_chars += len(text)
             sizes.append(len(ch))
         vectors.append(lvl.vectors)
-    dim = int(levels[0].vectors.shape[1]) if levels else int(np.asarray(leaf_vectors).shape[1]) if leaf_vectors is not None else 0
+    dim = int(cast(np.ndarray, levels[0].vectors).shape[1]) if levels else int(np.asarray(leaf_vectors).shape[1]) if leaf_vectors is not None else 0
     node_vectors = np.concatenate(vectors).astype(np.float32) if vectors else np.zeros((0, dim), np.float32)
     top = [(ids[i], n_leaves[i], texts[i][:300]) for i in range(len(ids)) if level_col[i] == len(levels)]
     meta = {
@@ -416,7 +416,8 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
     """
     name = (getattr(documents.config, "summarizer", "extractive") or "extractive").strip().lower()
     params = TreeParams()
-    llm = ctx.make_llm() if (name == "llm" and getattr(ctx, "make_llm", None) is not None) else None
+    make_llm = getattr(ctx, "make_llm", None)
+    llm = make_llm() if (name == "llm" and make_llm is not None) else None
     summarizer = make_summarizer(name, llm=llm, max_chars=params.summary_chars)
     max_leaves = int(getattr(documents.config, "tree_max_leaves", 0) or 0)
     if summarizer is not None and max_leaves:  # decided on counts, before reading a million texts
@@ -453,11 +454,11 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
             raise ConfigError("the chunk embeddings do not cover exactly the open chunks; re-materialize chunk_embeddings "
                               "and summary_tree together")
         leaf_vectors = np.load(d / schema.EMB_VECTORS)
-        spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding
+        spec = resolve_library_settings(documents, embedding=ctx.embedding).embedding_spec
         backend = ctx.backend(spec)
         if backend is None or backend.model_id != chunk_embeddings.model_id:
             raise ConfigError(f"the summary tree needs the chunks' embedding model {chunk_embeddings.model_id!r} to embed "
-                              f"its summaries; configure that backend ({spec!r}) and re-materialize")
+                              f"its summaries; configure that backend ({spec.backend!r}) and re-materialize")
         embed = _cached_embed(backend, ctx.cache_path)
         vector_kind = f"embedding:{chunk_embeddings.model_id}"
         vec_hash = chunk_embeddings.content_hash
@@ -480,7 +481,8 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
                              blocked=blocked, input_hash=input_hash, store_leaf_vectors=store_leaf_vectors,
                              previous=previous, progress=ctx.log)
     ref = dataclasses.replace(ref, restricted_skipped=len(restricted_rows))
-    _forget_restricted(ctx.paths, summary_cache, _restricted_chunk_texts(ctx.paths.chunk_store), Path(ref.directory))
+    _forget_restricted(ctx.paths, summary_cache, _restricted_chunk_texts(ctx.paths.chunk_store),
+                       Path(cast(str, ref.directory)))
     found = verify_summary_tree(ref, blocked, restricted_rows)
     bad = found["nodes_with_restricted_text"] + found["restricted_leaves"]
     return StepResult(ref, (

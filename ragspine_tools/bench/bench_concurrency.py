@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     from ragspine_index.pipeline import build_library
     from ragspine_query.library import open_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
+    from ragspine_core.dense.embedding import EmbeddingSpec
+    from ragspine_core.settings import Settings
     from ragspine_core.runtime.kernels import compile_query_kernels, kernel_state
     from ragspine_core.runtime.threads import pinned_pools
 
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         write_raw_library(raw, corpus.texts)
         _log(f"build_library({LIBRARY_ID!r}, embedding={args.embedding!r}) over {args.chunks:,} passages")
         t0 = time.perf_counter()
-        res = build_library(LibraryPaths(LIBRARY_ID, raw, scratch / "artifacts" / LIBRARY_ID), embedding=args.embedding,
+        res = build_library(LibraryPaths(LIBRARY_ID, raw, scratch / "artifacts" / LIBRARY_ID), embedding=EmbeddingSpec.from_settings(Settings.from_env(), backend=args.embedding),
                             cache_path=scratch / "embedding-cache.sqlite", run_id="bench-concurrency")
         build_s = time.perf_counter() - t0
         lib = open_library(res.snapshot_dir)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 if TYPE_CHECKING:
+    from ragspine_core.dense.embedding import EmbeddingSpec
     from ragspine_index.raptor.summarizers import Summarizer
 
 
@@ -104,6 +105,8 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
          rebuild_tree: bool = True) -> dict:
     from ragspine_tools.evaluate import code_versions, prepare_library, run_queries
     from ragspine_index.pipeline import build_library
+    from ragspine_core.dense.embedding import EmbeddingSpec
+    from ragspine_core.settings import Settings
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap
     from ragspine_query.library import open_library
@@ -112,12 +115,13 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
 
     paths = prepare_library(dataset, out, quiet=True)
     t0 = time.perf_counter()
-    res = build_library(paths, embedding=embedding, cache_path=cache, run_id="tree-bench", code_versions=code_versions(),
+    spec = EmbeddingSpec.from_settings(Settings.from_env(), backend=embedding)  # the environment, read here
+    res = build_library(paths, embedding=spec, cache_path=cache, run_id="tree-bench", code_versions=code_versions(),
                         progress=lambda m: print(m, file=sys.stderr, flush=True))
     result: dict = {"dataset": dataset.name, "build_total_s": round(time.perf_counter() - t0, 1),
                     "timings_s": {k: round(v, 1) for k, v in res.timings.items()}}
     if rebuild_tree:
-        result["summary_tree"] = _retime_tree(paths, cache, embedding, res)
+        result["summary_tree"] = _retime_tree(paths, cache, spec, res)
     lib = open_library(paths.root)
     backend = backend_for_library(lib, mode, spec=embedding)
     for split in splits:
@@ -139,7 +143,7 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
     return result
 
 
-def _retime_tree(paths, cache: Path, embedding: str, res) -> dict:
+def _retime_tree(paths, cache: Path, embedding: "EmbeddingSpec", res) -> dict:
     """The summary tree again with its work dir removed, timed with its memory high-water mark."""
     from ragspine_index.pipeline import STEP_BY_NAME, StepContext
 

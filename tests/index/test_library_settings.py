@@ -102,3 +102,22 @@ def test_changing_a_chunker_setting_rechunks_the_library(tmp_path):
     assert switched.chunker == "sentence_window@1;window=3"
     assert switched.changed == ("doc",) and switched.unchanged == 0
     assert all(len(p) > b - a for (a, b, p) in _parents(store)[1:-1])
+
+
+def test_the_library_embedding_replaces_only_the_backend_of_the_run_spec(tmp_path):
+    from ragspine_core.dense import EmbeddingSpec
+    from ragspine_index.library_settings import resolve_library_settings
+
+    run = EmbeddingSpec("none", model_dir="/models/x", model="m", dim=8, e5_engine="onnx")
+    own = load_documents(library(tmp_path / "own", 'embedding = "deterministic"\n'), "own")
+    settings = resolve_library_settings(own, embedding=run)
+    assert settings.embedding_spec == EmbeddingSpec("deterministic", model_dir="/models/x", model="m", dim=8, e5_engine="onnx")
+    assert settings.embedding == "deterministic"
+    plain = load_documents(library(tmp_path / "plain", 'chunker = "paragraph"\n'), "plain")
+    assert resolve_library_settings(plain, embedding=run).embedding_spec is run
+
+
+def test_an_unknown_library_embedding_is_refused_where_the_file_is_read(tmp_path):
+    # the file's value is not echoed (library_config_guard scrubs it), the choices are
+    with pytest.raises(ConfigError, match=r"_library\.toml: unknown embedding backend .*; allowed: auto, none"):
+        load_library_config(library(tmp_path / "lib", 'embedding = "bert"\n'))

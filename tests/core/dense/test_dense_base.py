@@ -82,3 +82,45 @@ def test_ensure_compatible_refuses_another_model_and_names_the_fix():
         ensure_compatible(backend, model_id="openai:x", dim=64)
     with pytest.raises(EmbeddingModelMismatchError, match=r"\(128-d\)"):
         ensure_compatible(backend, model_id="deterministic-hash-v1-d64", dim=128)
+
+
+def test_the_embed_template_validates_batches_and_normalises_once_around_the_model_call():
+    calls: list[tuple[list[str], str]] = []
+
+    class Lengths(BaseEmbeddingBackend):
+        """A model that only implements its call: each text's length and its kind as the vector."""
+
+        model_id = "lengths"
+        dim = 2
+
+        def _embed_batch(self, texts, kind):
+            calls.append((list(texts), kind))
+            return np.array([[float(len(t)), 1.0 if kind == "query" else 0.0] for t in texts])
+
+    backend = Lengths()
+    out = backend.embed(["a", "bbb", "cc", "dddd", "e"], kind="query", batch_size=2)
+    assert [len(batch) for batch, _ in calls] == [2, 2, 1] and {k for _, k in calls} == {"query"}
+    assert out.dtype == np.float32 and out.shape == (5, 2)
+    np.testing.assert_array_equal(out, l2_normalize(np.array([[1, 1], [3, 1], [2, 1], [4, 1], [1, 1]], dtype=np.float32)))
+    calls.clear()
+    backend.embed(["x"] * 40)  # the default batch size
+    assert [len(batch) for batch, _ in calls] == [32, 8] and calls[0][1] == "passage"
+    calls.clear()
+    empty = backend.embed([])
+    assert empty.shape == (0, 2) and empty.dtype == np.float32 and calls == []  # no model call for no text
+    with pytest.raises(TypeError, match="sequence of texts"):
+        backend.embed("one")
+    with pytest.raises(ConfigError, match="allowed: query, passage"):
+        backend.embed(["x"], kind="document")
+    with pytest.raises(ConfigError, match="batch_size"):
+        backend.embed(["x"], batch_size=0)
+    assert calls == []  # validation comes before any model call
+
+
+def test_a_backend_without_a_model_call_says_what_to_implement():
+    class Nothing(BaseEmbeddingBackend):
+        model_id = "nothing"
+        dim = 2
+
+    with pytest.raises(NotImplementedError, match="_embed_batch"):
+        Nothing().embed(["x"])
