@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,14 +50,10 @@ def _reset_peak() -> None:
 
 
 def _extractive() -> Summarizer:
-    """The extractive summarizer, typed as the tree builder's ``Summarizer``.
-
-    The cast: ``ExtractiveSummarizer`` is a frozen dataclass (read-only ``id``/``is_llm``)
-    and the ``Summarizer`` protocol declares them as settable attributes, which mypy does
-    not match; it can go when the protocol declares them read-only."""
+    """The extractive summarizer (the tree builder's offline ``Summarizer``)."""
     from ragspine_index.raptor.summarizers import ExtractiveSummarizer
 
-    return cast("Summarizer", ExtractiveSummarizer())
+    return ExtractiveSummarizer()
 
 
 def synthetic(n: int, seed: int = 7) -> dict:
