@@ -190,16 +190,16 @@ class HybridRetriever:
         self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
-        self._weights = [named.get(c.name, getattr(c, "default_weight", 1.0)) for c in self.channels]
+        self._weights = [named.get(c.name, c.default_weight) for c in self.channels]
         # graph mode fuses with the graph channel's tuned RRF k unless the config sets its own
-        own_k = [getattr(c, "fusion_rrf_k", None) for c in self.channels] if config.mode == "graph" else []
+        own_k = [c.fusion_rrf_k for c in self.channels] if config.mode == "graph" else []
         self._rrf_k = next((k for k in own_k if k is not None), config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         # the second stage of a staged fusion (the default's fused ranking + the graph's): weight and k
         graph_cfg = config.graph or GraphChannelConfig()
         self._stage_weight = float(graph_cfg.stage_weight)
         stage_k = graph_cfg.stage_rrf_k
         self._stage_rrf_k = (stage_k if stage_k is not None else config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
-        self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
+        self._on_demand = any(c.on_demand for c in self.channels)
         self._profile: LanguageProfile | None = None
         self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
         self._row_language: np.ndarray | None = None
@@ -242,8 +242,8 @@ class HybridRetriever:
 
     def _fuse_mixed(self, plan: FusionPlan, channels: list, lists: list) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~ragspine_query.fusion.fuse_mixed_languages` over this query's channel rankings."""
-        served = {c.name: getattr(c, "languages", None) for c in channels}
-        cross = frozenset(c.name for c in channels if getattr(c, "cross_lingual", False))
+        served = {c.name: c.languages for c in channels}
+        cross = frozenset(c.name for c in channels if c.cross_lingual)
         return fuse_mixed_languages([(c.name, r, sc) for c, (r, sc) in zip(channels, lists)],
                                     row_language=self._row_languages(), query_language=plan.query_language,
                                     policy=plan.mixed, channel_languages=served, cross_lingual=cross)
@@ -413,7 +413,7 @@ class HybridRetriever:
         via_of: dict[int, str] = {}  # row -> the summary-tree node it was reached through (first channel wins)
         for ch, text in zip(channels, texts):
             t0 = tracer.clock()
-            if getattr(ch, "reaches_via", False):  # the tree channel: node hits answered by leaves
+            if ch.reaches_via:  # the tree channel: node hits answered by leaves
                 rows, scores, vias = ch.search_with_via(text, depth, allowed)
                 for r, v in zip(rows.tolist(), vias):
                     if v:
@@ -425,9 +425,8 @@ class HybridRetriever:
                 if not keep.all():
                     rows, scores = rows[keep], scores[keep]
             lists.append((rows, scores))
-            describe = getattr(ch, "describe", None)  # e.g. the tree channel's `via` nodes
             tracer.add("channel", ch.name, tracer.since(t0), lambda: self._candidates(rows, scores), query=text,
-                       detail=(lambda: describe(text, depth, allowed)) if describe is not None else "")
+                       detail=lambda: ch.describe(text, depth, allowed) or "")  # e.g. the tree channel's `via` nodes
         return lists, via_of
 
     def _fuse_stage(self, query: str, plan: FusionPlan | None, channels: list, weights: list[float],

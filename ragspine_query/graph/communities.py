@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_channel
 from ragspine_core.text.tokenize import tokenize
 from ragspine_core.graph.artifact import COMMUNITIES_FILE
 
@@ -125,7 +125,7 @@ def community_themes(library: Any, query: str | None = None, *, top_n: int = 5) 
     return themes
 
 
-class CommunityChannel:
+class CommunityChannel(Channel):
     """Ranks chunk rows by the score of the communities the query matches (quoted chunks first)."""
 
     name = "community"

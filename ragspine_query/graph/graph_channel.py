@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragspine_core.errors import ConfigError, IndexNotFoundError
-from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
 from ragspine_core.graph.artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
 from ragspine_core.graph.names import STOP_WORDS, WORDS, name_spans, word_key
 from ragspine_core.graph.store import InProcessGraphStore
@@ -111,7 +111,7 @@ class GraphChannelConfig:
             raise ConfigError("edge type weights must be finite and >= 0")
 
 
-class GraphChannel:
+class GraphChannel(Channel):
     """Ranks chunk rows by their personalized PageRank mass from the query's seeds."""
 
     name = "graph"

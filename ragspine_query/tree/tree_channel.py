@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError, SynthesisCitationError
-from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_channel
 from ragspine_core.records import Hit, to_snippet
 from ragspine_query.tree.config import TreeConfig
 from ragspine_query.tree.reader import SummaryTree, TreeNode
@@ -168,7 +168,7 @@ def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | Non
     return TreeSearch(np.asarray(rows, np.int64), np.asarray(scores, np.float32), tuple(via))
 
 
-class TreeChannel:
+class TreeChannel(Channel):
     """The ``tree`` retrieval channel: leaf chunk rows ranked through the summary tree."""
 
     name = "tree"
@@ -196,7 +196,7 @@ class TreeChannel:
         found = self.search_via(query, depth, allowed)
         return found.rows, found.scores, found.via
 
-    def describe(self, query: str, depth: int, allowed: np.ndarray | None) -> str:
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
         """For ``--explain``: the mode and which nodes answered with which leaves (``via``)."""
         found = self.search_via(query, depth, allowed)
         ids = self.library.chunk_ids()
