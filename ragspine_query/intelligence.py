@@ -162,9 +162,9 @@ def query_stages(
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from ragspine_query.pipeline.stages import _POSTPROCESSORS, _TRANSFORMS, core_stages
+    from ragspine_query.pipeline.stages import POSTPROCESSORS, TRANSFORMS, core_stages
 
-    registered_t, registered_p = list(_TRANSFORMS.items()), list(_POSTPROCESSORS.items())
+    registered_t, registered_p = TRANSFORMS.items(), POSTPROCESSORS.items()
     qi = intelligence
     if qi is None:
         return core_stages(source, transforms=list(transforms) + registered_t, reranker=reranker, judge=judge,

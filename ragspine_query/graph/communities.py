@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
 from ragspine_core.text.tokenize import tokenize
 from ragspine_core.graph.artifact import COMMUNITIES_FILE
 
@@ -179,4 +179,4 @@ def _community_factory(ctx: ChannelContext) -> "OnDemandChannel | None":
     return OnDemandChannel("community", lambda: CommunityChannel(ctx.library) if load_communities(ctx.library) else None)
 
 
-register_channel("community", _community_factory)
+register_builtin_channel("community", _community_factory)

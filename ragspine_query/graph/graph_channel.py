@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragspine_core.errors import ConfigError, IndexNotFoundError
-from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_builtin_channel
 from ragspine_core.graph.artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
 from ragspine_core.graph.names import STOP_WORDS, WORDS, name_spans, word_key
 from ragspine_core.graph.store import InProcessGraphStore
@@ -260,4 +260,4 @@ def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | Non
                                                          backend=ctx.embedding_backend, config=cfg), cfg.fusion_weight)
 
 
-register_channel("graph", _graph_factory)
+register_builtin_channel("graph", _graph_factory)

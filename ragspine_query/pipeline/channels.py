@@ -3,9 +3,13 @@
 A channel has a ``name`` and ``search(query, depth, allowed) -> (rows int64, scores
 float32)``, best first, ties by row ascending, honouring ``allowed`` (a bool mask over
 rows, None = every row). The library's built-in channels are ``bm25`` (chunk field +
-``doc_weight`` × document field) and ``vector`` (exact cosine); a new one is added with
-:func:`register_channel` — the retriever asks every registered factory, in registration
-order, for a channel over its library, and fuses whatever they return. A channel that
+``doc_weight`` × document field) and ``vector`` (exact cosine), then ``tree``, ``graph``
+and ``community`` (registered by :mod:`ragspine_query.tree` and :mod:`ragspine_query.graph`);
+a new one is added with :func:`register_channel` — the retriever asks every registered
+factory, in the order of :data:`CHANNELS` (a :class:`~ragspine_core.registry.Registry`:
+built-ins at their declared places, :data:`BUILTIN_CHANNEL_ORDER`, then plug-ins by
+``order`` and name; never import order), for a channel over its library, and fuses
+whatever they return. A channel that
 reaches rows through something else (the ``tree`` channel: a summary node answered by
 its leaves) declares ``reaches_via = True`` and offers ``search_with_via(query, depth,
 allowed) -> (rows, scores, vias)``; the retriever then calls it instead and keeps each
@@ -29,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ragspine_core.lexical.bm25 import search_blend_index, search_blended, terms_all_own
+from ragspine_core.registry import PLUGIN_ORDER, Registry
 
 
 class Channel:
@@ -110,37 +115,60 @@ class ChannelContext:
 
 _UNSET: Any = object()
 
-ChannelFactory = Callable[[ChannelContext], "Channel | list[Channel] | None"]
-_CHANNELS: dict[str, ChannelFactory] = {}
+ChannelFactory = Callable[[ChannelContext], Any]
 
 
-def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False) -> ChannelFactory:
+def _must_be_callable(name: str, factory: Any) -> None:
+    if not callable(factory):
+        raise TypeError(f"channel {name!r} needs a factory: a callable ctx -> Channel | list[Channel] | None, got {factory!r}")
+
+
+#: Every channel factory, by name: a retriever's channels come in this registry's order.
+CHANNELS: Registry[ChannelFactory] = Registry("channel", check=_must_be_callable)
+
+#: The built-in channels' places (the order a retriever lists, traces and fuses them in).
+BUILTIN_CHANNEL_ORDER: dict[str, int] = {"bm25": 0, "vector": 10, "tree": 20, "graph": 30, "community": 40}
+
+
+def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False, order: int = PLUGIN_ORDER) -> ChannelFactory:
     """Add a channel: ``factory(ctx) -> Channel | None`` (None: not for this library/mode;
     a list adds several channels, as the models of an embedding ensemble do).
 
-    Retrievers built afterwards include it; its weight in the fusion is
-    ``RetrievalConfig.channel_weights.get(name, 1.0)``.
+    Retrievers built afterwards include it, after the built-ins (by ``order``, then
+    name); its weight in the fusion is ``RetrievalConfig.channel_weights.get(name,
+    channel.default_weight)``. Replacing a built-in (``replace=True``) keeps its place.
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``factory`` is not callable.
     """
-    if name in _CHANNELS and not replace:
-        raise ValueError(f"channel {name!r} is already registered")
-    _CHANNELS[name] = factory
-    return factory
+    return CHANNELS.register(name, factory, order=order, replace=replace)
+
+
+def register_builtin_channel(name: str, factory: ChannelFactory) -> ChannelFactory:
+    """Register one of RAGSpine's own channels at its :data:`BUILTIN_CHANNEL_ORDER` place
+    (idempotent: re-importing its module keeps the place)."""
+    return CHANNELS.register(name, factory, order=BUILTIN_CHANNEL_ORDER[name], replace=True, builtin=True)
 
 
 def unregister_channel(name: str) -> None:
-    if name in ("bm25", "vector"):
-        raise ValueError(f"the built-in channel {name!r} cannot be removed")
-    _CHANNELS.pop(name, None)
+    """Remove a plug-in channel (a no-op when absent).
+
+    Raises:
+        ConfigError: ``name`` is a built-in channel.
+    """
+    CHANNELS.unregister(name)
 
 
 def registered_channels() -> tuple[str, ...]:
-    return tuple(_CHANNELS)
+    """The registered channel names, in the order retrievers use them."""
+    return CHANNELS.names()
 
 
 def build_channels(ctx: ChannelContext) -> list[Channel]:
     """Every registered factory's channels for ``ctx``, in registry order (each a :class:`Channel`)."""
     out: list[Channel] = []
-    for factory in list(_CHANNELS.values()):
+    for factory in CHANNELS:
         ch = factory(ctx)
         if isinstance(ch, list):
             out.extend(as_channel(c) for c in ch)
@@ -317,5 +345,5 @@ def _vector_factory(ctx: ChannelContext) -> list[Channel] | None:
     return dense_channels(ctx.library, ctx.embedding_backend)
 
 
-register_channel("bm25", _bm25_factory)
-register_channel("vector", _vector_factory)
+register_builtin_channel("bm25", _bm25_factory)
+register_builtin_channel("vector", _vector_factory)

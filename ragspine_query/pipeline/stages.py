@@ -41,6 +41,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
+from ragspine_core.registry import PLUGIN_ORDER, Registry
 from ragspine_core.text.language import query_language
 from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
@@ -127,43 +128,55 @@ class PostProcessor(Protocol):
     def __call__(self, query: str, hits: list[Hit]) -> list[Hit]: ...
 
 
-_TRANSFORMS: dict[str, Transform] = {}
-_POSTPROCESSORS: dict[str, PostProcessor] = {}
+def _callable(kind: str) -> Callable[[str, Any], None]:
+    def check(name: str, fn: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"{kind} {name!r} must be callable")
+    return check
 
 
-def _register(table: dict, kind: str, name: str, fn: Any, replace: bool) -> Any:
-    if not callable(fn):
-        raise TypeError(f"{kind} {name!r} must be callable")
-    if name in table and not replace:
-        raise ValueError(f"{kind} {name!r} is already registered")
-    table[name] = fn
-    return fn
+#: Transforms every query pipeline runs after its explicit ones, by ``(order, name)``.
+TRANSFORMS: Registry[Transform] = Registry("transform", check=_callable("transform"))
+#: Post-processors every query pipeline runs after its explicit ones, by ``(order, name)``.
+POSTPROCESSORS: Registry[PostProcessor] = Registry("post-processor", check=_callable("post-processor"))
 
 
-def register_transform(name: str, fn: Transform, *, replace: bool = False) -> Transform:
-    """Run ``fn(variants) -> variants`` in every query pipeline built afterwards."""
-    return _register(_TRANSFORMS, "transform", name, fn, replace)
+def register_transform(name: str, fn: Transform, *, replace: bool = False, order: int = PLUGIN_ORDER) -> Transform:
+    """Run ``fn(variants) -> variants`` in every query pipeline built afterwards (after
+    its explicit transforms; registered ones by ``order``, then name).
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``fn`` is not callable.
+    """
+    return TRANSFORMS.register(name, fn, order=order, replace=replace)
 
 
-def register_postprocessor(name: str, fn: PostProcessor, *, replace: bool = False) -> PostProcessor:
-    """Run ``fn(query, hits) -> hits`` after reranking in every query pipeline built afterwards."""
-    return _register(_POSTPROCESSORS, "post-processor", name, fn, replace)
+def register_postprocessor(name: str, fn: PostProcessor, *, replace: bool = False, order: int = PLUGIN_ORDER) -> PostProcessor:
+    """Run ``fn(query, hits) -> hits`` after reranking in every query pipeline built
+    afterwards (after its explicit post-processors; registered ones by ``order``, then name).
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``fn`` is not callable.
+    """
+    return POSTPROCESSORS.register(name, fn, order=order, replace=replace)
 
 
 def unregister_transform(name: str) -> None:
-    _TRANSFORMS.pop(name, None)
+    TRANSFORMS.unregister(name)
 
 
 def unregister_postprocessor(name: str) -> None:
-    _POSTPROCESSORS.pop(name, None)
+    POSTPROCESSORS.unregister(name)
 
 
 def registered_transforms() -> tuple[str, ...]:
-    return tuple(_TRANSFORMS)
+    return TRANSFORMS.names()
 
 
 def registered_postprocessors() -> tuple[str, ...]:
-    return tuple(_POSTPROCESSORS)
+    return POSTPROCESSORS.names()
 
 
 def _transform_detail(variants: list[Any], out: Any) -> str:
@@ -516,8 +529,8 @@ class QueryPipeline:
         #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
         #: query is checked before anything runs, every generated variant before retrieval
         self.gate = gate
-        self.transforms = list(transforms) + (list(_TRANSFORMS.items()) if use_registered else [])
-        self.postprocessors = list(postprocessors) + (list(_POSTPROCESSORS.items()) if use_registered else [])
+        self.transforms = list(transforms) + (TRANSFORMS.items() if use_registered else [])
+        self.postprocessors = list(postprocessors) + (POSTPROCESSORS.items() if use_registered else [])
         self.reranker = reranker
         self.judge = judge
         self.rerank_top_n = rerank_top_n

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError, SynthesisCitationError
-from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
 from ragspine_core.records import Hit, to_snippet
 from ragspine_query.tree.config import TreeConfig
 from ragspine_query.tree.reader import SummaryTree, TreeNode
@@ -237,7 +237,7 @@ class _TreeOn:
         return getattr(self._config, name)
 
 
-register_channel("tree", _tree_factory)
+register_builtin_channel("tree", _tree_factory)
 
 
 # ------------------------------------------------------------------ hits with `via`
