@@ -190,7 +190,7 @@ def query_stages(
         from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
-        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),
+        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),  # type: ignore[arg-type]
                   *stages, FilterFallbackStage(fill=qi.filter_fill)]
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
     from ragspine_query.assessment import RelevanceGrader

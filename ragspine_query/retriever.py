@@ -246,10 +246,10 @@ class HybridRetriever:
         cross = frozenset(c.name for c in channels if c.cross_lingual)
         return fuse_mixed_languages([(c.name, r, sc) for c, (r, sc) in zip(channels, lists)],
                                     row_language=self._row_languages(), query_language=plan.query_language,
-                                    policy=plan.mixed, channel_languages=served, cross_lingual=cross)
+                                    policy=plan.mixed, channel_languages=served, cross_lingual=cross)  # type: ignore[arg-type]
 
     def _fuse_planned(self, plan: FusionPlan | None, channels: list, lists: list, weights: list, rrf_k: float,
-                      top: int | None) -> tuple[np.ndarray, np.ndarray]:
+                      top: int | None) -> tuple[Any, Any]:
         """``lists`` fused by ``plan``'s method (mixed, convex or RRF; no plan: RRF with ``weights``, ``rrf_k``)."""
         if plan is not None and plan.method == "mixed":
             return self._fuse_mixed(plan, channels, lists)
@@ -354,7 +354,7 @@ class HybridRetriever:
         # explained query takes the general path, whose trace shows the channel's whole ranking and the fusion)
         depth = top_k if (len(channels) == 1 and not tracer.enabled and not decay) else max(self.config.depth, top_k)
         if plan is not None and plan.method in ("convex", "mixed"):  # its normalisation range is fixed, whatever top_k
-            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)
+            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)  # type: ignore[union-attr]  # a mixed plan has its policy
         lists, via_of = self._channels_stage(channels, texts, depth, allowed, tracer)
         if not tracer.enabled and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
             # one channel: its order is the fused order and RRF is w / (k + rank) (what
@@ -385,7 +385,7 @@ class HybridRetriever:
         per-channel text, and the language-aware plan's weights (a channel weighted 0 is not run)."""
         channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
         if self._on_demand:  # the tiers' graph/tree channels run only for the queries that name them
-            picked = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
+            picked: list[Any] = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
             channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [query] * len(picked)
         for_channel = getattr(query, "for_channel", None)
         if for_channel is not None:  # a ChannelQuery (transforms, tiers): per-channel text, or skip
@@ -393,7 +393,7 @@ class HybridRetriever:
             picked = [p for p in picked if p[2] is not None]
             if picked:
                 channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
-        rrf_k = self._rrf_k
+        rrf_k: float = self._rrf_k
         plan = self.fusion_plan(query)
         if plan is not None:  # language-aware weights; a channel weighted 0 is not run at all
             picked = [(c, plan.weight(c.name, w), t) for c, w, t in zip(channels, weights, texts)]
@@ -438,6 +438,8 @@ class HybridRetriever:
         decay = self.config.decay_half_life_days > 0
         t0 = tracer.clock()
         staged = [i for i, c in enumerate(channels) if c.name in STAGED_CHANNELS] if plan is not None else []
+        fused_rows: Any
+        fused: Any
         if staged:
             # the default's channels fused as the default fuses them (whole ranking), then that
             # ranking and the graph's by weighted RRF: what the default finds stays, the graph adds

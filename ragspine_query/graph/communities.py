@@ -169,7 +169,7 @@ class CommunityChannel(Channel):
             return "no communities in this snapshot"
         s = self._scorer.scores(query)
         top = [i for i in np.lexsort((np.arange(len(s)), -s)).tolist() if s[i] > 0][: self.top_communities]
-        return "communities: " + (", ".join(f"{self._com['title'][i]} ({s[i]:.2f})" for i in top) or "none matched")
+        return "communities: " + (", ".join(f"{self._com['title'][i]} ({s[i]:.2f})" for i in top) or "none matched")  # type: ignore[index]
 
 
 def _community_factory(ctx: ChannelContext) -> "OnDemandChannel | None":

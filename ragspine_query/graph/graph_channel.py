@@ -132,6 +132,7 @@ class GraphChannel(Channel):
         tw.update(dict(config.type_weights))
         factor = np.asarray([tw.get(t, 1.0) for t in EDGE_TYPES], dtype=np.float64)
         w = np.asarray(g.weights, dtype=np.float64) * factor[np.asarray(g.etype)]
+        self.store: Any
         if config.store == "networkx":
             from ragspine_core.graph.networkx_store import NetworkXGraphStore
 

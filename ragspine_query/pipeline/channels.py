@@ -247,8 +247,8 @@ class LexicalChannel(Channel):
         blend = getattr(library, "bm25_blend", None)
         # the index-time blend serves only the weight it was built with
         self._blend = blend if blend is not None and getattr(library, "bm25_blend_weight", None) == self.doc_weight else None
-        self._own = np.asarray(library.bm25_blend_own) if self._blend is not None else None
-        self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None
+        self._own: Any = np.asarray(library.bm25_blend_own) if self._blend is not None else None
+        self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None  # type: ignore[arg-type]
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         tokens = self._analyze(query)
@@ -338,7 +338,7 @@ def _bm25_factory(ctx: ChannelContext) -> Channel | None:
     return None if ctx.active_mode == "vector" else LexicalChannel(ctx.library, ctx.config.doc_weight)
 
 
-def _vector_factory(ctx: ChannelContext) -> list[Channel] | None:
+def _vector_factory(ctx: ChannelContext) -> list[DenseChannel] | None:
     """The dense channel, or one per model of an embedding ensemble."""
     if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
         return None

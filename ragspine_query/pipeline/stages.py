@@ -37,7 +37,7 @@ post-processors are protocols with registries: :func:`register_transform`,
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
@@ -54,6 +54,9 @@ from ragspine_query.pipeline.trace import current_tracer, tracing
 #: judged set with glossary multi-query on: planned in the query's language and ranking
 #: every row 0.8368, ranking only the query language's rows 0.8281 (docs/evaluation.md).
 VARIANTS_OWN_LANGUAGE_ONLY = False
+
+
+_R = TypeVar("_R")
 
 
 class SearchResult(list):
@@ -80,7 +83,7 @@ class SearchResult(list):
         self.needs_refinement: bool | None = None
         self.filters: Any = None
 
-    def carry(self, other: Any) -> "SearchResult":
+    def carry(self: _R, other: Any) -> _R:
         """Copy ``other``'s tier, confidence, needs_refinement and filters onto this result."""
         for name in ("tier", "confidence", "needs_refinement", "filters"):
             value = getattr(other, name, None)
@@ -389,7 +392,7 @@ class RerankStage(Stage):
         else:
             from ragspine_query.rerank.listwise import listwise_rerank
 
-            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"
+            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"  # type: ignore[arg-type]
         hits = state.hits
         tracer.add("rerank", name, now() - t0, lambda: hit_candidates(hits), detail=note)
         return state

@@ -209,7 +209,7 @@ class TreeChannel(Channel):
                 + (": via " + "; ".join(parts) if parts else ""))
 
 
-def _tree_factory(ctx: ChannelContext) -> TreeChannel | None:
+def _tree_factory(ctx: ChannelContext) -> Channel | None:
     config = TreeConfig.of(getattr(ctx.config, "tree", None))
     if config.mode == "off":
         if ctx.library.artifact_path("summary_tree") is None:
@@ -357,7 +357,7 @@ def global_overview(library: Any, query: str | None = None, *, top_n: int = 5, l
         # grounded: cite exactly the leaves the node's (extractive) summary quotes, in the order it quotes them
         quoted = _quoted_leaves(library, n.text, [int(tree.leaf_rows[p]) for p in pos.tolist()])
         target = np.asarray(tree.node_vectors[i], dtype=np.float32)
-        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)
+        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)  # type: ignore[index]
         if quoted:
             chunks = [c for c, _ in quoted]
             score_of = {int(tree.leaf_rows[p]): float(ls[k]) for k, p in enumerate(pos.tolist())}
