@@ -28,6 +28,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, SynthesisCitationError
 from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
+from ragspine_query.pipeline.stages import Snippets
 from ragspine_core.records import Hit, to_snippet
 from ragspine_query.tree.config import TreeConfig
 from ragspine_query.tree.reader import SummaryTree, TreeNode
@@ -302,9 +303,11 @@ class TreeRetriever:
         return [TreeHit(Hit(c, float(s), {"tree": float(s), "fused": float(s)}, v), v)
                 for c, s, v in zip(chunks, found.scores.tolist(), found.via)]
 
-    def snippets(self, query: str, *, top_k: int = 10, filters: Any = None) -> list[dict]:
-        """Cited snippet dicts (leaf source spans, with ``via``); never a RESTRICTED chunk."""
-        return [tree_snippet(h) for h in self.search(query, top_k=top_k, filters=filters) if not h.hit.chunk.is_restricted]
+    def snippets(self, query: str, *, top_k: int = 10, filters: Any = None) -> Snippets:
+        """Cited snippet dicts (leaf source spans, with ``via``); never a RESTRICTED chunk. A
+        list with ``to_frame()``."""
+        return Snippets([tree_snippet(h) for h in self.search(query, top_k=top_k, filters=filters)
+                         if not h.hit.chunk.is_restricted])
 
 
 # ------------------------------------------------------------------ the global entry point
