@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import FrozenInstanceError, dataclass
+from typing import Any, Callable
 
 RESTRICTED_SENSITIVITY = "RESTRICTED"
 SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
@@ -110,163 +110,213 @@ class Chunk:
         return out
 
 
-@dataclass(frozen=True, slots=True)
 class Hit:
     """A scored chunk. ``scores`` maps channel name (``bm25``, ``vector``, ``fused``…) to score.
 
     ``via`` is the summary-tree node a chunk was reached through (``""`` otherwise): a
     node hit of the ``tree`` channel is answered with its best leaf chunks, and the node
     (a synthesis, never cited) is recorded here.
+
+    Frozen: ``chunk``, ``chunk_id``, ``score``, ``scores``, ``via`` (and ``row``, the
+    snapshot row a retriever found it at, None otherwise) are read-only; ``with_score``
+    makes a new hit. Two hits are equal when their chunk, score, scores and via are; a hit
+    pickles as a plain hit. The one type of every hit: a retriever's hits are this class
+    too, with their fields read lazily from the ranking that made them (an internal
+    detail: the chunks of one result load together, in one read, when one is first used).
     """
 
-    chunk: Chunk
-    score: float
-    scores: dict[str, float] = field(default_factory=dict)
-    via: str = ""
+    __slots__ = ("_chunk", "_score", "_scores", "_via", "_row", "_src", "_pos")
+    _chunk: Chunk
+    _score: float
+    _scores: dict[str, float]
+    _via: str
+    _row: int | None
+    _src: "_Fused | _Ranking | None"  # the result it was read from (None: the fields above)
+    _pos: int
+
+    def __init__(self, chunk: Chunk, score: float, scores: dict[str, float] | None = None, via: str = "") -> None:
+        _set(self, "_chunk", chunk)
+        _set(self, "_score", score)
+        _set(self, "_scores", {} if scores is None else scores)
+        _set(self, "_via", via)
+        _set(self, "_row", None)
+        _set(self, "_src", None)
+
+    # -- fields: stored, or read from the ranking the hit belongs to --------------------
+    @property
+    def chunk(self) -> Chunk:
+        src = self._src
+        return self._chunk if src is None else src.chunk(self._pos)
 
     @property
     def chunk_id(self) -> str:
-        return self.chunk.chunk_id
+        src = self._src
+        return self._chunk.chunk_id if src is None else src.chunk_id(self._pos)
+
+    @property
+    def score(self) -> float:
+        src = self._src
+        return self._score if src is None else src.score(self._pos)
+
+    @property
+    def scores(self) -> dict[str, float]:
+        src = self._src
+        return self._scores if src is None else src.scores(self._pos)
+
+    @property
+    def via(self) -> str:
+        src = self._src
+        return self._via if src is None else src.via(self._pos)
+
+    @property
+    def row(self) -> int | None:
+        """The hit's row in its library snapshot (a retriever's hit), else None."""
+        src = self._src
+        return self._row if src is None else src.rows[self._pos]
 
     def with_score(self, score: float, **channel_scores: float) -> "Hit":
         merged = dict(self.scores)
         merged.update(channel_scores)
         return Hit(chunk=self.chunk, score=score, scores=merged, via=self.via)
 
+    # -- a frozen value ----------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
-class _ChunkBatch:
-    """Loads the chunks of one result's rows in one read, on first access."""
-
-    __slots__ = ("_load", "_rows", "_chunks")
-
-    def __init__(self, load, rows: list[int]) -> None:
-        self._load, self._rows = load, rows
-        self._chunks: list[Chunk] | None = None
-
-    def get(self, i: int) -> Chunk:
-        if self._chunks is None:
-            self._chunks = self._load(self._rows)
-        return self._chunks[i]
-
-
-_HIT_CHUNK = Hit.__dict__["chunk"]  # the slot descriptor of Hit.chunk
-
-
-class LazyHit(Hit):
-    """A :class:`Hit` whose chunk (text, metadata) is read from the snapshot on first use.
-
-    ``chunk_id`` (and the row) are known without any read; every other use of
-    ``chunk`` loads the chunks of the whole result in one SQLite query.
-    """
-
-    __slots__ = ("_batch", "_pos", "_chunk_id", "row")
-    _batch: _ChunkBatch
-    _pos: int
-    _chunk_id: str
-    row: int
-
-    def __init__(self, batch: _ChunkBatch, pos: int, chunk_id: str, row: int, score: float, scores: dict[str, float],
-                 via: str = "") -> None:
-        object.__setattr__(self, "via", via)
-        object.__setattr__(self, "_batch", batch)
-        object.__setattr__(self, "_pos", pos)
-        object.__setattr__(self, "_chunk_id", chunk_id)
-        object.__setattr__(self, "row", row)
-        object.__setattr__(self, "score", score)
-        object.__setattr__(self, "scores", scores)
-
-    @property
-    def chunk(self) -> Chunk:  # type: ignore[override]
-        try:
-            return _HIT_CHUNK.__get__(self, Hit)
-        except AttributeError:
-            chunk = self._batch.get(self._pos)
-            _HIT_CHUNK.__set__(self, chunk)
-            return chunk
-
-    @property
-    def chunk_id(self) -> str:
-        return self._chunk_id
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hit):
             return NotImplemented
         return (self.chunk, self.score, self.scores, self.via) == (other.chunk, other.score, other.scores, other.via)
 
-    __hash__ = Hit.__hash__
+    def __hash__(self) -> int:  # as a frozen dataclass's: unhashable while ``scores`` is a dict
+        return hash((self.chunk, self.score, self.scores, self.via))
+
+    def __repr__(self) -> str:
+        return f"Hit(chunk={self.chunk!r}, score={self.score!r}, scores={self.scores!r}, via={self.via!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_hit, (self.chunk, self.score, self.scores, self.via, self.row))
 
 
-def lazy_hits(load, rows: list[int], chunk_ids: list[str], scores: list[float], channel_scores: list[dict[str, float]],
-              vias: list[str] | None = None) -> list[Hit]:
+_set = object.__setattr__
+_new_hit = object.__new__
+
+
+def _restore_hit(chunk: Chunk, score: float, scores: dict[str, float], via: str, row: int | None) -> Hit:
+    hit = Hit(chunk, score, scores, via)
+    _set(hit, "_row", row)
+    return hit
+
+
+def _sourced(src: "_Rows", pos: int) -> Hit:
+    """The ``pos``-th hit of ``src``: two stores, every field read from ``src`` on use."""
+    hit = _new_hit(Hit)
+    _set(hit, "_src", src)
+    _set(hit, "_pos", pos)
+    return hit
+
+
+class _Rows:
+    """What the hits of one result share: their rows (best first) and the chunks of those
+    rows, loaded together in one read (``load(rows)``) when one hit's chunk is first used."""
+
+    __slots__ = ("_load", "rows", "_chunks")
+
+    def __init__(self, load: Callable[[list[int]], list[Chunk]], rows: list[int]) -> None:
+        self._load, self.rows = load, rows
+        self._chunks: list[Chunk] | None = None
+
+    def chunk(self, pos: int) -> Chunk:
+        if self._chunks is None:
+            self._chunks = self._load(self.rows)
+        return self._chunks[pos]
+
+
+class _Fused(_Rows):
+    """A fused result: each hit's chunk id, score, scores and via known, its chunk lazy."""
+
+    __slots__ = ("_ids", "_scores", "_dicts", "_vias")
+
+    def __init__(self, load: Callable[[list[int]], list[Chunk]], rows: list[int], chunk_ids: list[str], scores: list[float],
+                 channel_scores: list[dict[str, float]], vias: list[str] | None) -> None:
+        _Rows.__init__(self, load, rows)
+        self._ids, self._scores, self._dicts, self._vias = chunk_ids, scores, channel_scores, vias
+
+    def chunk_id(self, pos: int) -> str:
+        return self._ids[pos]
+
+    def score(self, pos: int) -> float:
+        return self._scores[pos]
+
+    def scores(self, pos: int) -> dict[str, float]:
+        return self._dicts[pos]
+
+    def via(self, pos: int) -> str:
+        return "" if self._vias is None else self._vias[pos]
+
+
+class _Ranking(_Rows):
+    """One channel's ranking fused alone (weighted RRF of one list): hit ``pos`` scores
+    ``weight / (rrf_k + pos + 1)``; its scores dict is made on first use (then the same dict)."""
+
+    __slots__ = ("_ids", "_channel", "_channel_scores", "_weight", "_rrf_k", "_dicts")
+
+    def __init__(self, load: Callable[[list[int]], list[Chunk]], rows: list[int], ids: Any, channel: str,
+                 channel_scores: list[float], weight: float, rrf_k: float) -> None:
+        _Rows.__init__(self, load, rows)
+        self._ids, self._channel, self._channel_scores = ids, channel, channel_scores
+        self._weight, self._rrf_k = weight, rrf_k
+        self._dicts: list[dict[str, float] | None] = [None] * len(rows)
+
+    def chunk_id(self, pos: int) -> str:
+        return self._ids[self.rows[pos]]
+
+    def score(self, pos: int) -> float:
+        return self._weight / (self._rrf_k + pos + 1)
+
+    def scores(self, pos: int) -> dict[str, float]:
+        d = self._dicts[pos]
+        if d is None:
+            d = {"bm25": 0.0, "vector": 0.0}
+            d[self._channel] = self._channel_scores[pos]
+            d["fused"] = self.score(pos)
+            self._dicts[pos] = d
+        return d
+
+    def via(self, pos: int) -> str:
+        return ""
+
+
+def lazy_hits(load: Callable[[list[int]], list[Chunk]], rows: list[int], chunk_ids: list[str], scores: list[float],
+              channel_scores: list[dict[str, float]], vias: list[str] | None = None) -> list[Hit]:
     """Hits for ``rows`` whose chunks ``load(rows)`` reads together, on first access
     (``vias``: each hit's :attr:`Hit.via`, default none)."""
-    batch = _ChunkBatch(load, rows)
-    if vias is None:
-        return [LazyHit(batch, i, cid, r, s, cs) for i, (r, cid, s, cs) in enumerate(zip(rows, chunk_ids, scores, channel_scores))]
-    return [LazyHit(batch, i, cid, r, s, cs, v)
-            for i, (r, cid, s, cs, v) in enumerate(zip(rows, chunk_ids, scores, channel_scores, vias))]
+    src = _Fused(load, rows, chunk_ids, scores, channel_scores, vias)
+    return [_sourced(src, i) for i in range(len(rows))]
 
 
-class _Ranking:
-    """What the hits of one single-channel ranking share (see :func:`ranked_hits`)."""
-
-    __slots__ = ("batch", "rows", "ids", "channel", "channel_scores", "weight", "rrf_k")
-
-    def __init__(self, load, rows: list[int], ids, channel: str, channel_scores: list[float], weight: float, rrf_k: float) -> None:
-        self.batch = _ChunkBatch(load, rows)
-        self.rows, self.ids, self.channel, self.channel_scores = rows, ids, channel, channel_scores
-        self.weight, self.rrf_k = weight, rrf_k
-
-
-class RankedHit(LazyHit):
-    """The ``pos``-th hit of one channel's ranking: a :class:`LazyHit` whose fields are
-    read from the ranking on first use.
-
-    ``score`` is the weighted RRF of one list, ``weight / (rrf_k + rank)``; ``scores``
-    is ``{"bm25": …, "vector": …, channel: …, "fused": score}`` (the same dict on every
-    access). Creating one costs two attribute stores, so a search that returns ten
-    hits does not pay for dicts and ids nobody reads.
-    """
-
-    __slots__ = ("_ranking",)
-
-    def __init__(self, ranking: _Ranking, pos: int) -> None:  # noqa: D107 - see the class
-        object.__setattr__(self, "_ranking", ranking)
-        object.__setattr__(self, "_pos", pos)
-
-    def _fill(self) -> None:
-        rk, pos = self._ranking, self._pos
-        set_ = object.__setattr__
-        row = rk.rows[pos]
-        score = rk.weight / (rk.rrf_k + pos + 1)
-        set_(self, "_batch", rk.batch)
-        set_(self, "_chunk_id", rk.ids[row])
-        set_(self, "row", row)
-        set_(self, "score", score)
-        scores = {"bm25": 0.0, "vector": 0.0}
-        scores[rk.channel] = rk.channel_scores[pos]
-        scores["fused"] = score
-        set_(self, "scores", scores)
-        set_(self, "via", "")
-
-    def __getattr__(self, name: str):  # only called for a field not filled yet
-        if name in ("_batch", "_chunk_id", "row", "score", "scores", "via"):
-            self._fill()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def chunk_id(self) -> str:
-        rk = self._ranking
-        return rk.ids[rk.rows[self._pos]]
-
-
-def ranked_hits(load, rows: list[int], ids, channel: str, channel_scores: list[float], *, weight: float, rrf_k: float) -> list[Hit]:
+def ranked_hits(load: Callable[[list[int]], list[Chunk]], rows: list[int], ids: Any, channel: str, channel_scores: list[float], *,
+                weight: float, rrf_k: float) -> list[Hit]:
     """The hits of one channel's ranking (``rows`` best first), fused as weighted RRF of
     one list: hit ``i`` scores ``weight / (rrf_k + i + 1)``. ``ids[row]`` is a row's
-    chunk id; chunks load together on first access (``load(rows)``)."""
-    ranking = _Ranking(load, rows, ids, channel, channel_scores, weight, rrf_k)
-    return [RankedHit(ranking, i) for i in range(len(rows))]
+    chunk id; chunks load together on first access (``load(rows)``). Creating a hit costs
+    two attribute stores, so a search that returns ten hits does not pay for dicts and
+    ids nobody reads."""
+    src = _Ranking(load, rows, ids, channel, channel_scores, weight, rrf_k)
+    return [_sourced(src, i) for i in range(len(rows))]
+
+
+def __getattr__(name: str) -> Any:
+    """``LazyHit`` and ``RankedHit``, the two subclasses there were before one hit type: now
+    :class:`Hit` itself (deprecated names, for one release)."""
+    if name in ("LazyHit", "RankedHit"):
+        warnings.warn(f"ragspine_core.records.{name} is now Hit (one hit type); the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return Hit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: Columns of :func:`hits_to_frame`, in order (channel scores follow).

@@ -63,7 +63,7 @@ def _channels_of(source: Any) -> list[Any]:
 
 def default_tier(source: Any) -> str:
     """The tier the channels of ``source`` amount to when no classifier chose one."""
-    chans = [c for c in _channels_of(source) if not getattr(c, "on_demand", False)]
+    chans = [c for c in _channels_of(source) if not c.on_demand]
     names = {c.name for c in chans}
     if "graph" in names:
         return "multi_hop"

@@ -273,9 +273,8 @@ class CorrectiveStage(Stage):
             return state
         t0 = now()
         g1, kept1 = self._grade(query, list(state.hits))
-        if tracer is not None:
-            tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0, hit_candidates(kept1 if self.act else list(state.hits)),
-                       query=query, detail=g1.describe())
+        tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0,
+                   lambda: hit_candidates(kept1 if self.act else list(state.hits)), query=query, detail=g1.describe)
         if not self.act:
             return self._annotate(state, state, g1)
         best = (g1, kept1, state)
@@ -283,15 +282,13 @@ class CorrectiveStage(Stage):
         if g1.grade != "correct":
             for rnd, (action, q2, f2, extract, note) in enumerate(self._actions(query, filters, state), start=2):
                 tried.append(action)
-                if tracer is not None:
-                    tracer.add("correct", action, 0.0, query=str(q2), detail=note)
+                tracer.add("correct", action, 0.0, query=str(q2), detail=note)
                 res2 = state.rerun(q2, f2, extract=extract)
                 if res2.refusal is not None:  # e.g. an LLM rewrite that names a competitor
                     continue
                 t0 = now()
                 g2, kept2 = self._grade(str(q2), list(res2.hits))
-                if tracer is not None:
-                    tracer.add("grade", f"crag:{rnd}", now() - t0, hit_candidates(kept2), query=str(q2), detail=g2.describe())
+                tracer.add("grade", f"crag:{rnd}", now() - t0, lambda: hit_candidates(kept2), query=str(q2), detail=g2.describe)
                 if g2.confidence > best[0].confidence or (g2.grade == "correct" and best[0].grade != "correct"):
                     best = (g2, kept2, res2)
                 if best[0].grade == "correct":

@@ -437,15 +437,13 @@ class ExtractFiltersStage(Stage):
         ex, use, skipped = self._plan(query, filters)
         state.filters = filters or None
         if not use:
-            if tracer is not None:
-                tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
-                           detail=f"{ex.describe()} [{ex.note}]" + (f"; not applied: {skipped}" if skipped else ""))
+            tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
+                       detail=lambda: f"{ex.describe()} [{ex.note}]" + (f"; not applied: {skipped}" if skipped else ""))
             state.applied_filters = AppliedFilters((), "none", ex.note if not ex.predicates else f"not applied: {skipped}")
             return state
-        if tracer is not None:
-            tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
-                       detail=f"{ex.describe()} [{ex.note}] -> applying {len(use)} as a preference"
-                              + (f"; not applied: {skipped}" if skipped else ""))
+        tracer.add("extract", f"filters:{ex.extractor}", now() - t0, query=str(query),
+                   detail=lambda: f"{ex.describe()} [{ex.note}] -> applying {len(use)} as a preference"
+                                  + (f"; not applied: {skipped}" if skipped else ""))
         state.extraction = (self, use)
         state.filters = _user_predicates(filters) + tuple(p.predicate for p in use)
         return state
@@ -480,16 +478,14 @@ class FilterFallbackStage(Stage):
         if base.refusal is not None or not len(res):
             base.applied_filters = AppliedFilters(use, "dropped", "the extracted predicates empty the result: dropped "
                                                   "(the caller's filters stay)")
-            if tracer is not None:
-                tracer.add("extract", "dropped", 0.0, hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
+            tracer.add("extract", "dropped", 0.0, lambda: hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
             base.caller_filters, base.extraction = state.caller_filters, state.extraction
             return base
         seen = {(h.chunk_id, h.chunk.library_id) for h in res}
         merged = list(res) + [h for h in base.hits if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]
         state.applied_filters = AppliedFilters(use, "filled", f"{len(res)} hits match; {len(merged) - len(res)} more from the "
                                                "unfiltered candidate set follow them")
-        if tracer is not None:
-            tracer.add("extract", "filled", 0.0, hit_candidates(merged), query=str(query), detail=state.applied_filters.note)
+        tracer.add("extract", "filled", 0.0, lambda: hit_candidates(merged), query=str(query), detail=state.applied_filters.note)
         state.hits = merged
         return state
 

@@ -62,7 +62,7 @@ class Predicate:
         return self._raw_mask(column) & (column != "")
 
     def _raw_mask(self, column: np.ndarray) -> np.ndarray:
-        v = self.value
+        v: Any = self.value
         if self.op == "eq":
             return column == v
         if self.op == "ne":

@@ -69,7 +69,7 @@ def weighted_rrf(
     if depth is not None:
         lists = [r[:depth] for r in lists]
     if lists and all(isinstance(r, np.ndarray) and r.dtype.kind in "iu" for r in lists):
-        return _fuse_rows(lists, ws, rrf_k, top)
+        return _fuse_rows(lists, ws, rrf_k, top)  # type: ignore[arg-type]  # every list is an int array (checked above)
     fused: dict = {}
     for w, ranking in zip(ws, lists):
         for rank, item in enumerate(ranking, start=1):

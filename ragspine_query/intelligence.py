@@ -162,9 +162,9 @@ def query_stages(
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from ragspine_query.pipeline.stages import _POSTPROCESSORS, _TRANSFORMS, core_stages
+    from ragspine_query.pipeline.stages import POSTPROCESSORS, TRANSFORMS, core_stages
 
-    registered_t, registered_p = list(_TRANSFORMS.items()), list(_POSTPROCESSORS.items())
+    registered_t, registered_p = TRANSFORMS.items(), POSTPROCESSORS.items()
     qi = intelligence
     if qi is None:
         return core_stages(source, transforms=list(transforms) + registered_t, reranker=reranker, judge=judge,
@@ -190,7 +190,7 @@ def query_stages(
         from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
-        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),
+        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),  # type: ignore[arg-type]
                   *stages, FilterFallbackStage(fill=qi.filter_fill)]
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
     from ragspine_query.assessment import RelevanceGrader

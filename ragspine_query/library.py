@@ -94,13 +94,13 @@ class Library:
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
-        bm25_dir = self.artifact_path("bm25")
+        bm25_dir: Any = self.artifact_path("bm25")  # a required artifact: verified present above
         self.bm25 = BM25Index.load(bm25_dir)
-        self.bm25_doc = BM25Index.load(self.artifact_path("bm25_doc"))
-        blend_dir = self.artifact_path("bm25_blend")
+        self.bm25_doc = BM25Index.load(self.artifact_path("bm25_doc"))  # type: ignore[arg-type]
+        blend_dir: Any = self.artifact_path("bm25_blend")
         #: chunk + w x document field in one index (None in snapshots built before it existed)
         self.bm25_blend: BM25Index | None = BM25Index.load(blend_dir) if blend_dir is not None else None
-        self.bm25_blend_own = integrity.load_array(blend_dir, schema.BM25_BLEND_OWN) if blend_dir is not None else None
+        self.bm25_blend_own: Any = integrity.load_array(blend_dir, schema.BM25_BLEND_OWN) if blend_dir is not None else None
         self.bm25_blend_weight: float | None = _blend_weight(blend_dir) if blend_dir is not None else None
         self.row_doc = integrity.load_array(bm25_dir, schema.BM25_ROW_DOC)
         self.n_chunks = int(manifest["counts"]["chunks"])
@@ -114,9 +114,9 @@ class Library:
             if self.bm25_blend.n_rows != self.n_chunks:
                 raise integrity.corrupt(snapshot_dir, f"{blend_dir.name}/{schema.BM25_PARAMS}",
                                         f"records {self.bm25_blend.n_rows} rows, the snapshot has {self.n_chunks}")
-            integrity.check_array(blend_dir, schema.BM25_BLEND_OWN, self.bm25_blend_own, kind="iub",
+            integrity.check_array(blend_dir, schema.BM25_BLEND_OWN, self.bm25_blend_own, kind="iub",  # type: ignore[arg-type]
                                   length=self.bm25_blend.postings.shape[0])
-        self._conn = connect_read_only(self.artifact_path("chunks"), immutable=True)
+        self._conn = connect_read_only(self.artifact_path("chunks"), immutable=True)  # type: ignore[arg-type]
         self._lock = threading.Lock()
         self._columns: dict[str, np.ndarray] = {}
         self._chunk_ids: list[str] | None = None

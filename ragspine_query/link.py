@@ -95,10 +95,9 @@ class NarrativeIndexRetriever:
         with tracing(explain) as tracer:
             snippets, res = self._open_snippets(query, filters or None, top_k)
             if not snippets and res.refusal is None and filters and self.retry_without_filters:
-                if tracer is not None:
-                    tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
+                tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
                 snippets, res = self._open_snippets(query, None, top_k)
-            ex = tracer.freeze(query).without_restricted() if explain and tracer is not None else None
+            ex = tracer.freeze(query).without_restricted() if explain else None
         out = Snippets(snippets, ex, res.refusal).carry(res)
         # every snippet carries the result's tier and confidence too (an agent sees only the dicts)
         assessment = result_assessment(out)
@@ -116,9 +115,7 @@ class NarrativeIndexRetriever:
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if not r.chunk.is_restricted]
         snippets = [Snippet(to_snippet(r)) for r in open_hits[:top_k]]
-        tracer = current_tracer()
-        if tracer is not None:
-            tracer.add("snippets", "to_snippet", now() - t0, hit_candidates(open_hits[:top_k]), query=query)
+        current_tracer().add("snippets", "to_snippet", now() - t0, lambda: hit_candidates(open_hits[:top_k]), query=query)
         meta = SearchResult([], None, refusal)
         if isinstance(results, SearchResult):
             meta.carry(results)

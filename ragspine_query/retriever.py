@@ -28,7 +28,7 @@ from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
 from ragspine_query.library import Library
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
-from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates, now
+from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates
 from ragspine_query.pipeline.trace import tracing
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from ragspine_query.graph.graph_channel import GraphChannelConfig
@@ -190,9 +190,9 @@ class HybridRetriever:
         self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
-        self._weights = [named.get(c.name, getattr(c, "default_weight", 1.0)) for c in self.channels]
+        self._weights = [named.get(c.name, c.default_weight) for c in self.channels]
         # graph mode fuses with the graph channel's tuned RRF k unless the config sets its own
-        own_k = [getattr(c, "fusion_rrf_k", None) for c in self.channels] if config.mode == "graph" else []
+        own_k = [c.fusion_rrf_k for c in self.channels] if config.mode == "graph" else []
         self._rrf_k = next((k for k in own_k if k is not None), config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
         # the second stage of a staged fusion (the default's fused ranking + the graph's): weight and k
         graph_cfg = config.graph or GraphChannelConfig()
@@ -200,7 +200,7 @@ class HybridRetriever:
         self._stage_keep_head = int(graph_cfg.stage_keep_head)
         stage_k = graph_cfg.stage_rrf_k
         self._stage_rrf_k = (stage_k if stage_k is not None else config.rrf_k) if config.rrf_k == DEFAULT_RRF_K else config.rrf_k
-        self._on_demand = any(getattr(c, "on_demand", False) for c in self.channels)
+        self._on_demand = any(c.on_demand for c in self.channels)
         self._profile: LanguageProfile | None = None
         self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
         self._row_language: np.ndarray | None = None
@@ -243,14 +243,14 @@ class HybridRetriever:
 
     def _fuse_mixed(self, plan: FusionPlan, channels: list, lists: list) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~ragspine_query.fusion.fuse_mixed_languages` over this query's channel rankings."""
-        served = {c.name: getattr(c, "languages", None) for c in channels}
-        cross = frozenset(c.name for c in channels if getattr(c, "cross_lingual", False))
+        served = {c.name: c.languages for c in channels}
+        cross = frozenset(c.name for c in channels if c.cross_lingual)
         return fuse_mixed_languages([(c.name, r, sc) for c, (r, sc) in zip(channels, lists)],
                                     row_language=self._row_languages(), query_language=plan.query_language,
-                                    policy=plan.mixed, channel_languages=served, cross_lingual=cross)
+                                    policy=plan.mixed, channel_languages=served, cross_lingual=cross)  # type: ignore[arg-type]
 
     def _fuse_planned(self, plan: FusionPlan | None, channels: list, lists: list, weights: list, rrf_k: float,
-                      top: int | None) -> tuple[np.ndarray, np.ndarray]:
+                      top: int | None) -> tuple[Any, Any]:
         """``lists`` fused by ``plan``'s method (mixed, convex or RRF; no plan: RRF with ``weights``, ``rrf_k``)."""
         if plan is not None and plan.method == "mixed":
             return self._fuse_mixed(plan, channels, lists)
@@ -341,9 +341,9 @@ class HybridRetriever:
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
-            return SearchResult(hits, tracer.freeze(query) if explain and tracer is not None else None)
+            return SearchResult(hits, tracer.freeze(query) if explain else None)
 
-    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> list[Hit]:
+    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer) -> list[Hit]:
         if top_k == 0:
             return []
         allowed = self._mask_stage(query, filters, include_restricted, tracer)
@@ -351,12 +351,13 @@ class HybridRetriever:
             return []
         channels, weights, texts, plan, rrf_k = self._channel_plan(query, tracer)
         decay = self.config.decay_half_life_days > 0
-        # one channel: the fused order is the channel's order, so its top_k is enough
-        depth = top_k if (len(channels) == 1 and tracer is None and not decay) else max(self.config.depth, top_k)
+        # one channel: the fused order is the channel's order, so its top_k is enough (an
+        # explained query takes the general path, whose trace shows the channel's whole ranking and the fusion)
+        depth = top_k if (len(channels) == 1 and not tracer.enabled and not decay) else max(self.config.depth, top_k)
         if plan is not None and plan.method in ("convex", "mixed"):  # its normalisation range is fixed, whatever top_k
-            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)
+            depth = max(depth, plan.depth if plan.method == "convex" else plan.mixed.depth)  # type: ignore[union-attr]  # a mixed plan has its policy
         lists, via_of = self._channels_stage(channels, texts, depth, allowed, tracer)
-        if tracer is None and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
+        if not tracer.enabled and len(lists) == 1 and (plan is None or plan.method != "mixed") and weights[0] > 0 and not decay and not via_of:
             # one channel: its order is the fused order and RRF is w / (k + rank) (what
             # weighted_rrf returns for one list, computed without the general machinery)
             rows, scores = lists[0]
@@ -366,27 +367,26 @@ class HybridRetriever:
                                scores[: len(order)].tolist(), weight=weights[0], rrf_k=rrf_k)
         return self._fuse_stage(query, plan, channels, weights, lists, via_of, rrf_k, top_k, tracer)
 
-    def _mask_stage(self, query: str, filters: Any, include_restricted: bool, tracer: Tracer | None) -> np.ndarray | None:
+    def _mask_stage(self, query: str, filters: Any, include_restricted: bool, tracer: Tracer) -> np.ndarray | None:
         """The candidate mask: the filters, RESTRICTED rows unless included, and — for a
         variant that ranks its own language only, in a mixed library — that language."""
-        t0 = now() if tracer else 0.0
+        t0 = tracer.clock()
         allowed = self.allowed_mask(filters, include_restricted=include_restricted)
         if getattr(query, "language_only", False) and self.language_profile.mixed:
             same = self._row_languages() == query_language(query)  # a variant ranks its own language only
             allowed = same if allowed is None else (allowed & same)
-        if tracer is not None:
-            n = self.library.n_chunks if allowed is None else int(np.count_nonzero(allowed))
-            tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), now() - t0, query=query,
-                       detail=f"{n} of {self.library.n_chunks} rows allowed")
+        n_all = self.library.n_chunks
+        tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), tracer.since(t0), query=query,
+                   detail=lambda: f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed")
         return allowed
 
-    def _channel_plan(self, query: str, tracer: Tracer | None) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
+    def _channel_plan(self, query: str, tracer: Tracer) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
         """``(channels, weights, texts, plan, rrf_k)`` for ``query``: on-demand channels only
         when the query names them, a :class:`~ragspine_query.transforms.transform.ChannelQuery`'s
         per-channel text, and the language-aware plan's weights (a channel weighted 0 is not run)."""
         channels, weights, texts = self.channels, self._weights, [query] * len(self.channels)
         if self._on_demand:  # the tiers' graph/tree channels run only for the queries that name them
-            picked = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
+            picked: list[Any] = [(c, w) for c, w in zip(channels, weights) if selects(query, c)]
             channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [query] * len(picked)
         for_channel = getattr(query, "for_channel", None)
         if for_channel is not None:  # a ChannelQuery (transforms, tiers): per-channel text, or skip
@@ -394,28 +394,27 @@ class HybridRetriever:
             picked = [p for p in picked if p[2] is not None]
             if picked:
                 channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
-        rrf_k = self._rrf_k
+        rrf_k: float = self._rrf_k
         plan = self.fusion_plan(query)
         if plan is not None:  # language-aware weights; a channel weighted 0 is not run at all
             picked = [(c, plan.weight(c.name, w), t) for c, w, t in zip(channels, weights, texts)]
-            if tracer is not None:
-                for c, w, _ in picked:
-                    if w <= 0:
-                        tracer.add("channel", c.name, 0.0, query=query, detail=f"skipped: weight 0 — {plan.describe()}")
+            for c, w, _ in picked:
+                if w <= 0:
+                    tracer.add("channel", c.name, 0.0, query=query, detail=f"skipped: weight 0 — {plan.describe()}")
             picked = [p for p in picked if p[1] > 0] or picked[:1]
             channels, weights, texts = [p[0] for p in picked], [p[1] for p in picked], [p[2] for p in picked]
             rrf_k = plan.rrf_k
         return list(channels), list(weights), list(texts), plan, rrf_k
 
     def _channels_stage(self, channels: list, texts: list[str], depth: int, allowed: np.ndarray | None,
-                        tracer: Tracer | None) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[int, str]]:
+                        tracer: Tracer) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[int, str]]:
         """Each channel's ranking of the allowed rows (``search``, or ``search_with_via``
         for a channel that declares ``reaches_via``) and each row's ``via`` node."""
         lists: list[tuple[np.ndarray, np.ndarray]] = []
         via_of: dict[int, str] = {}  # row -> the summary-tree node it was reached through (first channel wins)
         for ch, text in zip(channels, texts):
-            t0 = now() if tracer else 0.0
-            if getattr(ch, "reaches_via", False):  # the tree channel: node hits answered by leaves
+            t0 = tracer.clock()
+            if ch.reaches_via:  # the tree channel: node hits answered by leaves
                 rows, scores, vias = ch.search_with_via(text, depth, allowed)
                 for r, v in zip(rows.tolist(), vias):
                     if v:
@@ -427,21 +426,21 @@ class HybridRetriever:
                 if not keep.all():
                     rows, scores = rows[keep], scores[keep]
             lists.append((rows, scores))
-            if tracer is not None:
-                describe = getattr(ch, "describe", None)  # e.g. the tree channel's `via` nodes
-                tracer.add("channel", ch.name, now() - t0, self._candidates(rows, scores), query=text,
-                           detail=describe(text, depth, allowed) if describe is not None else "")
+            tracer.add("channel", ch.name, tracer.since(t0), lambda: self._candidates(rows, scores), query=text,
+                       detail=lambda: ch.describe(text, depth, allowed) or "")  # e.g. the tree channel's `via` nodes
         return lists, via_of
 
     def _fuse_stage(self, query: str, plan: FusionPlan | None, channels: list, weights: list[float],
                     lists: list[tuple[np.ndarray, np.ndarray]], via_of: dict[int, str], rrf_k: float, top_k: int,
-                    tracer: Tracer | None) -> list[Hit]:
+                    tracer: Tracer) -> list[Hit]:
         """The channels' rankings fused (weighted RRF, or the plan's convex / mixed-language
         fusion; time decay when on) into the top ``top_k`` hits with each channel's score."""
         names = [c.name for c in channels]
         decay = self.config.decay_half_life_days > 0
-        t0 = now() if tracer else 0.0
+        t0 = tracer.clock()
         staged = [i for i, c in enumerate(channels) if c.name in STAGED_CHANNELS] if plan is not None else []
+        fused_rows: Any
+        fused: Any
         if staged:
             # the default's channels fused as the default fuses them (whole ranking), then that
             # ranking and the graph's by weighted RRF: what the default finds stays, the graph adds
@@ -473,24 +472,28 @@ class HybridRetriever:
         ids = self.library.chunk_ids()
         vias = [via_of.get(r, "") for r in order] if via_of else None
         hits = lazy_hits(self.library.chunks_by_rows, order, [ids[r] for r in order], fused_top, score_dicts, vias)
-        if tracer is not None:
-            shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
-            staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
-                                    for i in staged) + (f"; the default's first {self._stage_keep_head} kept first"
-                                                        if self._stage_keep_head else "")
-            tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), now() - t0, hit_candidates(hits), query=query,
-                       detail=(f"language-aware {plan.describe()}{staged_detail}" if plan is not None
-                               else f"k={rrf_k} weights={dict(zip(names, weights))}")
-                              + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
-                              + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))
-            if len(lists) > 1:  # what each channel pulled in that no other channel found
-                shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
-                for name in names:
-                    others = set().union(*(v for k, v in shown.items() if k != name))
-                    only = [h for h, r in zip(hits, order) if r in shown[name] and r not in others]
-                    tracer.add("only_in", name, 0.0, [c for c in hit_candidates(hits) if c.chunk_id in {h.chunk_id for h in only}],
-                               query=query, detail=f"{len(only)} of the top {len(order)} found by {name} alone")
+        tracer.add("fuse", "rrf(channels)" + ("+time-decay" if decay else ""), tracer.since(t0), lambda: hit_candidates(hits),
+                   query=query, detail=lambda: self._fuse_detail(plan, names, weights, staged, rrf_k, decay, vias))
+        if len(lists) > 1 and tracer.enabled:  # what each channel pulled in that no other channel found
+            shown = {name: set(r.tolist()) for name, (r, _) in zip(names, lists)}
+            for name in names:
+                others = set().union(*(v for k, v in shown.items() if k != name))
+                only = [h for h, r in zip(hits, order) if r in shown[name] and r not in others]
+                tracer.add("only_in", name, 0.0, [c for c in hit_candidates(hits) if c.chunk_id in {h.chunk_id for h in only}],
+                           query=query, detail=f"{len(only)} of the top {len(order)} found by {name} alone")
         return hits
+
+    def _fuse_detail(self, plan: FusionPlan | None, names: list[str], weights: list[float], staged: list[int], rrf_k: float,
+                     decay: bool, vias: list[str] | None) -> str:
+        """What ``explain`` says of the fusion: the plan or the weights, the graph stage, decay, tree nodes."""
+        shown_via = [f"#{i}←{v[:13]}" for i, v in enumerate(vias or (), start=1) if v][:5]
+        staged_detail = "".join(f"; then rrf(default, {names[i]}) k={self._stage_rrf_k} weights default=1 {names[i]}={weights[i]:g}"
+                                for i in staged) + (f"; the default's first {self._stage_keep_head} kept first"
+                                                    if staged and self._stage_keep_head else "")
+        return ((f"language-aware {plan.describe()}{staged_detail}" if plan is not None
+                 else f"k={rrf_k} weights={dict(zip(names, weights))}")
+                + (f" half_life={self.config.decay_half_life_days}d" if decay else "")
+                + (f" via tree nodes: {' '.join(shown_via)}" if shown_via else ""))
 
     def _channel_scores(self, names: list[str], lists: list[tuple[np.ndarray, np.ndarray]], fused_rows: np.ndarray,
                         order: list[int], top_k: int, decay: bool, plan: FusionPlan | None) -> list[dict[str, float]]:
@@ -583,21 +586,13 @@ class MultiIndexRetriever:
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
-            return SearchResult(hits, tracer.freeze(query) if explain and tracer is not None else None)
+            return SearchResult(hits, tracer.freeze(query) if explain else None)
 
-    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer | None) -> list[Hit]:
-        t0 = now() if tracer else 0.0
+    def _search(self, query: str, filters: Any, top_k: int, include_restricted: bool, tracer: Tracer) -> list[Hit]:
+        t0 = tracer.clock()
         libs = self.route(query)
-        if tracer is not None:
-            decide = getattr(self.router, "decide", None)  # a router that can say why (ProfileRouter)
-            why = ""
-            if decide is not None:
-                try:
-                    why = decide(query)[1]
-                except Exception:  # the route itself fell back to every library
-                    why = "the router failed: every library"
-            tracer.add("route", type(self.router).__name__ if self.router else "all", now() - t0, query=query,
-                       detail=", ".join(libs) + (f" ({why})" if why else ""))
+        tracer.add("route", type(self.router).__name__ if self.router else "all", tracer.since(t0), query=query,
+                   detail=lambda: self._route_detail(query, libs))
         rankings: dict[str, list[tuple[str, str]]] = {}
         best: dict[tuple[str, str], Hit] = {}
         for lib in libs:
@@ -605,9 +600,19 @@ class MultiIndexRetriever:
             rankings[lib] = [(h.chunk_id, lib) for h in res]
             for h in res:
                 best[(h.chunk_id, lib)] = h
-        t0 = now() if tracer else 0.0
+        t0 = tracer.clock()
         keys, scores = weighted_rrf(rankings, weights=self.weights, rrf_k=self.rrf_k)
         hits = [best[k].with_score(s, fused=s) for k, s in zip(keys[:top_k], scores[:top_k])]
-        if tracer is not None:
-            tracer.add("fuse", "rrf(libraries)", now() - t0, hit_candidates(hits), query=query)
+        tracer.add("fuse", "rrf(libraries)", tracer.since(t0), lambda: hit_candidates(hits), query=query)
         return hits
+
+    def _route_detail(self, query: str, libs: list[str]) -> str:
+        """The libraries routed to, and why when the router can say (``ProfileRouter.decide``)."""
+        decide = getattr(self.router, "decide", None)
+        why = ""
+        if decide is not None:
+            try:
+                why = decide(query)[1]
+            except Exception:  # the route itself fell back to every library
+                why = "the router failed: every library"
+        return ", ".join(libs) + (f" ({why})" if why else "")

@@ -105,7 +105,7 @@ class ProfileRouter:
     def entities_in(self, query: str) -> frozenset[str]:
         """Glossary entity ids ``query`` names, with the subsidiaries of a named parent."""
         q = normalize_query(query)
-        found = set()
+        found: set[str] = set()
         if self._entity_word is not None:
             found.update(self._names[m.group(1)] for m in self._entity_word.finditer(q))
         found.update(self._names[n] for n in self._entity_sub if n in q)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
 from ragspine_core.text.tokenize import tokenize
 from ragspine_core.graph.artifact import COMMUNITIES_FILE
 
@@ -125,7 +125,7 @@ def community_themes(library: Any, query: str | None = None, *, top_n: int = 5) 
     return themes
 
 
-class CommunityChannel:
+class CommunityChannel(Channel):
     """Ranks chunk rows by the score of the communities the query matches (quoted chunks first)."""
 
     name = "community"
@@ -169,7 +169,7 @@ class CommunityChannel:
             return "no communities in this snapshot"
         s = self._scorer.scores(query)
         top = [i for i in np.lexsort((np.arange(len(s)), -s)).tolist() if s[i] > 0][: self.top_communities]
-        return "communities: " + (", ".join(f"{self._com['title'][i]} ({s[i]:.2f})" for i in top) or "none matched")
+        return "communities: " + (", ".join(f"{self._com['title'][i]} ({s[i]:.2f})" for i in top) or "none matched")  # type: ignore[index]
 
 
 def _community_factory(ctx: ChannelContext) -> "OnDemandChannel | None":
@@ -179,4 +179,4 @@ def _community_factory(ctx: ChannelContext) -> "OnDemandChannel | None":
     return OnDemandChannel("community", lambda: CommunityChannel(ctx.library) if load_communities(ctx.library) else None)
 
 
-register_channel("community", _community_factory)
+register_builtin_channel("community", _community_factory)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragspine_core.errors import ConfigError, IndexNotFoundError
-from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, OnDemandChannel, register_builtin_channel
 from ragspine_core.graph.artifact import ALIASES_FILE, EDGE_TYPES, NODES_FILE
 from ragspine_core.graph.names import STOP_WORDS, WORDS, name_spans, word_key
 from ragspine_core.graph.store import InProcessGraphStore
@@ -115,7 +115,7 @@ class GraphChannelConfig:
             raise ConfigError("edge type weights must be finite and >= 0")
 
 
-class GraphChannel:
+class GraphChannel(Channel):
     """Ranks chunk rows by their personalized PageRank mass from the query's seeds."""
 
     name = "graph"
@@ -136,6 +136,7 @@ class GraphChannel:
         tw.update(dict(config.type_weights))
         factor = np.asarray([tw.get(t, 1.0) for t in EDGE_TYPES], dtype=np.float64)
         w = np.asarray(g.weights, dtype=np.float64) * factor[np.asarray(g.etype)]
+        self.store: Any
         if config.store == "networkx":
             from ragspine_core.graph.networkx_store import NetworkXGraphStore
 
@@ -264,4 +265,4 @@ def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | Non
                                                          backend=ctx.embedding_backend, config=cfg), cfg.fusion_weight)
 
 
-register_channel("graph", _graph_factory)
+register_builtin_channel("graph", _graph_factory)

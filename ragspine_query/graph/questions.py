@@ -243,7 +243,7 @@ def _facts(o: _Open, subject: str, metric: str, period: str, limit: int) -> list
     %), it names the subject, then chunk id."""
     ent, met = o.concepts[subject], o.concepts[metric]
     met_re = _name_pattern((*met.names, met.id.replace("_", " ")))
-    year = _YEAR.search(period).group(0) if period and _YEAR.search(period) else ""
+    year = _YEAR.search(period).group(0) if period and _YEAR.search(period) else ""  # type: ignore[union-attr]
     found: list[tuple[tuple, Fact]] = []
     for ch in o.chunks:
         own = _chunk_names(ch, ent)

@@ -1,15 +1,18 @@
 """One query pipeline: channels, stages, fusion and ``explain`` that capabilities plug into.
 
-* :mod:`.channels` — :class:`Channel`, :func:`register_channel`, the built-in ``bm25``
-  and ``vector`` channels;
+* :mod:`.channels` — :class:`Channel` (the declared abilities and their defaults),
+  :func:`register_channel` (the :data:`CHANNELS` registry), the built-in ``bm25`` and
+  ``vector`` channels;
 * :mod:`.stages` — :class:`QueryPipeline` (an explicit list of stages), :class:`Stage`,
   :class:`QueryState`, the built-in stages, :func:`register_transform`,
   :func:`register_postprocessor`, :class:`SearchResult`;
-* :mod:`.trace` — tracing through a context variable (:func:`current_tracer`, :func:`tracing`);
+* :mod:`.trace` — tracing through a context variable (:func:`current_tracer`, :func:`tracing`;
+  :data:`NULL_TRACER` when nobody explains);
 * :mod:`.explain` — the frozen :class:`Explain` trace (``to_rows()``, ``format_table()``).
 """
 
-from ragspine_query.pipeline.channels import Channel, ChannelContext, DenseChannel, LexicalChannel, register_channel, registered_channels, unregister_channel
+from ragspine_query.pipeline.channels import (CHANNELS, Channel, ChannelContext, DenseChannel, LexicalChannel, PluginChannel, register_channel,
+                                              registered_channels, unregister_channel)
 from ragspine_query.pipeline.explain import Candidate, Explain, StageTrace
 from ragspine_query.pipeline.stages import (
     CutStage,
@@ -36,10 +39,10 @@ from ragspine_query.pipeline.stages import (
     unregister_postprocessor,
     unregister_transform,
 )
-from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_query.pipeline.trace import NULL_TRACER, current_tracer, tracing
 
 __all__ = [
-    "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",
+    "CHANNELS", "NULL_TRACER", "PluginChannel", "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",
     "PipelineStage", "PostProcessor", "PostprocessStage", "QueryPipeline", "QueryState", "RerankStage",
     "RestrictedStripStage", "RetrieveStage", "SearchResult", "Snippets", "Stage", "StageTrace", "Transform",
     "TransformStage", "VariantGateStage", "core_stages", "current_tracer", "register_channel", "tracing",

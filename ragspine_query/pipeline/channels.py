@@ -3,35 +3,103 @@
 A channel has a ``name`` and ``search(query, depth, allowed) -> (rows int64, scores
 float32)``, best first, ties by row ascending, honouring ``allowed`` (a bool mask over
 rows, None = every row). The library's built-in channels are ``bm25`` (chunk field +
-``doc_weight`` × document field) and ``vector`` (exact cosine); a new one is added with
-:func:`register_channel` — the retriever asks every registered factory, in registration
-order, for a channel over its library, and fuses whatever they return. A channel that
+``doc_weight`` × document field) and ``vector`` (exact cosine), then ``tree``, ``graph``
+and ``community`` (registered by :mod:`ragspine_query.tree` and :mod:`ragspine_query.graph`);
+a new one is added with :func:`register_channel` — the retriever asks every registered
+factory, in the order of :data:`CHANNELS` (a :class:`~ragspine_core.registry.Registry`:
+built-ins at their declared places, :data:`BUILTIN_CHANNEL_ORDER`, then plug-ins by
+``order`` and name; never import order), for a channel over its library, and fuses
+whatever they return. A channel that
 reaches rows through something else (the ``tree`` channel: a summary node answered by
 its leaves) declares ``reaches_via = True`` and offers ``search_with_via(query, depth,
 allowed) -> (rows, scores, vias)``; the retriever then calls it instead and keeps each
 row's ``via`` on the hit.
 
-A channel's abilities are declared as class attributes, never probed by trying a call:
-``on_demand`` (runs only for queries that name it), ``reaches_via``, ``default_weight``,
-``fusion_rrf_k`` (the RRF k its mode fuses with), ``languages`` and ``cross_lingual``
-(what the language-aware fusion needs), and an optional ``describe`` for ``explain``.
+A channel's abilities are declared, never probed: :class:`Channel` declares each with
+its default — ``on_demand`` (runs only for queries that name it), ``reaches_via``,
+``default_weight``, ``fusion_rrf_k`` (the RRF k its mode fuses with), ``languages`` and
+``cross_lingual`` (what the language-aware fusion needs), ``search_with_via`` and
+``describe`` (what ``explain`` says of a search; None: nothing) — and every built-in
+channel subclasses it and declares what differs. A registered channel that does not
+subclass :class:`Channel` is adapted once, where the channels are built
+(:class:`PluginChannel`: the abilities it declares, the defaults for the others).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable
 
 import numpy as np
 
 from ragspine_core.lexical.bm25 import search_blend_index, search_blended, terms_all_own
+from ragspine_core.registry import PLUGIN_ORDER, Registry
 
 
-@runtime_checkable
-class Channel(Protocol):
-    name: str
+class Channel:
+    """Ranks a library's rows for a query. Subclass it and give ``name`` and ``search``;
+    the abilities below are declared here with their defaults (override what differs)."""
 
-    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]: ...
+    #: the channel's name: its key in ``scores``, ``channel_weights`` and ``explain``
+    name: str = ""
+    #: runs only for the queries that name it (a :class:`~ragspine_query.transforms.transform.ChannelQuery`)
+    on_demand: bool = False
+    #: reaches rows through something else (summary nodes): the retriever calls :meth:`search_with_via`
+    reaches_via: bool = False
+    #: its fusion weight unless ``RetrievalConfig.channel_weights`` names it
+    default_weight: float = 1.0
+    #: the RRF k its mode fuses with (``graph`` mode), None: the configuration's
+    fusion_rrf_k: int | None = None
+    #: the languages its model serves (None: every language)
+    languages: tuple[str, ...] | None = None
+    #: built for cross-lingual retrieval (a text and its translation land close)
+    cross_lingual: bool = False
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows int64, scores float32)``, best first, ties by row, only ``allowed`` rows."""
+        raise NotImplementedError(f"{type(self).__name__} must define search(query, depth, allowed)")
+
+    def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``search`` plus each row's ``via`` (``""``: reached directly)."""
+        rows, scores = self.search(query, depth, allowed)
+        return rows, scores, ("",) * int(rows.shape[0])
+
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str | None:
+        """What ``explain`` says of this channel's search for ``query`` (None: nothing)."""
+        return None
+
+
+class PluginChannel(Channel):
+    """A registered channel that does not subclass :class:`Channel`, with its abilities
+    read once: what it declares (``on_demand``, ``reaches_via``, ``search_with_via``,
+    ``describe``, ``default_weight``, …), the defaults otherwise. ``inner`` is the channel."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        for ability in ("on_demand", "reaches_via", "default_weight", "fusion_rrf_k", "languages", "cross_lingual"):
+            declared = getattr(inner, ability, _UNSET)
+            if declared is not _UNSET:
+                setattr(self, ability, declared)
+        self._search = inner.search
+        self._with_via = getattr(inner, "search_with_via", None) if self.reaches_via else None
+        self._describe = getattr(inner, "describe", None)
+
+    def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        return self._search(query, depth, allowed)
+
+    def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        if self._with_via is not None:
+            return self._with_via(query, depth, allowed)
+        return Channel.search_with_via(self, query, depth, allowed)
+
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str | None:
+        return self._describe(query, depth, allowed) if self._describe is not None else None
+
+
+def as_channel(channel: Any) -> Channel:
+    """``channel`` itself when it subclasses :class:`Channel`, else a :class:`PluginChannel` over it."""
+    return channel if isinstance(channel, Channel) else PluginChannel(channel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,45 +113,71 @@ class ChannelContext:
     embedding_backend: Any | None
 
 
-ChannelFactory = Callable[[ChannelContext], "Channel | list[Channel] | None"]
-_CHANNELS: dict[str, ChannelFactory] = {}
+_UNSET: Any = object()
+
+ChannelFactory = Callable[[ChannelContext], Any]
 
 
-def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False) -> ChannelFactory:
+def _must_be_callable(name: str, factory: Any) -> None:
+    if not callable(factory):
+        raise TypeError(f"channel {name!r} needs a factory: a callable ctx -> Channel | list[Channel] | None, got {factory!r}")
+
+
+#: Every channel factory, by name: a retriever's channels come in this registry's order.
+CHANNELS: Registry[ChannelFactory] = Registry("channel", check=_must_be_callable)
+
+#: The built-in channels' places (the order a retriever lists, traces and fuses them in).
+BUILTIN_CHANNEL_ORDER: dict[str, int] = {"bm25": 0, "vector": 10, "tree": 20, "graph": 30, "community": 40}
+
+
+def register_channel(name: str, factory: ChannelFactory, *, replace: bool = False, order: int = PLUGIN_ORDER) -> ChannelFactory:
     """Add a channel: ``factory(ctx) -> Channel | None`` (None: not for this library/mode;
     a list adds several channels, as the models of an embedding ensemble do).
 
-    Retrievers built afterwards include it; its weight in the fusion is
-    ``RetrievalConfig.channel_weights.get(name, 1.0)``.
+    Retrievers built afterwards include it, after the built-ins (by ``order``, then
+    name); its weight in the fusion is ``RetrievalConfig.channel_weights.get(name,
+    channel.default_weight)``. Replacing a built-in (``replace=True``) keeps its place.
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``factory`` is not callable.
     """
-    if name in _CHANNELS and not replace:
-        raise ValueError(f"channel {name!r} is already registered")
-    _CHANNELS[name] = factory
-    return factory
+    return CHANNELS.register(name, factory, order=order, replace=replace)
+
+
+def register_builtin_channel(name: str, factory: ChannelFactory) -> ChannelFactory:
+    """Register one of RAGSpine's own channels at its :data:`BUILTIN_CHANNEL_ORDER` place
+    (idempotent: re-importing its module keeps the place)."""
+    return CHANNELS.register(name, factory, order=BUILTIN_CHANNEL_ORDER[name], replace=True, builtin=True)
 
 
 def unregister_channel(name: str) -> None:
-    if name in ("bm25", "vector"):
-        raise ValueError(f"the built-in channel {name!r} cannot be removed")
-    _CHANNELS.pop(name, None)
+    """Remove a plug-in channel (a no-op when absent).
+
+    Raises:
+        ConfigError: ``name`` is a built-in channel.
+    """
+    CHANNELS.unregister(name)
 
 
 def registered_channels() -> tuple[str, ...]:
-    return tuple(_CHANNELS)
+    """The registered channel names, in the order retrievers use them."""
+    return CHANNELS.names()
 
 
 def build_channels(ctx: ChannelContext) -> list[Channel]:
-    out = []
-    for factory in list(_CHANNELS.values()):
+    """Every registered factory's channels for ``ctx``, in registry order (each a :class:`Channel`)."""
+    out: list[Channel] = []
+    for factory in CHANNELS:
         ch = factory(ctx)
         if isinstance(ch, list):
-            out.extend(ch)
+            out.extend(as_channel(c) for c in ch)
         elif ch is not None:
-            out.append(ch)
+            out.append(as_channel(ch))
     return out
 
 
-class OnDemandChannel:
+class OnDemandChannel(Channel):
     """A channel that runs only for the queries that name it, built on first use.
 
     The adaptive tiers (:mod:`ragspine_query.tiers`) send a multi-hop question to the
@@ -96,7 +190,7 @@ class OnDemandChannel:
     on_demand = True
     reaches_via = True  # the inner channel's vias, or "" per row
 
-    def __init__(self, name: str, build: Callable[[], "Channel | None"], default_weight: float = 1.0) -> None:
+    def __init__(self, name: str, build: Callable[[], Any], default_weight: float = 1.0) -> None:
         self.name = name
         self.default_weight = float(default_weight)
         self._build = build
@@ -105,7 +199,8 @@ class OnDemandChannel:
 
     def _get(self) -> "Channel | None":
         if not self._built:
-            self._channel, self._built = self._build(), True
+            built = self._build()
+            self._channel, self._built = (None if built is None else as_channel(built)), True
         return self._channel
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -115,34 +210,31 @@ class OnDemandChannel:
     def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """``search`` plus each row's ``via`` (the inner channel's, e.g. the tree's node ids; else ``""``)."""
         ch = self._get()
-        if getattr(ch, "reaches_via", False):
+        if ch is not None and ch.reaches_via:
             return ch.search_with_via(query, depth, allowed)
         rows, scores = _empty() if ch is None else ch.search(query, depth, allowed)
         return rows, scores, ("",) * int(rows.shape[0])
 
-    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str | None:
         ch = self._get()
-        describe = getattr(ch, "describe", None)
-        return "on demand: " + (describe(query, depth, allowed) if describe is not None else "built for this query")
+        said = ch.describe(query, depth, allowed) if ch is not None else None
+        return "on demand: " + (said if said is not None else "built for this query")
 
 
 def selects(query: Any, channel: Any) -> bool:
     """Whether ``channel`` runs for ``query``: always, unless it is on demand and the
     query does not name it."""
-    if not getattr(channel, "on_demand", False):
+    if not channel.on_demand:
         return True
     named = getattr(query, "channels", None)
     return named is not None and channel.name in named
-
-
-_UNSET: Any = object()
 
 
 def _empty() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, np.int64), np.zeros(0, np.float32)
 
 
-class LexicalChannel:
+class LexicalChannel(Channel):
     """BM25 over the chunk field blended with the document field (exact, pruned)."""
 
     name = "bm25"
@@ -155,8 +247,8 @@ class LexicalChannel:
         blend = getattr(library, "bm25_blend", None)
         # the index-time blend serves only the weight it was built with
         self._blend = blend if blend is not None and getattr(library, "bm25_blend_weight", None) == self.doc_weight else None
-        self._own = np.asarray(library.bm25_blend_own) if self._blend is not None else None
-        self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None
+        self._own: Any = np.asarray(library.bm25_blend_own) if self._blend is not None else None
+        self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None  # type: ignore[arg-type]
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         tokens = self._analyze(query)
@@ -169,7 +261,7 @@ class LexicalChannel:
                               doc_weight=self.doc_weight, allowed=allowed)
 
 
-class DenseChannel:
+class DenseChannel(Channel):
     """Cosine between the query embedding and the library's vectors (allowed rows only).
 
     Exact scan, or the snapshot's ANN index (``ann`` artifact, built above a size threshold)
@@ -246,12 +338,12 @@ def _bm25_factory(ctx: ChannelContext) -> Channel | None:
     return None if ctx.active_mode == "vector" else LexicalChannel(ctx.library, ctx.config.doc_weight)
 
 
-def _vector_factory(ctx: ChannelContext) -> list[Channel] | None:
+def _vector_factory(ctx: ChannelContext) -> list[DenseChannel] | None:
     """The dense channel, or one per model of an embedding ensemble."""
     if ctx.active_mode == "bm25" or ctx.embedding_backend is None:
         return None
     return dense_channels(ctx.library, ctx.embedding_backend)
 
 
-register_channel("bm25", _bm25_factory)
-register_channel("vector", _vector_factory)
+register_builtin_channel("bm25", _bm25_factory)
+register_builtin_channel("vector", _vector_factory)

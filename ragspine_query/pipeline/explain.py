@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from ragspine_core.records import is_restricted
 
@@ -77,12 +77,34 @@ class Explain:
 
 @dataclass
 class Tracer:
-    """Collects :class:`StageTrace` records while a query runs (only when explaining)."""
+    """Collects :class:`StageTrace` records while a query runs (only when explaining).
+
+    Stage code records unconditionally: when nobody explains, the tracer in effect is
+    :data:`NULL_TRACER`, which records nothing. A record's ``candidates`` and ``detail`` may
+    be given as functions of no argument (``lambda: hit_candidates(hits)``): they are
+    called only by a tracer that records, so a query that is not explained builds no
+    payload. ``clock()`` is the start time of a stage (0.0 when not recording) and
+    ``enabled`` says whether this tracer records (a stage may take a shortcut that would
+    leave a stage out of the trace only when it does not)."""
 
     stages: list[StageTrace] = field(default_factory=list)
+    enabled: ClassVar[bool] = True
 
-    def add(self, stage: str, name: str, seconds: float, candidates: Iterable[Candidate] = (), *, query: str = "", detail: str = "") -> None:
+    def add(self, stage: str, name: str, seconds: float, candidates: Iterable[Candidate] | Callable[[], Iterable[Candidate]] = (),
+            *, query: str = "", detail: str | Callable[[], str] = "") -> None:
+        if callable(candidates):
+            candidates = candidates()
+        if callable(detail):
+            detail = detail()
         self.stages.append(StageTrace(stage, name, seconds, tuple(candidates), query, detail))
+
+    def clock(self) -> float:
+        """Now (``time.perf_counter``), to time a stage with :meth:`since`."""
+        return now()
+
+    def since(self, t0: float) -> float:
+        """Seconds since ``t0`` (from :meth:`clock`)."""
+        return now() - t0
 
     def extend(self, explain: "Explain | None") -> None:
         if explain is not None:
@@ -90,6 +112,29 @@ class Tracer:
 
     def freeze(self, query: str) -> Explain:
         return Explain(query, tuple(self.stages))
+
+
+class NullTracer(Tracer):
+    """The tracer in effect when nobody explains: records nothing, builds no payload."""
+
+    enabled: ClassVar[bool] = False
+
+    def add(self, stage: str, name: str, seconds: float, candidates: Iterable[Candidate] | Callable[[], Iterable[Candidate]] = (),
+            *, query: str = "", detail: str | Callable[[], str] = "") -> None:
+        return None
+
+    def clock(self) -> float:
+        return 0.0
+
+    def since(self, t0: float) -> float:
+        return 0.0
+
+    def extend(self, explain: "Explain | None") -> None:
+        return None
+
+
+#: The one tracer that records nothing (the context's tracer when no trace is open).
+NULL_TRACER = NullTracer()
 
 
 def hit_candidates(hits) -> list[Candidate]:

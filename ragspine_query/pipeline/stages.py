@@ -36,10 +36,12 @@ post-processors are protocols with registries: :func:`register_transform`,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from functools import partial
+from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
+from ragspine_core.registry import PLUGIN_ORDER, Registry
 from ragspine_core.text.language import query_language
 from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
@@ -52,6 +54,9 @@ from ragspine_query.pipeline.trace import current_tracer, tracing
 #: judged set with glossary multi-query on: planned in the query's language and ranking
 #: every row 0.8368, ranking only the query language's rows 0.8281 (docs/evaluation.md).
 VARIANTS_OWN_LANGUAGE_ONLY = False
+
+
+_R = TypeVar("_R")
 
 
 class SearchResult(list):
@@ -78,7 +83,7 @@ class SearchResult(list):
         self.needs_refinement: bool | None = None
         self.filters: Any = None
 
-    def carry(self, other: Any) -> "SearchResult":
+    def carry(self: _R, other: Any) -> _R:
         """Copy ``other``'s tier, confidence, needs_refinement and filters onto this result."""
         for name in ("tier", "confidence", "needs_refinement", "filters"):
             value = getattr(other, name, None)
@@ -126,43 +131,60 @@ class PostProcessor(Protocol):
     def __call__(self, query: str, hits: list[Hit]) -> list[Hit]: ...
 
 
-_TRANSFORMS: dict[str, Transform] = {}
-_POSTPROCESSORS: dict[str, PostProcessor] = {}
+def _callable(kind: str) -> Callable[[str, Any], None]:
+    def check(name: str, fn: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"{kind} {name!r} must be callable")
+    return check
 
 
-def _register(table: dict, kind: str, name: str, fn: Any, replace: bool) -> Any:
-    if not callable(fn):
-        raise TypeError(f"{kind} {name!r} must be callable")
-    if name in table and not replace:
-        raise ValueError(f"{kind} {name!r} is already registered")
-    table[name] = fn
-    return fn
+#: Transforms every query pipeline runs after its explicit ones, by ``(order, name)``.
+TRANSFORMS: Registry[Transform] = Registry("transform", check=_callable("transform"))
+#: Post-processors every query pipeline runs after its explicit ones, by ``(order, name)``.
+POSTPROCESSORS: Registry[PostProcessor] = Registry("post-processor", check=_callable("post-processor"))
 
 
-def register_transform(name: str, fn: Transform, *, replace: bool = False) -> Transform:
-    """Run ``fn(variants) -> variants`` in every query pipeline built afterwards."""
-    return _register(_TRANSFORMS, "transform", name, fn, replace)
+def register_transform(name: str, fn: Transform, *, replace: bool = False, order: int = PLUGIN_ORDER) -> Transform:
+    """Run ``fn(variants) -> variants`` in every query pipeline built afterwards (after
+    its explicit transforms; registered ones by ``order``, then name).
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``fn`` is not callable.
+    """
+    return TRANSFORMS.register(name, fn, order=order, replace=replace)
 
 
-def register_postprocessor(name: str, fn: PostProcessor, *, replace: bool = False) -> PostProcessor:
-    """Run ``fn(query, hits) -> hits`` after reranking in every query pipeline built afterwards."""
-    return _register(_POSTPROCESSORS, "post-processor", name, fn, replace)
+def register_postprocessor(name: str, fn: PostProcessor, *, replace: bool = False, order: int = PLUGIN_ORDER) -> PostProcessor:
+    """Run ``fn(query, hits) -> hits`` after reranking in every query pipeline built
+    afterwards (after its explicit post-processors; registered ones by ``order``, then name).
+
+    Raises:
+        ConfigError: ``name`` is registered already and ``replace`` is false.
+        TypeError: ``fn`` is not callable.
+    """
+    return POSTPROCESSORS.register(name, fn, order=order, replace=replace)
 
 
 def unregister_transform(name: str) -> None:
-    _TRANSFORMS.pop(name, None)
+    TRANSFORMS.unregister(name)
 
 
 def unregister_postprocessor(name: str) -> None:
-    _POSTPROCESSORS.pop(name, None)
+    POSTPROCESSORS.unregister(name)
 
 
 def registered_transforms() -> tuple[str, ...]:
-    return tuple(_TRANSFORMS)
+    return TRANSFORMS.names()
 
 
 def registered_postprocessors() -> tuple[str, ...]:
-    return tuple(_POSTPROCESSORS)
+    return POSTPROCESSORS.names()
+
+
+def _transform_detail(variants: list[Any], out: Any) -> str:
+    note = getattr(out, "note", "")  # a transform may say why it did nothing
+    return " | ".join(variants) + (f" ({note})" if note else "")
 
 
 def _is_restricted(hit: Hit) -> bool:
@@ -249,10 +271,8 @@ class GateStage(Stage):
     def __call__(self, state: QueryState) -> QueryState:
         t0 = now()
         refusal = self.gate.check(state.query)
-        tracer = current_tracer()
-        if tracer is not None:
-            tracer.add("gate", type(self.gate).__name__, now() - t0, query=state.query,
-                       detail=f"refused: {refusal.reason}" if refusal else "passed")
+        current_tracer().add("gate", type(self.gate).__name__, now() - t0, query=state.query,
+                             detail=lambda: f"refused: {refusal.reason}" if refusal else "passed")
         state.refusal = refusal
         return state
 
@@ -274,9 +294,7 @@ class TransformStage(Stage):
             out = t(variants)
             variants = list(out) or [state.query]
             state.tier = getattr(out, "tier", "") or state.tier  # the adaptive tiers say which tier runs
-            if tracer is not None:
-                note = getattr(out, "note", "")  # a transform may say why it did nothing
-                tracer.add("transform", name, now() - t0, detail=" | ".join(variants) + (f" ({note})" if note else ""))
+            tracer.add("transform", name, now() - t0, detail=lambda: _transform_detail(variants, out))
         state.variants = variants
         return state
 
@@ -294,10 +312,8 @@ class VariantGateStage(Stage):
         if len(variants) > 1 or variants[0] is not state.query:
             t0 = now()
             kept = [v for v in variants if self.gate.check(v) is None]
-            tracer = current_tracer()
-            if tracer is not None:
-                tracer.add("gate", f"{type(self.gate).__name__}(variants)", now() - t0,
-                           detail=f"{len(variants) - len(kept)} of {len(variants)} variants refused")
+            current_tracer().add("gate", f"{type(self.gate).__name__}(variants)", now() - t0,
+                                 detail=lambda: f"{len(variants) - len(kept)} of {len(variants)} variants refused")
             state.variants = kept or [state.query]
         return state
 
@@ -321,12 +337,12 @@ class RetrieveStage(Stage):
         self._self_tracing = bool(getattr(type(source), "traces_itself", False))
 
     def _search(self, q: Any, state: QueryState, depth: int) -> list[Hit]:
-        tracer = current_tracer()
-        if tracer is None or self._self_tracing:
+        if self._self_tracing:
             return self.source.search(q, filters=state.filters, top_k=depth, include_restricted=state.include_restricted)
-        t0 = now()
+        tracer = current_tracer()
+        t0 = tracer.clock()
         hits = self.source.search(q, filters=state.filters, top_k=depth, include_restricted=state.include_restricted)
-        tracer.add("search", type(self.source).__name__, now() - t0, hit_candidates(hits), query=q)
+        tracer.add("search", type(self.source).__name__, tracer.since(t0), lambda: hit_candidates(hits), query=q)
         return hits
 
     def __call__(self, state: QueryState) -> QueryState:
@@ -349,9 +365,9 @@ class RetrieveStage(Stage):
         t0 = now()
         keys, scores = weighted_rrf(per_variant, rrf_k=self.rrf_k)
         state.hits = [best[k].with_score(s, fused=s) for k, s in zip(keys[:depth], scores[:depth])]
-        tracer = current_tracer()
-        if tracer is not None:
-            tracer.add("fuse", "rrf(variants)", now() - t0, hit_candidates(state.hits), detail=f"{len(variants)} variants, k={self.rrf_k}")
+        hits = state.hits
+        current_tracer().add("fuse", "rrf(variants)", now() - t0, lambda: hit_candidates(hits),
+                             detail=lambda: f"{len(variants)} variants, k={self.rrf_k}")
         return state
 
 
@@ -368,20 +384,24 @@ class RerankStage(Stage):
     def __call__(self, state: QueryState) -> QueryState:
         t0 = now()
         tracer = current_tracer()
-        note = ""  # what the reranker leaves alone because of its languages
+        note: Any = ""  # what the reranker leaves alone because of its languages (of the hits it was given)
         if self.reranker is not None:
-            if tracer is not None:
-                from ragspine_query.rerank.reranker import language_note
-
-                note = language_note(self.reranker, state.query, state.hits, self.top_n)
-            state.hits, name = self.reranker.rank(state.query, state.hits, top_n=self.top_n), type(self.reranker).__name__
+            reranker, given = self.reranker, state.hits
+            note = partial(_language_note, reranker, state.query, given, self.top_n)
+            state.hits, name = reranker.rank(state.query, given, top_n=self.top_n), type(reranker).__name__
         else:
             from ragspine_query.rerank.listwise import listwise_rerank
 
-            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"
-        if tracer is not None:
-            tracer.add("rerank", name, now() - t0, hit_candidates(state.hits), detail=note)
+            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"  # type: ignore[arg-type]
+        hits = state.hits
+        tracer.add("rerank", name, now() - t0, lambda: hit_candidates(hits), detail=note)
         return state
+
+
+def _language_note(reranker: Any, query: str, hits: list[Hit], top_n: int) -> str:
+    from ragspine_query.rerank.reranker import language_note
+
+    return language_note(reranker, query, hits, top_n)
 
 
 class PostprocessStage(Stage):
@@ -401,8 +421,7 @@ class PostprocessStage(Stage):
             t0 = now()
             hits = list(p(state.query, state.hits))
             state.hits = hits[: state.top_k] if self.final else hits
-            if tracer is not None:
-                tracer.add("postprocess", name, now() - t0, hit_candidates(state.hits), detail=getattr(p, "describe", ""))
+            tracer.add("postprocess", name, now() - t0, lambda: hit_candidates(state.hits), detail=getattr(p, "describe", ""))
         return state
 
 
@@ -427,10 +446,8 @@ class RestrictedStripStage(Stage):
             return state
         t0 = now()
         kept = [h for h in state.hits if not _is_restricted(h)]
-        tracer = current_tracer()
-        if tracer is not None:
-            tracer.add("restricted_strip", "mask+guard", now() - t0, hit_candidates(kept),
-                       detail="RESTRICTED rows left the candidate mask before ranking; last guard")
+        current_tracer().add("restricted_strip", "mask+guard", now() - t0, lambda: hit_candidates(kept),
+                             detail="RESTRICTED rows left the candidate mask before ranking; last guard")
         state.hits = kept
         return state
 
@@ -447,9 +464,8 @@ class PipelineStage(Stage):
     def __call__(self, state: QueryState) -> QueryState:
         tracer = current_tracer()
         res = self.pipeline.run(state.query, filters=state.filters, top_k=state.top_k,
-                                include_restricted=state.include_restricted, explain=tracer is not None)
-        if tracer is not None:
-            tracer.extend(getattr(res, "explain", None))
+                                include_restricted=state.include_restricted, explain=tracer.enabled)
+        tracer.extend(getattr(res, "explain", None))
         state.hits = list(res)
         state.refusal = getattr(res, "refusal", None)
         state.tier = getattr(res, "tier", None)
@@ -516,8 +532,8 @@ class QueryPipeline:
         #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
         #: query is checked before anything runs, every generated variant before retrieval
         self.gate = gate
-        self.transforms = list(transforms) + (list(_TRANSFORMS.items()) if use_registered else [])
-        self.postprocessors = list(postprocessors) + (list(_POSTPROCESSORS.items()) if use_registered else [])
+        self.transforms = list(transforms) + (TRANSFORMS.items() if use_registered else [])
+        self.postprocessors = list(postprocessors) + (POSTPROCESSORS.items() if use_registered else [])
         self.reranker = reranker
         self.judge = judge
         self.rerank_top_n = rerank_top_n
@@ -563,12 +579,11 @@ class QueryPipeline:
                 value, found = self.cache.get(key)
                 if found:  # a hit's trace is the cache stage alone
                     hits, refusal, meta = value
-                    if tracer is not None:
-                        tracer.add("cache", "hit", now() - t0, query=query, detail=f"scope {self.scope}")
-                    return SearchResult(hits, tracer.freeze(query) if explain and tracer is not None else None, refusal).carry(meta)
+                    tracer.add("cache", "hit", now() - t0, query=query, detail=lambda: f"scope {self.scope}")
+                    return SearchResult(hits, tracer.freeze(query) if explain else None, refusal).carry(meta)
             state = self._run_stages(QueryState(query, filters, top_k, include_restricted), len(self.stages), None)
             ex = None
-            if explain and tracer is not None:
+            if explain:
                 ex = tracer.freeze(query)
                 if not include_restricted:
                     ex = ex.without_restricted()

@@ -4,8 +4,11 @@ A query verb that is asked to explain (``search(..., explain=True)``, ``run(...,
 explain=True)``, ``retrieve(..., explain=True)``) opens a trace with :func:`tracing`;
 every stage, retriever and library it calls records into :func:`current_tracer` — no
 ``explain`` argument is threaded through the layers, and no layer is asked whether it
-can explain. Without an open trace :func:`current_tracer` is None and nothing is
-recorded (a query that is not explained does no tracing work).
+can explain. Without an open trace :func:`current_tracer` is
+:data:`~ragspine_query.pipeline.explain.NULL_TRACER`, which records nothing: stage code
+calls its tracer unconditionally (no ``if tracer is not None`` anywhere) and passes the
+payload of a record as a function, which only a recording tracer calls (a query that is
+not explained does no tracing work).
 
 A verb called with ``explain=False`` inside an open trace records into that trace (it is
 one step of a larger query); one called with ``explain=True`` opens its own.
@@ -17,20 +20,21 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-from ragspine_query.pipeline.explain import Tracer
+from ragspine_query.pipeline.explain import NULL_TRACER, Tracer
 
-_TRACER: ContextVar[Tracer | None] = ContextVar("ragspine_query_tracer", default=None)
+_TRACER: ContextVar[Tracer] = ContextVar("ragspine_query_tracer", default=NULL_TRACER)
 
 
-def current_tracer() -> Tracer | None:
-    """The trace in progress in this context (thread, task), or None."""
+def current_tracer() -> Tracer:
+    """The trace in progress in this context (thread, task), or :data:`NULL_TRACER`
+    (``enabled`` False: records nothing) when none is open."""
     return _TRACER.get()
 
 
 @contextmanager
-def tracing(explain: bool) -> Iterator[Tracer | None]:
+def tracing(explain: bool) -> Iterator[Tracer]:
     """Open a new trace when ``explain`` (it is the context's until the block ends);
-    otherwise yield the trace already in progress (None when nobody explains)."""
+    otherwise yield the trace already in progress (:data:`NULL_TRACER` when nobody explains)."""
     if not explain:
         yield _TRACER.get()
         return
@@ -42,4 +46,4 @@ def tracing(explain: bool) -> Iterator[Tracer | None]:
         _TRACER.reset(token)
 
 
-__all__ = ["current_tracer", "tracing"]
+__all__ = ["NULL_TRACER", "current_tracer", "tracing"]

@@ -24,7 +24,7 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def _terms(text: str) -> set[str]:
-    out = set()
+    out: set[str] = set()
     for t in _TOKEN.findall(text.casefold()):
         if t in ENGLISH_STOP_WORDS:
             continue

@@ -41,7 +41,7 @@ class VectorLookup:
     def _for(self, library_id: str):
         with self._lock:
             if library_id not in self._index:
-                lib = self.libraries.get(library_id)
+                lib: Any = self.libraries.get(library_id)
                 emb = lib.embeddings() if lib is not None else None
                 if emb is None:
                     self._index[library_id] = None
@@ -55,7 +55,7 @@ class VectorLookup:
         """``(unit vectors [n, dim] or None, has_vector bool[n])`` for ``hits``."""
         found: list[np.ndarray | None] = []
         for h in hits:
-            entry = self._for(h.chunk.library_id) if self.libraries else None
+            entry: Any = self._for(h.chunk.library_id) if self.libraries else None
             i = entry[0].get(h.chunk_id) if entry is not None else None
             found.append(None if i is None else np.asarray(entry[1][i], dtype=np.float32))
         has = np.array([v is not None for v in found], dtype=bool)

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_core.records import Hit
 from ragspine_core.text.language import detect_language
 
+if TYPE_CHECKING:
+    import numpy as np
+
 #: The channel name under which a scoring reranker stores its score in ``Hit.scores``.
 RERANK_CHANNEL = "rerank"
 
 #: ``scorer(query, passages) -> one score per passage``; higher is more relevant.
-PassageScorer = Callable[[str, list[str]], Sequence[float]]
+PassageScorer = Callable[[str, list[str]], "Sequence[float] | np.ndarray"]
 
 
 def passage_text(hit: Hit) -> str:

@@ -63,8 +63,8 @@ class ChannelQuery(str):
             return None
         return self.channel_texts.get(name, str(self))
 
-    def replace(self, **changes: Any) -> "ChannelQuery":
-        args = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned,
+    def replace(self, **changes: Any) -> "ChannelQuery":  # type: ignore[override]  # a ChannelQuery's fields, not str.replace
+        args: dict[str, Any] = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned,
                 "language": self.language, "language_only": self.language_only}
         args.update(changes)
         return ChannelQuery(str(self), **args)

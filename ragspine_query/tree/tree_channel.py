@@ -27,7 +27,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ragspine_core.errors import ConfigError, SynthesisCitationError
-from ragspine_query.pipeline.channels import ChannelContext, OnDemandChannel, register_channel
+from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
+from ragspine_query.pipeline.stages import Snippets
 from ragspine_core.records import Hit, to_snippet
 from ragspine_query.tree.config import TreeConfig
 from ragspine_query.tree.reader import SummaryTree, TreeNode
@@ -168,7 +169,7 @@ def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | Non
     return TreeSearch(np.asarray(rows, np.int64), np.asarray(scores, np.float32), tuple(via))
 
 
-class TreeChannel:
+class TreeChannel(Channel):
     """The ``tree`` retrieval channel: leaf chunk rows ranked through the summary tree."""
 
     name = "tree"
@@ -196,7 +197,7 @@ class TreeChannel:
         found = self.search_via(query, depth, allowed)
         return found.rows, found.scores, found.via
 
-    def describe(self, query: str, depth: int, allowed: np.ndarray | None) -> str:
+    def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str:
         """For ``--explain``: the mode and which nodes answered with which leaves (``via``)."""
         found = self.search_via(query, depth, allowed)
         ids = self.library.chunk_ids()
@@ -209,7 +210,7 @@ class TreeChannel:
                 + (": via " + "; ".join(parts) if parts else ""))
 
 
-def _tree_factory(ctx: ChannelContext) -> TreeChannel | None:
+def _tree_factory(ctx: ChannelContext) -> Channel | None:
     config = TreeConfig.of(getattr(ctx.config, "tree", None))
     if config.mode == "off":
         if ctx.library.artifact_path("summary_tree") is None:
@@ -237,7 +238,7 @@ class _TreeOn:
         return getattr(self._config, name)
 
 
-register_channel("tree", _tree_factory)
+register_builtin_channel("tree", _tree_factory)
 
 
 # ------------------------------------------------------------------ hits with `via`
@@ -302,9 +303,11 @@ class TreeRetriever:
         return [TreeHit(Hit(c, float(s), {"tree": float(s), "fused": float(s)}, v), v)
                 for c, s, v in zip(chunks, found.scores.tolist(), found.via)]
 
-    def snippets(self, query: str, *, top_k: int = 10, filters: Any = None) -> list[dict]:
-        """Cited snippet dicts (leaf source spans, with ``via``); never a RESTRICTED chunk."""
-        return [tree_snippet(h) for h in self.search(query, top_k=top_k, filters=filters) if not h.hit.chunk.is_restricted]
+    def snippets(self, query: str, *, top_k: int = 10, filters: Any = None) -> Snippets:
+        """Cited snippet dicts (leaf source spans, with ``via``); never a RESTRICTED chunk. A
+        list with ``to_frame()``."""
+        return Snippets([tree_snippet(h) for h in self.search(query, top_k=top_k, filters=filters)
+                         if not h.hit.chunk.is_restricted])
 
 
 # ------------------------------------------------------------------ the global entry point
@@ -357,7 +360,7 @@ def global_overview(library: Any, query: str | None = None, *, top_n: int = 5, l
         # grounded: cite exactly the leaves the node's (extractive) summary quotes, in the order it quotes them
         quoted = _quoted_leaves(library, n.text, [int(tree.leaf_rows[p]) for p in pos.tolist()])
         target = np.asarray(tree.node_vectors[i], dtype=np.float32)
-        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)
+        ls = np.asarray(space.leaf_vectors[pos] @ target, dtype=np.float32)  # type: ignore[index]
         if quoted:
             chunks = [c for c, _ in quoted]
             score_of = {int(tree.leaf_rows[p]): float(ls[k]) for k, p in enumerate(pos.tolist())}

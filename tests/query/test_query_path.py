@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ragspine_core.lexical.bm25 import BM25Index, build_bm25_arrays, search_blended
-from ragspine_core.records import Hit, LazyHit, RankedHit, is_restricted
+from ragspine_core.records import Hit, is_restricted
 
 N_DOCS = 600
 
@@ -68,7 +68,7 @@ def test_fast_path_returns_the_general_pipelines_hits(library):
             fast = r.search(q, top_k=top_k)
             general = r.search(q, top_k=top_k, explain=True)  # the tracer takes the general fusion path
             assert _view(fast) == _view(general), q
-            assert all(isinstance(h, RankedHit) for h in fast)
+            assert all(type(h) is Hit for h in fast) and all(type(h) is Hit for h in general)  # one hit type
             # chunks load on first use and are the chunks of those rows
             assert [h.chunk for h in fast] == [h.chunk for h in general]
             checked += bool(fast)
@@ -106,13 +106,13 @@ def test_restricted_rows_are_masked_without_changing_any_score(library):
     assert stripped_any  # some query ranks a RESTRICTED chunk in its top 10 when it is not masked
 
 
-def test_ranked_hit_behaves_like_a_hit(library):
+def test_a_lazily_filled_hit_is_a_plain_hit(library):
     lib, _ = library
     r = _bm25(lib)
     hits = r.search("w1 w2 w5", top_k=3)
     general = r.search("w1 w2 w5", top_k=3, explain=True)
     h = hits[0]
-    assert isinstance(h, Hit) and isinstance(h, LazyHit)
+    assert type(h) is Hit and not hasattr(type(h), "__getattr__")
     assert h.chunk_id == general[0].chunk_id == h.chunk.chunk_id
     assert h.scores is h.scores  # one dict, filled once
     assert list(h.scores) == ["bm25", "vector", "fused"]
@@ -121,7 +121,13 @@ def test_ranked_hit_behaves_like_a_hit(library):
     assert moved.score == 0.5 and moved.scores["bm25"] == h.scores["bm25"] and moved.chunk == h.chunk
     with pytest.raises(AttributeError):
         h.no_such_field  # noqa: B018
-    assert repr(h).startswith("RankedHit(")
+    assert repr(h).startswith("Hit(chunk=Chunk(")
+    with pytest.raises(AttributeError):
+        h.score = 1.0  # frozen
+    import pickle
+
+    back = pickle.loads(pickle.dumps(h))
+    assert type(back) is Hit and back == h and back.row == h.row and back.scores == h.scores
 
 
 def test_lookup_is_term_ids_and_spans_in_one_pass():

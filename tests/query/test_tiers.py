@@ -60,7 +60,7 @@ def test_direct_tier_runs_bm25_only_and_multi_hop_runs_the_snapshot_relation_gra
 def test_multi_hop_falls_back_when_the_snapshot_has_no_graph(sample):
     from ragspine_query.pipeline import channels as channel_registry
 
-    original = channel_registry._CHANNELS.get("graph")  # restored below
+    original = channel_registry.CHANNELS.get("graph")  # restored below
     register_channel("graph", lambda ctx: None, replace=True)
     try:
         r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(tiers="rules"))
@@ -89,7 +89,7 @@ class FirstRowsChannel:
 def test_multi_hop_runs_the_graph_channel_when_registered(sample):
     from ragspine_query.pipeline import channels as channel_registry
 
-    original = channel_registry._CHANNELS.get("graph")  # the relation-graph channel, when installed: restored below
+    original = channel_registry.CHANNELS.get("graph")  # the relation-graph channel, when installed: restored below
     register_channel("graph", lambda ctx: FirstRowsChannel("graph", ctx.library.n_chunks), replace=True)
     try:
         r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(tiers="rules"))

@@ -63,9 +63,11 @@ def test_tree_search_answers_with_leaf_source_spans_and_records_via(built, mode)
                 i = tree.node_ids.index(h.via)
                 assert lib.chunk_ids().index(h.hit.chunk_id) in set(tree.leaves_of(i).tolist())
                 via_seen += 1
-        for s in retriever.snippets(q, top_k=8):
+        snippets = retriever.snippets(q, top_k=8)
+        for s in snippets:
             _assert_leaf_citation(s, bodies)
             assert "via" in s
+        assert isinstance(snippets, list) and callable(snippets.to_frame)  # a list of results has to_frame()
     assert via_seen > 0
     if mode == "traversal":
         assert all(h.via for h in retriever.search(QUERIES[0], top_k=5))
