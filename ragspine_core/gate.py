@@ -1,4 +1,4 @@
-"""The security gate (SPEC §9): a query about a glossary competitor is refused before retrieval.
+"""The security gate (docs/query-intelligence.md, "The gate"): a query about a glossary competitor is refused before retrieval.
 
 :class:`CompetitorGate` runs first in the query pipeline: the user's query is checked
 before any transform (so no LLM ever sees it), and every generated variant (glossary
@@ -7,7 +7,7 @@ checked again before it is retrieved; a refused variant is dropped and ``explain
 so. A refused query gives a :class:`Refusal` — a structured reason — on the result's
 ``refusal`` attribute, not a silent empty list.
 
-Matching is on :func:`~ragspine_query.cortex.normalize_query` forms (width, case and
+Matching is on :func:`~ragspine_core.text.normalize.normalize_query` forms (width, case and
 whitespace folded) of every surface name of every ``competitor = true`` entity. Names
 in scripts written with spaces between words (Latin, Cyrillic, …) must match whole
 words ("Globex" does not match "Globexian"); names in scripts without spaces (Chinese,

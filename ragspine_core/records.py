@@ -420,7 +420,7 @@ class Snippet(dict):
 
 
 def to_snippet(hit: Hit) -> dict:
-    """The snippet dict of SPEC §12: text, provenance, metadata, sensitivity, scores (the
+    """The snippet dict an agent gets: text, provenance, metadata, sensitivity, scores (the
     agent seam returns it typed, as a :class:`Snippet`).
 
     Callers must have dropped RESTRICTED hits already; this refuses them as a last guard.

@@ -21,7 +21,7 @@ from ragspine_core.gate import Refusal
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
 from ragspine_query.library import Library, open_library
-from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_query.pipeline import (
     Channel,
     Explain,
@@ -53,7 +53,8 @@ __all__ = [
 from ragspine_core.compat import install_aliases  # noqa: E402  (after the public names)
 
 #: Modules that moved to the shared core (and the command and evaluation to
-#: ``ragspine_tools``): their old names still import, with a DeprecationWarning, for one release.
+#: ``ragspine_tools``), or were renamed for what they hold (``link`` is the agent API): their old
+#: names still import, with a DeprecationWarning, for one release.
 MOVED = {
     "ragspine_query.chunk_store": "ragspine_core.chunk_rows",
     "ragspine_query.cli": "ragspine_tools.query_command",
@@ -71,6 +72,7 @@ MOVED = {
     "ragspine_query.graph.store": "ragspine_core.graph.store",
     "ragspine_query.integrity": "ragspine_core.integrity",
     "ragspine_query.lexical": "ragspine_core.lexical",
+    "ragspine_query.link": "ragspine_query.agent_api",
     "ragspine_query.llm": "ragspine_core.llm",
     "ragspine_query.net": "ragspine_core.net",
     "ragspine_query.records": "ragspine_core.records",

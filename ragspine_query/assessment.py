@@ -9,7 +9,7 @@ here :class:`~ragspine_query.pipeline.stages.SearchResult` (and the snippets) ca
   classifier picks one (``semantic`` for BM25 + dense, ``direct`` for BM25 alone, …).
 * :class:`RelevanceGrader` — the default CRAG grader: how well the top hits match *the
   query*. For each of the top ``n`` hits two native signals are put through the seed's
-  batch normaliser (:func:`~ragspine_query.cortex.normalize_scores`), which is what lets
+  batch normaliser (:func:`~ragspine_query.score_normalization.normalize_scores`), which is what lets
   scores of different kinds be compared: the **lexical** signal is the odds of the query's
   IDF mass the hit's text contains (matched ÷ unmatched IDF of the query's terms, under the
   hit's library analyzer and IDF) — the seed's lexical rule ``x / (1 + x)`` turns it into
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ragspine_query.cortex import AgentScore, normalize_scores
+from ragspine_query.score_normalization import AgentScore, normalize_scores
 
 GRADE_TO_CONFIDENCE = {"correct": "high", "ambiguous": "medium", "incorrect": "low"}
 CONFIDENCE_GRADES = ("high", "medium", "low")

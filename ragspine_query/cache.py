@@ -1,11 +1,11 @@
-"""A scoped result cache (SPEC §14, the Cortex seed's ``ScopedCache``): LRU + TTL + purge by
+"""A scoped result cache (the Go retrieval seed's ``ScopedCache``): LRU + TTL + purge by
 prefix, safe across threads.
 
 Keys start with the *scope* of the libraries searched — ``library_id@snapshot_id`` for
 each, joined — so a result is never served across a publish: a retriever over the new
 snapshot has a different scope, and :meth:`ScopedCache.purge_prefix` (or
 :func:`invalidate_library`) drops the old one's entries. The rest of the
-key is the normalised query (:func:`~ragspine_query.cortex.normalize_query`), the
+key is the normalised query (:func:`~ragspine_core.text.normalize.normalize_query`), the
 filters, ``top_k`` and ``include_restricted``.
 
 No module-level cache exists: a :class:`ScopedCache` is made by whoever wires a pipeline

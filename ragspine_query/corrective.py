@@ -6,7 +6,7 @@ Grades, by the set's confidence ``c`` in [0, 1]: ``correct`` (c >= ``high``, 0.6
 stripped from what is returned.
 
 * **static mode** (scores on a known scale): a hit's confidence is its normalised native
-  signal (:func:`~ragspine_query.cortex.normalize_score`: cosine clamped to [0, 1] —
+  signal (:func:`~ragspine_query.score_normalization.normalize_score`: cosine clamped to [0, 1] —
   negative cosine counts as 0 — and BM25 by ``x/(1+x)``), the best signal it has; the
   set's confidence is its best hit's; the floor is absolute (``floor``, 0.10).
 * **dynamic mode** (RRF-scale scores, the default: fused ranks carry no absolute
@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ragspine_query.cortex import normalize_score
+from ragspine_query.score_normalization import normalize_score
 from ragspine_core.errors import ConfigError
 from ragspine_core.gate import Refusal
 from ragspine_query.pipeline.explain import hit_candidates, now

@@ -3,7 +3,7 @@
 A query longer than :data:`MAX_QUERY_CHARS` characters is refused with a clear error
 (before: a 100 KB query took 46 s and 575 MB in ``auto`` mode); an empty or whitespace-only
 query is refused too (before: it returned results). Both are checked by
-:meth:`ragspine_query.link.NarrativeIndexRetriever.retrieve` and so by ``ragspine query``.
+:meth:`ragspine_query.agent_api.NarrativeIndexRetriever.retrieve` and so by ``ragspine query``.
 The evaluation path (``HybridRetriever.search``) is not limited: datasets are trusted input.
 """
 

@@ -1,6 +1,6 @@
 """Hybrid retrieval over one published library, and RRF routing over several.
 
-Order of operations (SPEC §7): metadata predicates (and, on the narrative path that
+Order of operations: metadata predicates (and, on the narrative path that
 feeds snippets and prompts, "not RESTRICTED") → candidate mask; every channel the
 library offers (:mod:`ragspine_query.pipeline.channels`: BM25 chunk field blended with
 the document field, exact cosine when a dense channel is active, any registered one)
@@ -22,7 +22,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 from ragspine_query.filters import Predicate, combined_mask, parse_filters
-from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, weighted_rrf,
+from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, time_decayed, weighted_rrf,
                      weighted_score_fusion)
 from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
 from ragspine_query.library import Library
@@ -86,7 +86,7 @@ class RetrievalConfig:
     rrf_k: int = DEFAULT_RRF_K
     doc_weight: float = DEFAULT_DOC_WEIGHT
     channel_weights: Any = field(default=())
-    #: time-decayed RRF (SPEC §14, the Cortex seed's FuseOptions): each fused score times
+    #: time-decayed RRF (the Go retrieval seed's FuseOptions): each fused score times
     #: ``0.5 ** (age_days / half_life)`` of the chunk's ``valid_as_of``; 0 = off (the default)
     decay_half_life_days: float = 0.0
     #: the day ages are counted to (ISO ``YYYY-MM-DD``); empty = today
@@ -132,7 +132,7 @@ _NOTIFIED: set[str] = set()
 def _default_backend(library: Library, mode: str) -> Any | None:
     """The backend of the model the index was built with; BM25 (with a one-time notice)
     when its extra is missing and ``mode`` is ``auto``."""
-    from ragspine_query.link import backend_for_library
+    from ragspine_query.agent_api import backend_for_library
 
     if library.embedding_model_id is None or mode in LEXICAL_MODES:
         return None
@@ -456,8 +456,6 @@ class HybridRetriever:
         else:
             fused_rows, fused = self._fuse_planned(plan, channels, lists, weights, rrf_k, None if decay else top_k)
         if decay:
-            from ragspine_query.cortex import time_decayed
-
             fused_rows, fused = time_decayed(fused_rows, fused, self.library.column("valid_as_of"),
                                              half_life_days=self.config.decay_half_life_days, reference=self.config.decay_reference)
         order = fused_rows[:top_k].tolist()

@@ -138,7 +138,7 @@ def run_global(args: argparse.Namespace) -> int:
     from ragspine_query.tree.tree_channel import global_overview
 
     top = args.top_k or 5
-    from ragspine_query.link import backend_for_library
+    from ragspine_query.agent_api import backend_for_library
 
     with open_library(args.library_dir) as lib:
         communities = community_themes(lib, args.text, top_n=top)
@@ -173,7 +173,7 @@ def run_global(args: argparse.Namespace) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     from ragspine_query.limits import check_query
-    from ragspine_query.link import build_narrative_retriever
+    from ragspine_query.agent_api import build_narrative_retriever
 
     check_query(args.text)  # before any index is opened
     load_plugins(getattr(args, "plugin", []) or [])
@@ -215,7 +215,7 @@ def run_query(args: argparse.Namespace) -> int:
                                           settings=settings)
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     refusal = getattr(snippets, "refusal", None)
-    from ragspine_query.link import result_assessment
+    from ragspine_query.agent_api import result_assessment
 
     assessment = result_assessment(snippets)
     applied = getattr(snippets, "filters", None)

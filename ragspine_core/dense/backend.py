@@ -30,7 +30,7 @@ class EmbeddingBackend(Protocol):
     dim: int
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages; the list-of-lists signature of SPEC §6."""
+        """Embed passages; the list-of-lists signature."""
         ...
 
     def embed(
@@ -174,7 +174,7 @@ class BaseEmbeddingBackend(ABC):
                                   "(or _embed_items, or embed)")
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages and return plain Python lists (SPEC §6 signature)."""
+        """Embed passages and return plain Python lists (the list-of-lists signature)."""
         return self.embed(texts, kind="passage").tolist()
 
     def embed_query(self, text: str) -> np.ndarray:

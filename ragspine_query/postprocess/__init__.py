@@ -1,4 +1,4 @@
-"""Post-processing after the rerank and before the RESTRICTED strip (SPEC §10).
+"""Post-processing after the rerank and before the RESTRICTED strip (docs/query-intelligence.md, "Post-processing").
 
 * ``mmr`` — Maximal Marginal Relevance over the stored chunk vectors (λ configurable);
 * ``lost_in_middle`` — best hits at both ends of the context;

@@ -1,7 +1,7 @@
 """Query normalisation as a transform: full-width → half-width (NFKC) and whitespace
 collapsed; case folding is optional (off by default: the analyzer already folds case for
 BM25, while dense models can read case as signal). The result cache and the gate always
-compare fully normalised forms (:func:`~ragspine_query.cortex.normalize_query`)."""
+compare fully normalised forms (:func:`~ragspine_core.text.normalize.normalize_query`)."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def channel_latency(lib, dataset, qids, backend, **kw):
 def cmd_eval(args, grid=False):
     from ragspine_tools.evaluate import query_types
     from ragspine_tools.eval.beir import load_beir
-    from ragspine_query.link import backend_for_library
+    from ragspine_query.agent_api import backend_for_library
 
     dataset = load_beir(Path(args.dataset), "test")
     types = query_types(Path(args.dataset))
@@ -208,7 +208,7 @@ def cmd_rules(args):
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run
     from ragspine_query.library import Library
-    from ragspine_query.link import build_narrative_retriever
+    from ragspine_query.agent_api import build_narrative_retriever
 
     dataset_dir = Path(args.dataset)
     currents = sorted(Path(args.library).glob("artifacts/*/current"))

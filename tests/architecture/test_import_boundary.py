@@ -29,7 +29,7 @@ QUERY_MODULES = (
     "ragspine_core.chunk_rows",
     "ragspine_core.glossary",
     "ragspine_query.retriever",
-    "ragspine_query.link",
+    "ragspine_query.agent_api",
     "ragspine_tools.query_command",
 )
 

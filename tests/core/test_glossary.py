@@ -1,4 +1,4 @@
-"""Tier 1: the glossary and the rule-based multi-query rewriter (SPEC §5)."""
+"""Tier 1: the glossary and the rule-based multi-query rewriter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 1: chunk records, deterministic hit order and the snippet dict (SPEC §12)."""
+"""Tier 1: chunk records, deterministic hit order and the snippet dict."""
 
 from __future__ import annotations
 

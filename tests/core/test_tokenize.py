@@ -1,4 +1,4 @@
-"""Tier 1: the shared tokenizer (SPEC §5) and the optional English analyzer."""
+"""Tier 1: the shared tokenizer and the optional English analyzer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 3: bad input in a library is reported by file and loses nothing (SPEC §1).
+"""Tier 3: bad input in a library is reported by file and loses nothing.
 
 One real materialization of the sample library plus seven kinds of broken file.
 """
@@ -12,7 +12,7 @@ import pytest
 dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' extra")
 
 from ragspine_query.library import open_library  # noqa: E402
-from ragspine_query.link import build_narrative_retriever  # noqa: E402
+from ragspine_query.agent_api import build_narrative_retriever  # noqa: E402
 from tests.conftest import copy_sample_data, ingest  # noqa: E402
 
 pytestmark = pytest.mark.slow

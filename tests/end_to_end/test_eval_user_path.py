@@ -110,7 +110,7 @@ def test_eval_ranks_exactly_as_ragspine_query(tmp_path):
 def test_glossary_variants_keep_the_query_language(tmp_path, mode):
     """A glossary alias in another script ("艾克美欧洲" for "Acme Europe") must not bring
     Chinese rows into an English query's ranking on its own."""
-    from ragspine_query.link import build_narrative_retriever
+    from ragspine_query.agent_api import build_narrative_retriever
 
     ds = _dataset(tmp_path / "ds")
     out = tmp_path / "eval"

@@ -53,7 +53,7 @@ def test_community_themes_and_channel(lib):
 
 
 def test_global_tier_runs_the_community_channel(built_sample):
-    from ragspine_query.link import build_narrative_retriever
+    from ragspine_query.agent_api import build_narrative_retriever
     from ragspine_core.settings import Settings
     import dataclasses
 

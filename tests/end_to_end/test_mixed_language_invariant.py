@@ -23,7 +23,7 @@ from ragspine_index.parsing import parse_library
 from ragspine_index.pipeline import build_library
 from ragspine_tools.eval.beir import read_qrels
 from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs, ndcg_at_k
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from tests.conftest import require_shared_dataset
 
 pytestmark = pytest.mark.slow

@@ -85,7 +85,7 @@ def test_readme_notebook_block_runs_as_written_and_is_hybrid(onnx_root, repo_roo
 
 def test_missing_model_extra_falls_back_to_bm25_with_one_notice(onnx_root, monkeypatch):
     from ragspine_query import HybridRetriever, open_library
-    from ragspine_query import link, retriever
+    from ragspine_query import agent_api as link, retriever
     from ragspine_core.errors import MissingExtraError
 
     def missing(*a, **k):

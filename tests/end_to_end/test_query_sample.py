@@ -16,7 +16,7 @@ from ragspine_index.parsing import parse_library
 from ragspine_core import schema
 from ragspine_core.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
 from ragspine_query.library import open_library
-from ragspine_query.link import NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.agent_api import NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import RESTRICTED_MARKERS
 

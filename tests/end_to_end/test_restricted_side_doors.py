@@ -21,7 +21,7 @@ from ragspine_index.steps.chunk_embeddings import text_hash
 from ragspine_dagster.resources import RagspineConfig
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import PYTHON, ingest, python_env
 

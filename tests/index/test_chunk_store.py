@@ -1,4 +1,4 @@
-"""Tier 2: the versioned SQLite chunk store (SPEC §3).
+"""Tier 2: the versioned SQLite chunk store.
 
 Write side: ``ragspine_index.chunk_store.ChunkStore``; read side:
 ``ragspine_core.chunk_rows.ChunkStoreReader`` (``mode=ro``).

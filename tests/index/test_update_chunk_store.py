@@ -1,4 +1,4 @@
-"""Tier 2: incremental chunking through the plain build steps (SPEC §3, §4).
+"""Tier 2: incremental chunking through the plain build steps.
 
 ``load_documents`` + ``update_chunk_store`` are exactly what the ``documents`` and
 ``chunks`` assets call; here they run without Dagster on a small library.

@@ -19,7 +19,7 @@ from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.pipeline import build_library
 from ragspine_core.lexical.bm25 import BM25Index, build_bm25_arrays
 from ragspine_query.library import open_library
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
 OPEN = {

@@ -43,7 +43,7 @@ from ragspine_index.parsing import parse_library
 from ragspine_index.steps.chunk_embeddings import text_hash
 from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library
-from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_core.records import RESTRICTED_SENSITIVITY
 from ragspine_query.rerank import LexicalMaxSimReranker
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig

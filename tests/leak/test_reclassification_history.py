@@ -21,7 +21,7 @@ from ragspine_index.publish import list_snapshots, pinned_snapshot, rollback
 from ragspine_index.reclassification import unservable_count
 from ragspine_core.errors import IndexNotFoundError, RagspineError
 from ragspine_query.library import open_library
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 
 SECRET_BODY = ("Supplier Quillfeather will be acquired by the group for twelve million euros. "
                "The board asked the team to keep the Quillfeather talks quiet until the close.\n")

@@ -22,7 +22,7 @@ from ragspine_index.parsing import load_library_config
 from ragspine_index.pipeline import build_library
 from ragspine_core.errors import ConfigError, FilterError
 from ragspine_query.library import open_library
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from tests.conftest import ingest
 
 MARKER = "ZEPHYRINE-GAMBIT-7731"

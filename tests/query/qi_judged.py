@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ragspine_tools.eval.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 
 CONFIGS = {
     "filters off": QueryIntelligence(filters="off"),

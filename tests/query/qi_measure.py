@@ -22,7 +22,7 @@ from ragspine_query.cache import ScopedCache
 from ragspine_tools.eval.beir import load_beir
 from ragspine_tools.eval.metrics import ndcg_at_k, recall_at_k
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import NarrativeIndex
+from ragspine_query.agent_api import NarrativeIndex
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 

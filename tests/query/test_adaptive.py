@@ -13,7 +13,7 @@ from ragspine_tools.query_command import main as query_main
 from ragspine_query.corrective import CRAGConfig
 from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_query.postprocess import make_postprocessor
 from ragspine_query.tiers import TierClassifier, classify_query
 from tests.query.qi_library import shared_sample

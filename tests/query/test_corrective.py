@@ -9,7 +9,7 @@ from ragspine_query.corrective import (CRAGConfig, CorrectiveRetrieval, LLMGrade
                                        refine_query)
 from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_core.records import Chunk, Hit
 from tests.query.qi_library import shared_sample

@@ -14,7 +14,7 @@ from ragspine_query.filter_extraction import (FilterExtractor, FilterPreference,
 from ragspine_query.filters import Predicate
 from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_core.llm import OpenAICompatibleProvider
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_sample

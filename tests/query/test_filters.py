@@ -1,4 +1,4 @@
-"""Tier 1: the nine metadata predicates, their validation and the CLI form (SPEC §7)."""
+"""Tier 1: the nine metadata predicates, their validation and the CLI form."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def test_cli_reaches_a_channel_through_at_most_three_delegation_only_calls(tmp_p
 def test_the_count_sees_a_pure_forwarder(tmp_path_factory, monkeypatch, capsys):
     """The measure can fail: a wrapper that only forwards ``search`` is counted."""
     from tests.query.qi_library import shared_sample
-    from ragspine_query.link import NarrativeIndexRetriever
+    from ragspine_query.agent_api import NarrativeIndexRetriever
 
     class Forward:
         def __init__(self, inner):

@@ -99,7 +99,7 @@ def _is_extractive(prompt: str, text: str) -> bool:
 
 def test_postprocessors_run_after_rerank_in_the_pipeline_and_show_in_explain(sample):
     from ragspine_query.intelligence import QueryIntelligence
-    from ragspine_query.link import build_narrative_retriever
+    from ragspine_query.agent_api import build_narrative_retriever
     from ragspine_core.settings import Settings
 
     r = build_narrative_retriever(sample, reranker=None, settings=Settings(postprocessor="mmr,lost_in_middle,compress"))

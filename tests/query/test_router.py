@@ -12,7 +12,7 @@ from ragspine_core.errors import ConfigError
 from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.library import Library, open_library
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_query.router import LibraryProfile, ProfileRouter, make_router
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_split

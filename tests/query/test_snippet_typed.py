@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_core.records import Snippet, hits_to_frame
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.pipeline.channels import register_channel, unregister_channel
 from ragspine_query.tiers import TierClassifier, classify_query, tier_channels

@@ -9,7 +9,7 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.link import build_narrative_retriever
+from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_core.llm import OpenAICompatibleProvider
 from ragspine_query.transforms import (ChannelQuery, DecomposeTransform, HyDETransform, RagFusionTransform, StepBackTransform,
                                        abstract_query, make_transforms, parse_transform_spec, split_question)

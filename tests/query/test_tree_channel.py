@@ -14,7 +14,7 @@ from ragspine_index.pipeline import build_library
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 from ragspine_core.errors import ConfigError, SynthesisCitationError
 from ragspine_query.library import open_library
-from ragspine_query.link import NarrativeIndex, NarrativeIndexRetriever
+from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from ragspine_query.tree import TreeConfig, TreeRetriever, global_overview, tree_snippet
 from tests.conftest import REPO_ROOT, RESTRICTED_MARKERS

@@ -1,4 +1,4 @@
-"""Tier 1: Okapi BM25 scores, top-k selection and parameters (SPEC §5).
+"""Tier 1: Okapi BM25 scores, top-k selection and parameters.
 
 Parity is checked against two independent implementations on a random mixed
 English/Chinese corpus: ``rank_bm25.BM25Okapi`` with Lucene's non-negative IDF, and
