@@ -5,10 +5,12 @@
 * ``gate`` — the competitor gate (:mod:`ragspine_core.gate`), on by default whenever
   the glossary names a competitor;
 * ``transforms`` — ``normalize, decompose, step_back, fusion, hyde``
-  (:mod:`ragspine_query.transforms`);
+  (:mod:`ragspine_query.transforms`) or a plug-in's name (the
+  :data:`~ragspine_query.pipeline.plugins.TRANSFORMS` registry);
 * ``tiers`` — ``off | rules | llm`` or a tier to force (``direct``, ``semantic``,
   ``multi_hop``, ``global``, ``multi_part``) (:mod:`ragspine_query.tiers`);
-* ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`);
+* ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`)
+  or a plug-in's name (:data:`~ragspine_query.pipeline.plugins.POSTPROCESSORS`);
 * ``filters`` — automatic filter extraction ``off | rules | llm``
   (:mod:`ragspine_query.filter_extraction`), applied as a preference;
 * ``corrective`` — ``off | relevance | dynamic | static | llm`` (:mod:`ragspine_query.corrective`);
