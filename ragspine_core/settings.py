@@ -21,8 +21,10 @@ Three variables are read deep on purpose, each where it acts, through this table
 Besides these, a few library functions read :meth:`Settings.from_env` only when their
 caller passes no settings, as a convenience for scripts and tests (the edges always
 pass them): ``make_embedding_backend``, ``make_reranker``, ``backend_for_library``,
-``OpenAICompatibleProvider.from_env`` and ``runtime.threads.query_threads``
-(``RAGSPINE_QUERY_THREADS``, process-wide like the JIT switch).
+``OpenAICompatibleProvider.from_env``, ``runtime.threads.query_threads`` /
+``pin_query_threads`` (``RAGSPINE_QUERY_THREADS``, process-wide like the JIT switch) and
+the notebook entry point ``HybridRetriever(lib)`` (its ``settings=``; read only when it
+must build the index's own embedding backend or pin the thread pools).
 """
 
 from __future__ import annotations
@@ -71,10 +73,10 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_GATE", "query_gate", "on", "competitor gate on|off (refuses queries naming a glossary competitor)"),
     EnvVar("RAGSPINE_MULTI_QUERY", "multi_query", "on",
            "glossary multi-query variants on|off (sample's judged set: on +0.008 nDCG@10, ~2x the query time; docs/evaluation.md)"),
-    EnvVar("RAGSPINE_TRANSFORMS", "query_transforms", "", "query transforms: normalize,decompose,step_back,fusion,hyde (comma-separated)"),
+    EnvVar("RAGSPINE_TRANSFORMS", "query_transforms", "", "query transforms: normalize,decompose,step_back,fusion,hyde or a registered plug-in's name (comma-separated)"),
     EnvVar("RAGSPINE_TIERS", "query_tiers", "off",
            "adaptive tiers off|rules|llm, or a tier to force: direct|semantic|multi_hop|global|multi_part"),
-    EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress (comma-separated)"),
+    EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress or a registered plug-in's name (comma-separated)"),
     EnvVar("RAGSPINE_MMR_LAMBDA", "mmr_lambda", "0.7", "MMR relevance/diversity trade-off in [0, 1]"),
     EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|relevance|dynamic|static|llm (on = relevance)"),
     EnvVar("RAGSPINE_FILTER_EXTRACTION", "filter_extraction", "rules",

@@ -202,7 +202,7 @@ def build_narrative_retriever(
         backend = embedding_backend
         if backend == "env":
             backend = backend_for_library(lib, config.mode, settings.embedding, settings=settings)
-        retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config)
+        retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config, settings=settings)
         if glossary == "auto" and glossary_obj is None:
             gpath = lib.artifact_path("glossary")
             if gpath is not None and gpath.is_file():
@@ -280,7 +280,7 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     try:
         # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
         return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, settings=settings,
-                                      threads=query_threads())
+                                      threads=query_threads(settings=settings))
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None

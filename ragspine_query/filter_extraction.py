@@ -131,10 +131,6 @@ def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{a})" for a in alts)) if alts else None
 
 
-def _quarter_months(q: int) -> tuple[int, int]:
-    return 3 * q - 2, 3 * q
-
-
 @dataclass(frozen=True, slots=True)
 class _Span:
     start: int

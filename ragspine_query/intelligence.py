@@ -5,10 +5,12 @@
 * ``gate`` — the competitor gate (:mod:`ragspine_core.gate`), on by default whenever
   the glossary names a competitor;
 * ``transforms`` — ``normalize, decompose, step_back, fusion, hyde``
-  (:mod:`ragspine_query.transforms`);
+  (:mod:`ragspine_query.transforms`) or a plug-in's name (the
+  :data:`~ragspine_query.pipeline.plugins.TRANSFORMS` registry);
 * ``tiers`` — ``off | rules | llm`` or a tier to force (``direct``, ``semantic``,
   ``multi_hop``, ``global``, ``multi_part``) (:mod:`ragspine_query.tiers`);
-* ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`);
+* ``postprocessor`` — ``mmr, lost_in_middle, compress`` (:mod:`ragspine_query.postprocess`)
+  or a plug-in's name (:data:`~ragspine_query.pipeline.plugins.POSTPROCESSORS`);
 * ``filters`` — automatic filter extraction ``off | rules | llm``
   (:mod:`ragspine_query.filter_extraction`), applied as a preference;
 * ``corrective`` — ``off | relevance | dynamic | static | llm`` (:mod:`ragspine_query.corrective`);
@@ -80,7 +82,7 @@ class QueryIntelligence:
         object.__setattr__(self, "filters", _choice(self.filters, FILTER_MODES, "filter extraction mode"))
         if not (0.0 <= self.filter_min_confidence <= 1.0):
             raise ConfigError(f"filter_min_confidence must be in [0, 1], got {self.filter_min_confidence}")
-        make_postprocessor(self.postprocessor, mmr_lambda=self.mmr_lambda)  # validates names and λ
+        make_postprocessor(self.postprocessor, mmr_lambda=self.mmr_lambda)  # validates names and λ (factories get source=None)
         if not (0.0 <= self.mmr_lambda <= 1.0):
             raise ConfigError(f"mmr_lambda must be in [0, 1], got {self.mmr_lambda}")
         if self.cache_size < 0 or not (self.cache_ttl_s > 0 and not math.isnan(self.cache_ttl_s)):
@@ -156,20 +158,26 @@ def query_stages(
 
     A stage with nothing to do is not listed. ``intelligence=None``: the retrieval stages
     alone (no gate, no filter extraction, no grading). ``transforms`` (e.g. the glossary
-    rewriter) run first; registered transforms and post-processors
-    (:func:`~ragspine_query.pipeline.stages.register_transform`, …) after the configured ones.
+    rewriter) run first, then the ones the spec names (``intelligence.transforms``: built-ins
+    and plug-ins alike, looked up in :data:`~ragspine_query.pipeline.plugins.TRANSFORMS`),
+    then the adaptive tiers; ``always`` entries
+    (:func:`~ragspine_query.pipeline.plugins.register_transform`, …) run after the listed
+    ones unless the spec names them. Post-processors likewise: the spec's, ``postprocessors``,
+    then the always-entries.
 
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from ragspine_query.pipeline.stages import POSTPROCESSORS, TRANSFORMS, core_stages
+    from ragspine_query.pipeline.plugins import PostprocessorContext, TransformContext, always_postprocessors, always_transforms
+    from ragspine_query.pipeline.stages import core_stages
 
-    registered_t, registered_p = TRANSFORMS.items(), POSTPROCESSORS.items()
     qi = intelligence
     if qi is None:
-        return core_stages(source, transforms=list(transforms) + registered_t, reranker=reranker, judge=judge,
-                           rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=list(postprocessors) + registered_p)
-    chain = list(transforms) + make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
+        return core_stages(source, transforms=list(transforms) + always_transforms(TransformContext(provider=provider)),
+                           reranker=reranker, judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k,
+                           postprocessors=list(postprocessors) + always_postprocessors(PostprocessorContext(source=source)))
+    named = make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
+    chain = list(transforms) + named
     if qi.tiers != "off":
         from ragspine_query.tiers import AdaptiveTierTransform, TierClassifier
 
@@ -183,9 +191,14 @@ def query_stages(
 
         g = CompetitorGate(glossary)
         gate = g if g.active else None
-    post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda) + list(postprocessors)
-    stages = core_stages(source, transforms=chain + registered_t, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
-                         rrf_k=rrf_k, postprocessors=post + registered_p, gate=gate)
+    named_post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda)
+    post = named_post + list(postprocessors)
+    # the registry's always-entries after the listed ones; one the spec names runs once, where the spec puts it
+    always_t = always_transforms(TransformContext(provider=provider, fusion_n=qi.fusion_n), named=frozenset(n for n, _ in named))
+    always_p = always_postprocessors(PostprocessorContext(source=source, mmr_lambda=qi.mmr_lambda),
+                                     named=frozenset(n for n, _ in named_post))
+    stages = core_stages(source, transforms=chain + always_t, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
+                         rrf_k=rrf_k, postprocessors=post + always_p, gate=gate)
     if qi.filters != "off":
         from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
 

@@ -37,6 +37,7 @@ from ragspine_core.records import Hit, lazy_hits, ranked_hits
 from ragspine_core.text.language import LanguageProfile, query_language
 from ragspine_core.runtime.kernels import query_kernels
 from ragspine_core.runtime.threads import pin_query_threads
+from ragspine_core.settings import Settings
 
 RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
 #: ``graph``: the default's channels fused as the default fuses them (the language-aware
@@ -129,15 +130,19 @@ _DEFAULT_BACKEND: Any = object()  # "use the index's own embedding model" (the n
 _NOTIFIED: set[str] = set()
 
 
-def _default_backend(library: Library, mode: str) -> Any | None:
+def _default_backend(library: Library, mode: str, settings: Settings | None) -> Any | None:
     """The backend of the model the index was built with; BM25 (with a one-time notice)
-    when its extra is missing and ``mode`` is ``auto``."""
+    when its extra is missing and ``mode`` is ``auto``. ``settings`` complete the
+    backend's spec; None: :meth:`Settings.from_env`, read here only when a backend is
+    needed (the notebook entry point ``HybridRetriever(lib)`` given no settings)."""
     from ragspine_query.agent_api import backend_for_library
 
     if library.embedding_model_id is None or mode in LEXICAL_MODES:
         return None
+    if settings is None:
+        settings = Settings.from_env()
     try:
-        return backend_for_library(library, mode, strict=True)
+        return backend_for_library(library, mode, strict=True, settings=settings)
     except ImportError as exc:
         if mode != "auto":
             raise ConfigError(f"retrieval mode {mode!r} needs the index's embedding model {library.embedding_model_id!r}: {exc}") from exc
@@ -157,17 +162,22 @@ class HybridRetriever:
 
     Without ``embedding_backend`` the index's own embedding model is used (``auto``
     mode falls back to BM25, with a one-time warning naming the extra, when the model's
-    extra is missing); pass ``embedding_backend=None`` for BM25 only.
+    extra is missing), completed by ``settings`` (model folder, endpoint, key; default
+    :meth:`~ragspine_core.settings.Settings.from_env`, read once here, and only when such
+    a backend is needed — this constructor is a public entry point; the CLI and
+    ``build_narrative_retriever`` pass the backend they built from their own settings);
+    pass ``embedding_backend=None`` for BM25 only.
     """
 
-    def __init__(self, library: Library, *, embedding_backend: Any | None = _DEFAULT_BACKEND, config: RetrievalConfig = RetrievalConfig()) -> None:
+    def __init__(self, library: Library, *, embedding_backend: Any | None = _DEFAULT_BACKEND, config: RetrievalConfig = RetrievalConfig(),
+                 settings: Settings | None = None) -> None:
         self.library = library
         self.config = config
-        pin_query_threads()  # BLAS on RAGSPINE_QUERY_THREADS threads, so concurrent queries scale
+        pin_query_threads(settings=settings)  # BLAS on RAGSPINE_QUERY_THREADS threads, so concurrent queries scale
         mode = config.mode
         emb_model = library.embedding_model_id
         if embedding_backend is _DEFAULT_BACKEND:
-            embedding_backend = _default_backend(library, mode)
+            embedding_backend = _default_backend(library, mode, settings)
         if mode in LEXICAL_MODES:
             embedding_backend = None
         elif mode in ("hybrid", "vector"):
@@ -531,9 +541,6 @@ class HybridRetriever:
         sens = self.library.column("sensitivity")
         lib = self.library.library_id
         return [Candidate(i, ids[r], lib, float(s), str(sens[r])) for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()), start=1)]
-
-    def batch_search(self, queries: Sequence[str], *, filters=None, top_k: int = 10, include_restricted: bool = True) -> list[list[Hit]]:
-        return [self.search(q, filters=filters, top_k=top_k, include_restricted=include_restricted) for q in queries]
 
     def pipeline(self, intelligence: Any = None, **kwargs: Any) -> Any:
         """A query pipeline over this retriever with the query-intelligence stages of

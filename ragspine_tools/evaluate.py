@@ -315,7 +315,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     opened: list = []
     try:
         for mode in modes:
-            backend = backend_for_library(lib, mode, spec=embedding)
+            backend = backend_for_library(lib, mode, spec=embedding, settings=settings)
             # exactly what `ragspine query` runs: the gate, glossary multi-query (with the glossary
             # published with the library), variant fusion, the language plan; --mode forces the channels
             narrative = build_narrative_retriever(paths.root, mode=mode, embedding_backend=backend,

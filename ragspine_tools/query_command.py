@@ -33,6 +33,11 @@ def printable(text: str) -> str:
 
 
 def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from ragspine_query.postprocess import postprocessor_names
+    from ragspine_query.transforms import transform_names
+
+    # the registries' names (built-ins, then plug-ins imported so far; --plugin ones are accepted too)
+    post_names = ",".join(f"{n}[:LAMBDA]" if n == "mmr" else n for n in postprocessor_names())
     p = sub.add_parser("query", help="search one or more published libraries", description=(
         "Search published libraries. LIBRARY_DIR is data/artifacts/<library> (or data/raw/<library>, "
         "or a snapshot directory). Repeat --library to search several libraries fused by RRF."))
@@ -49,9 +54,9 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
                    help="also show, per pipeline stage, the candidates, their ranks and scores, and the time spent "
                         "(with --json: an object {results, explain})")
     p.add_argument("--transform", default=None, metavar="LIST",
-                   help="query transforms normalize,decompose,step_back,fusion,hyde (default RAGSPINE_TRANSFORMS or none)")
+                   help=f"query transforms {','.join(transform_names())} or a --plugin's (default RAGSPINE_TRANSFORMS or none)")
     p.add_argument("--postprocessor", default=None, metavar="LIST",
-                   help="post-processors mmr[:LAMBDA],lost_in_middle,compress (default RAGSPINE_POSTPROCESSOR or none)")
+                   help=f"post-processors {post_names} or a --plugin's (default RAGSPINE_POSTPROCESSOR or none)")
     p.add_argument("--tiers", default=None,
                    help="adaptive tiers off|rules|llm, or force one: direct|semantic|multi_hop|global|multi_part "
                         "(default RAGSPINE_TIERS or off)")
@@ -131,8 +136,11 @@ def load_plugins(modules: Sequence[str]) -> None:
             raise ConfigError(f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def run_global(args: argparse.Namespace) -> int:
-    """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations."""
+def run_global(args: argparse.Namespace, settings: Settings | None = None) -> int:
+    """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations.
+
+    ``settings`` (default: :meth:`Settings.from_env`, read here, at the command's edge)
+    complete the library's embedding backend for the summary-tree themes."""
     from ragspine_query.graph.communities import community_themes
     from ragspine_query.library import open_library
     from ragspine_query.tree.tree_channel import global_overview
@@ -140,11 +148,13 @@ def run_global(args: argparse.Namespace) -> int:
     top = args.top_k or 5
     from ragspine_query.agent_api import backend_for_library
 
+    settings = settings if settings is not None else Settings.from_env()
+
     with open_library(args.library_dir) as lib:
         communities = community_themes(lib, args.text, top_n=top)
         tree = []
         if lib.summary_tree() is not None:
-            backend = backend_for_library(lib, "hybrid") if lib.embedding_model_id else None
+            backend = backend_for_library(lib, "hybrid", settings=settings) if lib.embedding_model_id else None
             tree = global_overview(lib, args.text, top_n=top, embedding_backend=backend)
     if args.json:
         out = {"communities": [{"community_id": t.community_id, "title": t.title, "summary": t.summary,
@@ -177,14 +187,14 @@ def run_query(args: argparse.Namespace) -> int:
 
     check_query(args.text)  # before any index is opened
     load_plugins(getattr(args, "plugin", []) or [])
+    settings = Settings.from_env()  # the one read of the environment for this command
     if getattr(args, "global_themes", False):
-        return run_global(args)
+        return run_global(args, settings)
     explain = bool(getattr(args, "explain", False))
     preds = [parse_filter_arg(f) for f in args.filter]
     filters: dict = {}
     for pr in preds:
         filters.setdefault(pr.field, {})[pr.op] = list(pr.value) if isinstance(pr.value, tuple) else pr.value
-    settings = Settings.from_env()  # the one read of the environment for this command
     provider = None
     if settings.llm_base_url:  # an OpenAI-compatible server for the listwise judge
         from ragspine_core.llm import OpenAICompatibleProvider

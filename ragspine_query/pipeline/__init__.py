@@ -6,6 +6,10 @@
 * :mod:`.stages` — :class:`QueryPipeline` (an explicit list of stages), :class:`Stage`,
   :class:`QueryState`, the built-in stages, :func:`register_transform`,
   :func:`register_postprocessor`, :class:`SearchResult`;
+* :mod:`.plugins` — the :data:`TRANSFORMS` and :data:`POSTPROCESSORS` registries (built-ins
+  and plug-ins, each a :class:`Plugin` factory; ``always`` entries run in every pipeline,
+  the others when a spec names them), :func:`register_transform_factory`,
+  :func:`register_postprocessor_factory`;
 * :mod:`.trace` — tracing through a context variable (:func:`current_tracer`, :func:`tracing`;
   :data:`NULL_TRACER` when nobody explains);
 * :mod:`.explain` — the frozen :class:`Explain` trace (``to_rows()``, ``format_table()``).
@@ -39,10 +43,13 @@ from ragspine_query.pipeline.stages import (
     unregister_postprocessor,
     unregister_transform,
 )
+from ragspine_query.pipeline.plugins import (POSTPROCESSORS, TRANSFORMS, Plugin, PostprocessorContext, TransformContext,
+                                             register_postprocessor_factory, register_transform_factory)
 from ragspine_query.pipeline.trace import NULL_TRACER, current_tracer, tracing
 
 __all__ = [
-    "CHANNELS", "NULL_TRACER", "PluginChannel", "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",
+    "CHANNELS", "NULL_TRACER", "POSTPROCESSORS", "Plugin", "PostprocessorContext", "TRANSFORMS", "TransformContext",
+    "register_postprocessor_factory", "register_transform_factory", "PluginChannel", "Candidate", "Channel", "ChannelContext", "CutStage", "DenseChannel", "Explain", "GateStage", "LexicalChannel",
     "PipelineStage", "PostProcessor", "PostprocessStage", "QueryPipeline", "QueryState", "RerankStage",
     "RestrictedStripStage", "RetrieveStage", "SearchResult", "Snippets", "Stage", "StageTrace", "Transform",
     "TransformStage", "VariantGateStage", "core_stages", "current_tracer", "register_channel", "tracing",

