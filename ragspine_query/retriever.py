@@ -8,6 +8,11 @@ ranks the surviving rows only; weighted Reciprocal Rank Fusion
 (:func:`~ragspine_query.fusion.weighted_rrf`); deterministic ties by ``chunk_id`` (rows
 are assigned in ``chunk_id`` order, so ties break on row ascending). Hits load their
 chunk text lazily, on first use.
+
+(About 620 lines, one module on purpose: ``HybridRetriever``'s stages — mask, channel plan,
+channels, fuse, per-channel scores — share the retriever's caches (masks, fusion plans, row
+languages) and are read top to bottom as the order of operations above; ``RetrievalConfig``
+is what configures them, and ``MultiIndexRetriever`` is the ~60-line RRF over several.)
 """
 
 from __future__ import annotations
