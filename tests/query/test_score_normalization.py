@@ -98,10 +98,12 @@ def test_the_old_cortex_module_still_imports_with_a_deprecation_warning():
 
 def test_the_old_link_module_is_the_agent_api():
     import importlib
+    import sys
     import warnings
 
     import ragspine_query.agent_api as agent_api
 
+    sys.modules.pop("ragspine_query.link", None)  # an earlier import would skip the finder and its warning
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         link = importlib.import_module("ragspine_query.link")
