@@ -309,16 +309,6 @@ def ranked_hits(load: Callable[[list[int]], list[Chunk]], rows: list[int], ids: 
     return [_sourced(src, i) for i in range(len(rows))]
 
 
-def __getattr__(name: str) -> Any:
-    """``LazyHit`` and ``RankedHit``, the two subclasses there were before one hit type: now
-    :class:`Hit` itself (deprecated names, for one release)."""
-    if name in ("LazyHit", "RankedHit"):
-        warnings.warn(f"ragspine_core.records.{name} is now Hit (one hit type); the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return Hit
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: Columns of :func:`hits_to_frame`, in order (channel scores follow).
 FRAME_COLUMNS = ("rank", "score", "doc_id", "title", "locator", "library_id", "chunk_id", "sensitivity",
                  "entity", "topic", "geography", "period", "language", "valid_as_of", "text")

@@ -15,7 +15,7 @@ Three variables are read deep on purpose, each where it acts, through this table
 * ``RAGSPINE_INGEST_WORKERS`` (``ragspine_index.workers``): the worker processes of the
   machine a step runs on, read at each call, so a step on a Dagster or Celery worker sees
   that worker's own value, not the value of the process that launched the run.
-* ``DAGSTER_HOME`` (``ragspine_dagster.ingest``): Dagster's own variable (where its
+* ``DAGSTER_HOME`` (``ragspine_assets.ingest``): Dagster's own variable (where its
   instance lives), read and set as Dagster does, not a RAGSpine setting.
 
 Besides these, a few library functions read :meth:`Settings.from_env` only when their

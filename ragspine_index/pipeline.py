@@ -1,7 +1,7 @@
 """The index pipeline, declared once: the steps, in asset order, and the orchestrator.
 
 Every Dagster asset is made from its :class:`Step` by one factory
-(``ragspine_dagster/assets/factory.py``);
+(``ragspine_assets/assets/factory.py``);
 :func:`build_library` runs the same steps in the same order without Dagster (evaluation,
 benchmarks, notebooks) and stops, like a Dagster run, when a blocking check fails.
 Adding an artifact: a stage module with a step whose value has ``artifact_paths()``, one

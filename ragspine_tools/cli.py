@@ -19,7 +19,7 @@ from ragspine_core.failure import describe_unexpected
 def _ingest(args: argparse.Namespace) -> int:
     from ragspine_core.settings import Settings
 
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     settings = Settings.from_env()  # the environment is read here, once
     for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder

@@ -230,7 +230,7 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
     ``live_progress`` (off for ``--json``), one summary line otherwise."""
     from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
 
-    from ragspine_dagster.progress import TerminalProgress, wants_terminal_progress
+    from ragspine_assets.progress import TerminalProgress, wants_terminal_progress
 
     run: dict[str, dict[str, float]] = {}
     qids = dataset.query_ids

@@ -20,9 +20,9 @@ python="${PYTHON:-python3}"
 args=("$@")
 [ "${#args[@]}" -eq 0 ] && args=(-w workspace.yaml)
 # the instance `ragspine ingest` records into, with RAGSpine's dagster.yaml when it is new:
-# one run per library at a time, run monitoring (ragspine_dagster/instance_config.py)
+# one run per library at a time, run monitoring (ragspine_assets/instance_config.py)
 export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
-"$python" -c 'import sys; from pathlib import Path; from ragspine_dagster.instance_config import write_default_instance_config as w; w(Path(sys.argv[1]))' "$DAGSTER_HOME"
+"$python" -c 'import sys; from pathlib import Path; from ragspine_assets.instance_config import write_default_instance_config as w; w(Path(sys.argv[1]))' "$DAGSTER_HOME"
 
 "$python" -c '
 import os, signal, sys

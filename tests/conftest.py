@@ -82,7 +82,7 @@ def ingest(raw_dir: Path, **kwargs):
     """
     import dagster as dg
 
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     instance = kwargs.pop("instance", None)
     with contextlib.ExitStack() as stack:

@@ -3,7 +3,7 @@
 The step saves the parsed documents under the library's ``work/`` folder
 (:meth:`DocumentSet.save`); between processes a set travels as :meth:`DocumentSet.reference`
 (every field but the documents) and is read back with :meth:`DocumentSet.from_reference`.
-Dagster's step-output IO manager (``ragspine_dagster/io_manager.py``) stores only that
+Dagster's step-output IO manager (``ragspine_assets/io_manager.py``) stores only that
 reference, so no RESTRICTED body or title is ever copied into ``DAGSTER_HOME``.
 """
 
@@ -111,7 +111,7 @@ class DocumentSet:
         raise TypeError(
             f"a DocumentSet (library {self.library_id!r}) holds document text and is never pickled; store "
             "DocumentSet.reference() instead: give Dagster the io_manager of "
-            "ragspine_dagster.definitions.make_resources (StepOutputIOManager)")
+            "ragspine_assets.definitions.make_resources (StepOutputIOManager)")
 
 
 _DOCUMENTS_FILE = "documents.json"

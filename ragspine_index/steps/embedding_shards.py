@@ -2,7 +2,7 @@
 
 ``chunk_embeddings`` (:func:`~.embeddings.embeddings_step`) embeds a library in one step of
 one process. With ``RAGSPINE_EMBEDDING_SHARDS`` = N >= 2 the Dagster asset of the same
-name is a graph instead (``ragspine_dagster.assets.embeddings_fanout``): these three plain
+name is a graph instead (``ragspine_assets.assets.embeddings_fanout``): these three plain
 functions, each a step the executor may send to any worker.
 
 1. :func:`plan_embedding_shards` purges the cached vectors of RESTRICTED texts (exactly

@@ -6,7 +6,7 @@ under, because the figures move with whatever else the machine is doing:
 
 1. **ingest** — ``ceil(N / 3.26)`` jsonl documents of three synthetic passages each
    (``lexbench.corpus``; the default paragraph chunker cuts ~3.26 chunks per document)
-   go through :func:`ragspine_dagster.ingest.ingest_library` — every Dagster asset, in
+   go through :func:`ragspine_assets.ingest.ingest_library` — every Dagster asset, in
    process, ``embedding="none"``. Reported: documents/s, chunks/s, peak RSS growth
    (kernel high-water mark) and its children, per-asset step seconds from the run's
    event log (so ``relation_graph`` / ``summary_tree`` costs are visible on their own),
@@ -190,7 +190,7 @@ def run_ingest(raw_dir: Path, instance: Any) -> dict:
     """One ``ingest_library`` run: throughput, memory, per-step seconds and asset metadata."""
     import dagster as dg
 
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     before = load()
     with peak_rss() as mem, contextlib.redirect_stdout(sys.stderr):

@@ -75,13 +75,3 @@ def test_hits_pickle_and_copy_as_plain_hits():
         assert type(back) is Hit and back == lazy and back.row == 6 and back.via == "node" and back.chunk_id == "c06"
     plain = Hit(_chunk(1), 1.0, {"fused": 1.0})
     assert pickle.loads(pickle.dumps(plain)) == plain and pickle.loads(pickle.dumps(plain)).row is None
-
-
-def test_the_old_hit_class_names_warn_and_are_hit():
-    import ragspine_core.records as records
-
-    for name in ("LazyHit", "RankedHit"):
-        with pytest.warns(DeprecationWarning, match="one hit type"):
-            assert getattr(records, name) is Hit
-    with pytest.raises(AttributeError):
-        records.NoSuchHit  # noqa: B018

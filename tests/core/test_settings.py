@@ -107,7 +107,7 @@ MY_MODULES = ("ragspine_core/dense", "ragspine_query/rerank", "ragspine_core/tex
               "ragspine_core/runtime", "ragspine_core/llm.py")
 
 
-FLOORS = ("ragspine_core", "ragspine_index", "ragspine_dagster", "ragspine_query", "ragspine_tools", "ragspine_assets")
+FLOORS = ("ragspine_core", "ragspine_index", "ragspine_assets", "ragspine_query", "ragspine_tools")
 
 
 def _reads(prefixes) -> list[str]:

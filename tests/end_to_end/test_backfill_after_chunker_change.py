@@ -26,11 +26,11 @@ import pytest
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleCauseCategory, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
-from ragspine_dagster.assets import ALL_ASSETS, chunks
+from ragspine_assets.assets import ALL_ASSETS, chunks
 from ragspine_index.pipeline import CHUNKS_CODE_VERSION
 from ragspine_index.chunking import CHUNKER_VERSIONS, ParagraphChunker
-from ragspine_dagster.definitions import ingest_job, make_resources
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
+from ragspine_assets.definitions import ingest_job, make_resources
+from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_core import schema
 from ragspine_query.library import open_library
 

@@ -10,7 +10,7 @@ import pytest
 
 dg = pytest.importorskip("dagster")
 
-from ragspine_dagster.ingest import ingest_library  # noqa: E402
+from ragspine_assets.ingest import ingest_library  # noqa: E402
 from ragspine_query import open_library  # noqa: E402
 from ragspine_core.errors import RagspineError  # noqa: E402
 from ragspine_query.retriever import HybridRetriever  # noqa: E402

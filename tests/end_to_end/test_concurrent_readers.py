@@ -102,7 +102,7 @@ def test_readers_see_one_complete_snapshot_while_publishing_and_rollback(tmp_pat
 
     from ragspine_index.artifacts import LibraryPaths
     from ragspine_index.publish import list_snapshots
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     repo = Path(__file__).resolve().parents[2]
     data = tmp_path / "data"

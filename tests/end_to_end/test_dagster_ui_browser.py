@@ -117,7 +117,7 @@ if Path(__file__).with_name("chunker_bumped").exists():
 
     registry.CHUNKER_VERSIONS["paragraph"] = registry.CHUNKER_VERSIONS["paragraph"] + "-tour"
 
-from ragspine_dagster.definitions import defs  # noqa: E402,F401
+from ragspine_assets.definitions import defs  # noqa: E402,F401
 """
 TOUR_WORKSPACE = """load_from:
   - python_file:

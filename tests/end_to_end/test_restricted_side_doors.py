@@ -18,7 +18,7 @@ import pytest
 
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.steps.chunk_embeddings import text_hash
-from ragspine_dagster.resources import RagspineConfig
+from ragspine_assets.resources import RagspineConfig
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
 from ragspine_query.agent_api import build_narrative_retriever
@@ -268,9 +268,9 @@ def test_library_names_that_could_leave_the_data_root_are_refused(tmp_path, name
 
 
 def test_partition_key_outside_the_data_root_writes_nothing_outside(tmp_path):
-    from ragspine_dagster.assets import ALL_ASSETS
-    from ragspine_dagster.io_manager import StepOutputIOManager
-    from ragspine_dagster.partitions import LIBRARIES_PARTITION
+    from ragspine_assets.assets import ALL_ASSETS
+    from ragspine_assets.io_manager import StepOutputIOManager
+    from ragspine_assets.partitions import LIBRARIES_PARTITION
 
     data = tmp_path / "nest" / "data"
     make_library(data)

@@ -11,7 +11,7 @@ import pytest
 
 dg = pytest.importorskip("dagster")
 
-from ragspine_dagster.ingest import ingest_library  # noqa: E402
+from ragspine_assets.ingest import ingest_library  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

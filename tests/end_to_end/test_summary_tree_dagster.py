@@ -6,10 +6,10 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' extra")
 
-from ragspine_dagster.assets import ALL_ASSETS  # noqa: E402
-from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
-from ragspine_dagster.io_manager import StepOutputIOManager  # noqa: E402
-from ragspine_dagster.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.assets import ALL_ASSETS  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
+from ragspine_assets.io_manager import StepOutputIOManager  # noqa: E402
+from ragspine_assets.resources import RagspineConfig  # noqa: E402
 from ragspine_query.library import open_library  # noqa: E402
 from ragspine_query.tree import TreeRetriever  # noqa: E402
 from tests.conftest import RESTRICTED_MARKERS, copy_sample_data  # noqa: E402

@@ -259,7 +259,7 @@ def test_converter_versions_are_part_of_the_code_versions():
     for step in ("documents", "chunks"):
         assert all(f"{name}@{v}" in CODE_VERSIONS[step] for name, v in CONVERTER_VERSIONS.items())
     pytest.importorskip("dagster")
-    from ragspine_dagster.assets import chunks, documents
+    from ragspine_assets.assets import chunks, documents
 
     # what Dagster compares to show an asset unsynced: a converter version change changes both
     assert "pdf@1" in next(iter(documents.code_versions_by_key.values()))
@@ -321,7 +321,7 @@ def test_a_converter_child_that_runs_out_of_memory_is_one_error():
 
 def test_the_ingest_summary_prints_the_install_command_for_skipped_formats():
     pytest.importorskip("dagster")
-    from ragspine_dagster.ingest import IngestSummary
+    from ragspine_assets.ingest import IngestSummary
 
     note = "PDF files are skipped: reading them needs the 'formats' extra (pip install 'ragspine[formats]')"
     summary = IngestSummary("lib", "run", "snap", "/tmp/snap", True, {}, notes=(note,))

@@ -14,7 +14,7 @@ import pytest
 dg = pytest.importorskip("dagster")
 pytestmark = pytest.mark.slow
 
-from ragspine_dagster.ingest import ingest_library  # noqa: E402
+from ragspine_assets.ingest import ingest_library  # noqa: E402
 from ragspine_query import open_library  # noqa: E402
 from ragspine_core import schema  # noqa: E402
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig  # noqa: E402

@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_dagster.assets import ALL_ASSETS
-from ragspine_dagster.io_manager import StepOutputIOManager
-from ragspine_dagster.resources import RagspineConfig
+from ragspine_assets.assets import ALL_ASSETS
+from ragspine_assets.io_manager import StepOutputIOManager
+from ragspine_assets.resources import RagspineConfig
 from ragspine_query.library import open_library
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
 

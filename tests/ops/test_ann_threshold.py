@@ -43,7 +43,7 @@ def test_the_library_key_is_validated(tmp_path: Path, value: str) -> None:
 def _ingest(root: Path, toml_line: str | None, env: dict[str, str]) -> Path:
     import dagster as dg
 
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     data = copy_sample_data(root / "data")
     raw = data / "raw" / SAMPLE_LIBRARY

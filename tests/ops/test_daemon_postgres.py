@@ -30,7 +30,7 @@ dg = pytest.importorskip("dagster", reason="needs the 'pipeline' extra")
 pytest.importorskip("dagster_postgres", reason="needs dagster-postgres (the 'postgres' extra; .ci/run installs it)")
 
 from ragspine_query.library import open_library  # noqa: E402
-from tests.dagster.ops.helpers import make_dagster_home, write_doc  # noqa: E402
+from tests.assets.ops.helpers import make_dagster_home, write_doc  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, python_env  # noqa: E402
 
 from tests.ops.services import VENV_BIN, spawn, start_postgres, stop_group, stop_postgres, tail, wait_until  # noqa: E402

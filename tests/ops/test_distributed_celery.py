@@ -32,9 +32,9 @@ pytest.importorskip("dagster_celery", reason="needs dagster-celery (the 'celery'
 pytest.importorskip("redis", reason="needs the redis client (the 'celery' extra)")
 psutil = pytest.importorskip("psutil", reason="needs psutil (the 'dev' extra)")
 
-from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_core import schema  # noqa: E402
-from tests.dagster.ops.helpers import make_dagster_home  # noqa: E402
+from tests.assets.ops.helpers import make_dagster_home  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, ingest, python_env  # noqa: E402
 
 from tests.ops.services import (VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail,  # noqa: E402
@@ -107,7 +107,7 @@ def test_two_partitions_on_celery_workers_publish_what_in_process_publishes(tmp_
         runs = {}
         for lib in LIBRARIES:
             log = work / f"run-{lib}.log"
-            runs[lib] = (spawn([PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_dagster.definitions",
+            runs[lib] = (spawn([PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_assets.definitions",
                                 "-j", "ingest_job", "-c", str(run_config),
                                 "--tags", json.dumps({"dagster/partition": lib})], log=log, env=env, cwd=REPO_ROOT), log)
             procs.append(runs[lib][0])

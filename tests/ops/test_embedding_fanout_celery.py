@@ -27,10 +27,10 @@ dg = pytest.importorskip("dagster", reason="needs the 'pipeline' extra")
 pytest.importorskip("dagster_celery", reason="needs dagster-celery (the 'celery' extra; .ci/run installs it)")
 pytest.importorskip("redis", reason="needs the redis client (the 'celery' extra)")
 
-from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_core import schema  # noqa: E402
-from tests.dagster.ops.helpers import make_dagster_home  # noqa: E402
-from tests.dagster.test_embedding_fanout import LIBRARY, embeddings_dir, folder_bytes, make_library  # noqa: E402
+from tests.assets.ops.helpers import make_dagster_home  # noqa: E402
+from tests.assets.test_embedding_fanout import LIBRARY, embeddings_dir, folder_bytes, make_library  # noqa: E402
 from tests.conftest import PYTHON, REPO_ROOT, ingest, python_env  # noqa: E402
 
 from tests.ops.services import VENV_BIN, spawn, start_celery_workers, start_redis, stop_group, tail, write_celery_run_config  # noqa: E402
@@ -89,7 +89,7 @@ def test_one_library_embeds_in_shards_on_two_celery_workers(tmp_path: Path) -> N
         workers = start_celery_workers(work, run_config, env, procs, cwd=REPO_ROOT, timeout=WORKER_READY_S)
 
         log = work / "run.log"
-        run = spawn([PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_dagster.definitions", "-j", "ingest_job",
+        run = spawn([PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_assets.definitions", "-j", "ingest_job",
                      "-c", str(run_config), "--tags", json.dumps({"dagster/partition": LIBRARY})],
                     log=log, env=env, cwd=REPO_ROOT)
         procs.append(run)

@@ -32,7 +32,7 @@ from ragspine_tools import query_command as cli
 
 REPO = Path(cli.__file__).resolve().parents[1]
 #: every floor of the project (the CLI is in ragspine_tools, the channels in ragspine_query)
-PROJECT_DIRS = tuple(str(REPO / p) + "/" for p in ("ragspine_core", "ragspine_index", "ragspine_dagster", "ragspine_query",
+PROJECT_DIRS = tuple(str(REPO / p) + "/" for p in ("ragspine_core", "ragspine_index", "ragspine_assets", "ragspine_query",
                                                   "ragspine_tools", "ragspine_assets"))
 CHANNELS_FILE = str(Path(channels_module.__file__).resolve())
 MAX_DELEGATION = 3

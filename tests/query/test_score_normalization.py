@@ -80,32 +80,3 @@ def test_time_decay_is_off_by_default_and_reorders_when_on(tmp_path_factory):
 def test_normalize_query_folds_width_case_and_whitespace():
     assert normalize_query("  ＡＣＭＥ\tChina\u3000 Revenue  ") == "acme china revenue"
     assert normalize_query("Acme  China", casefold=False) == "Acme China"
-
-
-def test_the_old_cortex_module_still_imports_with_a_deprecation_warning():
-    import importlib
-    import sys
-    import warnings
-
-    sys.modules.pop("ragspine_query.cortex", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        cortex = importlib.import_module("ragspine_query.cortex")
-    assert any(issubclass(w.category, DeprecationWarning) and "score_normalization" in str(w.message) for w in caught)
-    assert cortex.normalize_scores is normalize_scores and cortex.time_decayed is time_decayed
-    assert cortex.normalize_query is normalize_query
-
-
-def test_the_old_link_module_is_the_agent_api():
-    import importlib
-    import sys
-    import warnings
-
-    import ragspine_query.agent_api as agent_api
-
-    sys.modules.pop("ragspine_query.link", None)  # an earlier import would skip the finder and its warning
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        link = importlib.import_module("ragspine_query.link")
-    assert link is agent_api
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)

@@ -29,7 +29,7 @@ def measure_ingest(workdir: Path, n_docs: int, seed: int) -> dict:
     """Materialize every asset once for a fresh library; documents/s and chunks/s."""
     import dagster as dg
 
-    from ragspine_dagster.ingest import ingest_library
+    from ragspine_assets.ingest import ingest_library
 
     raw_dir = workdir / "raw" / "benchlib"
     chars = write_library(raw_dir, n_docs, seed)
@@ -49,6 +49,6 @@ def measure_ingest(workdir: Path, n_docs: int, seed: int) -> dict:
         "rss_delta_mb": round(mem.delta_mb, 1),
         "analyzer": meta.get("analyzer"),
         "embedding": "none",
-        "how": "ragspine_dagster.ingest.ingest_library(raw_dir, embedding='none', instance=DagsterInstance.ephemeral()) "
+        "how": "ragspine_assets.ingest.ingest_library(raw_dir, embedding='none', instance=DagsterInstance.ephemeral()) "
         f"on {n_docs:,} jsonl documents of {PASSAGES_PER_DOC} synthetic passages each",
     }

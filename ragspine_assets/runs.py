@@ -96,8 +96,8 @@ def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local
     """
     import socket
 
-    from ragspine_dagster.assets._util import TAG_RUN_HOST
-    from ragspine_dagster.ingest import TAG_PID, _ingest_process_alive
+    from ragspine_assets.assets._util import TAG_RUN_HOST
+    from ragspine_assets.ingest import TAG_PID, _ingest_process_alive
 
     if run.tags.get(TAG_PID):
         return _ingest_process_alive(dict(run.tags))

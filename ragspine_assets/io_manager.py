@@ -1,7 +1,7 @@
 """How Dagster stores step outputs: references to the library's files, never document text.
 
 :class:`StepOutputIOManager` is the code location's ``io_manager``
-(:func:`ragspine_dagster.definitions.make_resources`). It keeps Dagster's filesystem layout
+(:func:`ragspine_assets.definitions.make_resources`). It keeps Dagster's filesystem layout
 (``<base_dir>/<asset key>/<partition>``, op outputs under ``<base_dir>/<run id>/…``;
 ``base_dir`` = ``RAGSPINE_IO_DIR``, else ``DAGSTER_HOME/storage``) and applies the storage
 policy in one place:
@@ -110,7 +110,7 @@ def _describe(context: dg.InputContext) -> str:
 
 
 class StepOutputIOManager(dg.ConfigurableIOManagerFactory):
-    """Step outputs as references (:mod:`ragspine_dagster.io_manager`): the ``documents``
+    """Step outputs as references (:mod:`ragspine_assets.io_manager`): the ``documents``
     output without its text, the ``chunks`` output without RESTRICTED ids.
 
     ``base_dir``: where the files go (``RAGSPINE_IO_DIR``: shared storage when steps run on

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.resources import RagspineConfig
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.resources import RagspineConfig
 
 DEFAULT_REINGEST_CRON = "0 3 * * *"
 

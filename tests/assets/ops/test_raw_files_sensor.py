@@ -8,11 +8,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.resources import RagspineConfig
-from ragspine_dagster.sensors import load_cursor, raw_files_sensor
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.sensors import load_cursor, raw_files_sensor
 
-from tests.dagster.ops.helpers import bump_mtime, write_doc
+from tests.assets.ops.helpers import bump_mtime, write_doc
 
 
 def tick(ragspine: RagspineConfig, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:

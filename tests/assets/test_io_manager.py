@@ -18,8 +18,8 @@ dg = pytest.importorskip("dagster", reason="the IO manager needs the 'pipeline' 
 from ragspine_index.artifacts import LibraryPaths  # noqa: E402
 from ragspine_index.steps.chunks import ChunkUpdate  # noqa: E402
 from ragspine_index.steps.documents import DocumentSet, load_documents  # noqa: E402
-from ragspine_dagster.io_manager import StepOutputIOManager  # noqa: E402
-from ragspine_dagster.partitions import LIBRARIES_PARTITION, libraries_partitions  # noqa: E402
+from ragspine_assets.io_manager import StepOutputIOManager  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION, libraries_partitions  # noqa: E402
 from ragspine_core.errors import RagspineError  # noqa: E402
 from tests.conftest import copy_sample_data  # noqa: E402
 
@@ -131,7 +131,7 @@ def test_a_documents_file_without_its_reference_is_a_located_error(store, value)
 
 
 def test_the_code_location_stores_step_outputs_through_it(tmp_path):
-    from ragspine_dagster.definitions import make_resources
+    from ragspine_assets.definitions import make_resources
 
     assert isinstance(make_resources({})["io_manager"], StepOutputIOManager)
     assert make_resources({"RAGSPINE_IO_DIR": str(tmp_path)})["io_manager"].base_dir == str(tmp_path)

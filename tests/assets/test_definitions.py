@@ -7,8 +7,8 @@ import pytest
 dg = pytest.importorskip("dagster", reason="the code location needs the 'pipeline' extra")
 
 from ragspine_index.chunking import CHUNKER_VERSIONS  # noqa: E402
-from ragspine_dagster.definitions import defs, make_resources  # noqa: E402
-from ragspine_dagster.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.definitions import defs, make_resources  # noqa: E402
+from ragspine_assets.resources import RagspineConfig  # noqa: E402
 
 ASSETS = ("documents", "chunks", "index_text", "bm25_index", "chunk_embeddings", "summary_tree", "relation_graph",
           "index_manifest")
@@ -107,4 +107,4 @@ def test_resources_come_from_the_environment(monkeypatch, tmp_path):
 
 def test_workspace_yaml_points_at_the_definitions(repo_root):
     text = (repo_root / "workspace.yaml").read_text(encoding="utf-8")
-    assert "ragspine_dagster.definitions" in text
+    assert "ragspine_assets.definitions" in text

@@ -14,9 +14,9 @@ new generation, so it is re-ingested rather than deduplicated against the old ru
 One run of a library at a time: a change of a library with a run in flight is not
 requested yet (the cursor keeps the library's previous state, so the next tick after the
 run sees it again). Each tick first marks failed the runs whose worker process is gone
-(:func:`ragspine_dagster.runs.fail_dead_runs`: ``dagster dev`` stopped mid-run), and a
+(:func:`ragspine_assets.runs.fail_dead_runs`: ``dagster dev`` stopped mid-run), and a
 library whose latest run failed is requested again, run key ``…:retry-N``, at most
-:data:`ragspine_dagster.runs.MAX_AUTOMATIC_RETRIES` times per content.
+:data:`ragspine_assets.runs.MAX_AUTOMATIC_RETRIES` times per content.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import dagster as dg
 
 from ragspine_index.artifacts import sha256_file, sha256_json
 from ragspine_index.parsing import LIBRARY_CONFIG_FILE
-from ragspine_dagster.partitions import LIBRARIES_PARTITION, libraries_partitions
-from ragspine_dagster.resources import RagspineConfig
+from ragspine_assets.partitions import LIBRARIES_PARTITION, libraries_partitions
+from ragspine_assets.resources import RagspineConfig
 
 CURSOR_VERSION = 1
 DEFAULT_SENSOR_INTERVAL_SECONDS = 30
@@ -193,7 +193,7 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConf
         context.log.warning(
             f"folder {ascii(name)} under {ragspine.raw_dir()} is not a valid library name (1-128 characters "
             "from A-Z a-z 0-9 . _ -, starting with a letter or digit); rename it to index it")
-    from ragspine_dagster.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs, last_run_failed
+    from ragspine_assets.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs, last_run_failed
 
     for run_id in fail_dead_runs(context.instance, on_disk):  # killed runs (dagster dev stopped mid-run)
         context.log.warning(f"run {run_id} was left STARTED by a process that is gone; marked it failed")

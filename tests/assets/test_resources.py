@@ -6,10 +6,10 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="resources need the 'pipeline' extra")
 
-from ragspine_dagster.definitions import make_resources  # noqa: E402
+from ragspine_assets.definitions import make_resources  # noqa: E402
 from ragspine_index.steps.documents import load_documents  # noqa: E402
 from ragspine_index.library_settings import resolve_library_settings  # noqa: E402
-from ragspine_dagster.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig  # noqa: E402
+from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig  # noqa: E402
 from ragspine_core.llm import OpenAICompatibleProvider  # noqa: E402
 from tests.conftest import REPO_ROOT  # noqa: E402
 

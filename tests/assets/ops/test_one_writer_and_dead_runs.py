@@ -23,18 +23,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_dagster.assets._util import TAG_RUN_HOST
+from ragspine_assets.assets._util import TAG_RUN_HOST
 from ragspine_tools.cli import main as cli_main
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.locks import ConcurrentIngestError
 from ragspine_index.pipeline import STEPS, run_step
 from ragspine_index.step_api import StepContext
-from ragspine_dagster.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs
-from ragspine_dagster.sensors import load_cursor
+from ragspine_assets.runs import MAX_AUTOMATIC_RETRIES, fail_dead_runs, in_flight_runs
+from ragspine_assets.sensors import load_cursor
 from tests.conftest import PYTHON, RAGSPINE_ENV_VARS, python_env
 
-from tests.dagster.ops.helpers import write_doc
-from tests.dagster.ops.test_raw_files_sensor import apply_partition_requests, requested, tick
+from tests.assets.ops.helpers import write_doc
+from tests.assets.ops.test_raw_files_sensor import apply_partition_requests, requested, tick
 
 WAIT_S = 600.0  # liveness bound only
 

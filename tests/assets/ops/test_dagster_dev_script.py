@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import PYTHON, python_env
 
-from tests.dagster.ops.helpers import make_dagster_home
+from tests.assets.ops.helpers import make_dagster_home
 
 pytestmark = pytest.mark.slow
 

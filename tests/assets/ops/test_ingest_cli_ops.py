@@ -20,11 +20,11 @@ import dagster as dg
 import pytest
 
 from ragspine_index.pipeline import STEPS
-from ragspine_dagster.ingest import TAG_LAUNCHER, locate_library
+from ragspine_assets.ingest import TAG_LAUNCHER, locate_library
 from ragspine_core.errors import ConfigError, RagspineError
 from tests.conftest import PYTHON, ingest, python_env
 
-from tests.dagster.ops.helpers import write_doc
+from tests.assets.ops.helpers import write_doc
 
 pytestmark = pytest.mark.slow
 

@@ -37,11 +37,11 @@ import dagster as dg
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 
-from ragspine_dagster.assets import ALL_ASSETS
-from ragspine_dagster.io_manager import StepOutputIOManager
-from ragspine_dagster.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
-from ragspine_dagster.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
-from ragspine_dagster.sensors import raw_files_sensor
+from ragspine_assets.assets import ALL_ASSETS
+from ragspine_assets.io_manager import StepOutputIOManager
+from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
+from ragspine_assets.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
+from ragspine_assets.sensors import raw_files_sensor
 
 ingest_job = dg.define_asset_job(
     "ingest_job", selection=dg.AssetSelection.assets(*ALL_ASSETS),
@@ -126,7 +126,7 @@ def make_executor(environ: Mapping[str, str] | Settings | None = None) -> dg.Exe
     if start == "forkserver":
         # one warm server process imports Dagster and this code location once; each step
         # forks from it instead of paying a fresh interpreter start (~4 s) per step
-        config["start_method"] = {"forkserver": {"preload_modules": ["dagster", "ragspine_dagster.definitions"]}}
+        config["start_method"] = {"forkserver": {"preload_modules": ["dagster", "ragspine_assets.definitions"]}}
     return dg.multiprocess_executor.configured(config)
 
 
@@ -135,8 +135,8 @@ def assets_for(environ: Mapping[str, str] | Settings | None = None) -> list:
     shards (:mod:`.assets.embeddings_fanout`) when ``RAGSPINE_EMBEDDING_SHARDS`` >= 2."""
     if _settings(environ).embedding_shards < 2:
         return list(ALL_ASSETS)
-    from ragspine_dagster.assets import chunk_embeddings
-    from ragspine_dagster.assets.embeddings_fanout import chunk_embeddings_sharded
+    from ragspine_assets.assets import chunk_embeddings
+    from ragspine_assets.assets.embeddings_fanout import chunk_embeddings_sharded
 
     return [chunk_embeddings_sharded if a is chunk_embeddings else a for a in ALL_ASSETS]
 
@@ -159,7 +159,7 @@ def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definition
 def load_ingest_job(**environ: str) -> dg.JobDefinition:
     """``ingest_job`` resolved against ``environ`` (merged over ``os.environ``).
 
-    The reconstructor for ``dg.build_reconstructable_job("ragspine_dagster.definitions",
+    The reconstructor for ``dg.build_reconstructable_job("ragspine_assets.definitions",
     "load_ingest_job", reconstructable_kwargs={...})``: every step subprocess of the
     multiprocess executor rebuilds the job from these JSON-able settings.
     """

@@ -19,10 +19,10 @@ from ragspine_index.steps.chunk_embeddings import EmbeddingRef
 from ragspine_index.steps.index_text import IndexTextRef
 from ragspine_index.pipeline import STEP_BY_NAME
 from ragspine_index.step_api import BlockingCheckError
-from ragspine_dagster.partitions import libraries_partitions
-from ragspine_dagster.resources import RagspineConfig
-from ragspine_dagster.assets._util import _tag_run_host, check_results, check_specs, md_table, step_context
-from ragspine_dagster.assets.factory import embedding_metadata
+from ragspine_assets.partitions import libraries_partitions
+from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.assets._util import _tag_run_host, check_results, check_specs, md_table, step_context
+from ragspine_assets.assets.factory import embedding_metadata
 
 STEP = STEP_BY_NAME["chunk_embeddings"]
 CHECK_SPECS = check_specs(STEP)

@@ -20,10 +20,10 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="needs the 'pipeline' extra")
 
-from ragspine_dagster.definitions import assets_for, make_resources  # noqa: E402
+from ragspine_assets.definitions import assets_for, make_resources  # noqa: E402
 from ragspine_index.steps.embedding_shards import shard_count, split_blocks  # noqa: E402
 from ragspine_index.steps.chunk_embeddings import EMBED_BLOCK  # noqa: E402
-from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_core import schema  # noqa: E402
 
 LIBRARY = "bulk"
@@ -167,7 +167,7 @@ def test_sharded_minilm_is_byte_identical_although_batching_moves_last_bits(tmp_
 def test_fanned_out_definitions_keep_the_asset_graph() -> None:
     """Same asset keys, dependencies, checks and code version with and without shards:
     downstream assets, sensors and the UI's lineage see one ``chunk_embeddings``."""
-    from ragspine_dagster.definitions import build_definitions
+    from ragspine_assets.definitions import build_definitions
 
     def graph(env: dict) -> dict:
         asset_graph = build_definitions(env).resolve_asset_graph()

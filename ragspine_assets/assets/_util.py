@@ -15,8 +15,8 @@ from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
 
 if TYPE_CHECKING:
-    from ragspine_dagster.progress import RateMeter
-    from ragspine_dagster.resources import RagspineConfig
+    from ragspine_assets.progress import RateMeter
+    from ragspine_assets.resources import RagspineConfig
 
 
 #: Run tag ``ragspine ingest`` sets when its stderr is a terminal: steps echo their progress there.
@@ -35,11 +35,11 @@ def step_log(context: ExecutionContext) -> tuple[Callable[[str], None], Callable
 
     ``log(message)`` writes to the run's log (``context.log``); ``progress(counts)`` writes
     its :class:`~ragspine_index.step_api.Progress` counts there with the rate and
-    ETA of a :class:`~ragspine_dagster.progress.RateMeter` started with the step. Both are
+    ETA of a :class:`~ragspine_assets.progress.RateMeter` started with the step. Both are
     echoed on stderr when the run is tagged :data:`TAG_PROGRESS` (an in-process
     ``ragspine ingest`` on a terminal).
     """
-    from ragspine_dagster.progress import RateMeter
+    from ragspine_assets.progress import RateMeter
 
     meter = RateMeter()
     try:
@@ -140,7 +140,7 @@ def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
     ]
 
 
-#: Run tag: the machine the run's steps execute on (``ragspine_dagster.runs`` judges only
+#: Run tag: the machine the run's steps execute on (``ragspine_assets.runs`` judges only
 #: runs of its own machine when it looks for killed ones).
 TAG_RUN_HOST = "ragspine/run_host"
 

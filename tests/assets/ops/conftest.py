@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_dagster.resources import RagspineConfig
+from ragspine_assets.resources import RagspineConfig
 
-from tests.dagster.ops.helpers import make_dagster_home
+from tests.assets.ops.helpers import make_dagster_home
 
 
 @pytest.fixture

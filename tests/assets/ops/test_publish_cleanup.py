@@ -22,7 +22,7 @@ from ragspine_core.errors import RagspineError
 from ragspine_query.library import open_library
 from tests.conftest import PYTHON, ingest, python_env
 
-from tests.dagster.ops.helpers import write_doc
+from tests.assets.ops.helpers import write_doc
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' extra")
 
-from ragspine_dagster.assets import bm25_index, chunk_embeddings, chunks, documents, index_manifest, index_text, relation_graph, summary_tree  # noqa: E402
-from ragspine_dagster.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.assets import bm25_index, chunk_embeddings, chunks, documents, index_manifest, index_text, relation_graph, summary_tree  # noqa: E402
+from ragspine_assets.resources import RagspineConfig  # noqa: E402
 from ragspine_core import schema  # noqa: E402
 from ragspine_query.library import open_library  # noqa: E402
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig  # noqa: E402

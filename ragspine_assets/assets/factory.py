@@ -29,9 +29,9 @@ from ragspine_core.records import RESTRICTED_SENSITIVITY
 from ragspine_index.artifacts import LibraryPaths, sha256_json
 from ragspine_index.steps.index_text import read_index_text
 from ragspine_index.pipeline import STEPS, Step
-from ragspine_dagster.partitions import libraries_partitions
-from ragspine_dagster.resources import RagspineConfig
-from ragspine_dagster.assets._util import check_results, check_specs, is_restricted, md_list, md_table, run_asset_step, withheld_note
+from ragspine_assets.partitions import libraries_partitions
+from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.assets._util import check_results, check_specs, is_restricted, md_list, md_table, run_asset_step, withheld_note
 
 #: ``metadata(value, paths, seconds)``: the materialization's UI metadata. Only what may be
 #: shown: never a RESTRICTED document's id, title or text (counts only).

@@ -7,14 +7,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_dagster.definitions import build_definitions
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.resources import RagspineConfig
-from ragspine_dagster.sensors import raw_files_sensor
+from ragspine_assets.definitions import build_definitions
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.sensors import raw_files_sensor
 from ragspine_core import schema
 from ragspine_query.library import open_library
 
-from tests.dagster.ops.helpers import write_doc
+from tests.assets.ops.helpers import write_doc
 
 pytestmark = pytest.mark.slow
 

@@ -18,14 +18,14 @@ from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_core.failure import describe_unexpected
 from ragspine_core.settings import Settings
 
-from ragspine_dagster.assets import ALL_ASSETS
-from ragspine_dagster.assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
+from ragspine_assets.assets import ALL_ASSETS
+from ragspine_assets.assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from ragspine_index.artifacts import pid_alive, validate_library_id
-from ragspine_dagster.instance_config import write_default_instance_config
-from ragspine_dagster.io_manager import StepOutputIOManager
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.progress import wants_terminal_progress
-from ragspine_dagster.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
+from ragspine_assets.instance_config import write_default_instance_config
+from ragspine_assets.io_manager import StepOutputIOManager
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.progress import wants_terminal_progress
+from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 
 #: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
 #: run whose process was killed (it stays STARTED forever) from one still running.
@@ -281,7 +281,7 @@ def ingest_library(
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
     from ragspine_index.locks import ConcurrentIngestError, library_run_lock
-    from ragspine_dagster.runs import fail_dead_runs, in_flight_runs
+    from ragspine_assets.runs import fail_dead_runs, in_flight_runs
 
     dead = fail_dead_ingest_runs(instance)
     dead += [r for r in fail_dead_runs(instance, [library_id], strict_host=True) if r not in dead]

@@ -1,6 +1,6 @@
 """The Dagster assets: one per step of ``indexing.pipeline.STEPS``, made by :mod:`.factory`."""
 
-from ragspine_dagster.assets.factory import assets_for_steps
+from ragspine_assets.assets.factory import assets_for_steps
 
 ALL_ASSETS = assets_for_steps()
 #: The asset of each step, by name (a new step's asset is here with no edit).

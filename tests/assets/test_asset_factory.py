@@ -1,6 +1,6 @@
 """One asset factory over ``STEPS``: a new ``Step`` is a new asset with no other edit.
 
-The assets of the shipped steps are checked in ``tests/dagster/test_definitions.py`` (keys,
+The assets of the shipped steps are checked in ``tests/assets/test_definitions.py`` (keys,
 lineage, checks, code versions); here a step that exists only in this test gets its asset,
 lineage, blocking check and default UI view from :func:`asset_for`, and runs in a real
 Dagster materialization after the real ``documents`` asset; its progress counts reach the
@@ -15,16 +15,16 @@ import pytest
 
 dg = pytest.importorskip("dagster", reason="the assets need the 'pipeline' extra")
 
-from ragspine_dagster.assets import ALL_ASSETS, documents  # noqa: E402
-from ragspine_dagster.assets._util import progress_line  # noqa: E402
-from ragspine_dagster.assets.factory import VIEWS, asset_for, assets_for_steps  # noqa: E402
+from ragspine_assets.assets import ALL_ASSETS, documents  # noqa: E402
+from ragspine_assets.assets._util import progress_line  # noqa: E402
+from ragspine_assets.assets.factory import VIEWS, asset_for, assets_for_steps  # noqa: E402
 from ragspine_index.steps.documents import DocumentSet  # noqa: E402
 from ragspine_index.pipeline import STEPS, Step  # noqa: E402
 from ragspine_index.step_api import CheckSpec, Progress, StepContext, StepResult, outcome  # noqa: E402
-from ragspine_dagster.io_manager import StepOutputIOManager  # noqa: E402
-from ragspine_dagster.partitions import LIBRARIES_PARTITION  # noqa: E402
-from ragspine_dagster.progress import RateMeter  # noqa: E402
-from ragspine_dagster.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.io_manager import StepOutputIOManager  # noqa: E402
+from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
+from ragspine_assets.progress import RateMeter  # noqa: E402
+from ragspine_assets.resources import RagspineConfig  # noqa: E402
 from tests.conftest import copy_sample_data  # noqa: E402
 
 

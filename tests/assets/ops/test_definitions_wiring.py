@@ -7,9 +7,9 @@ import importlib.util
 import dagster as dg
 import pytest
 
-from ragspine_dagster.definitions import build_definitions, make_executor, make_resources
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.schedules import DEFAULT_REINGEST_CRON
+from ragspine_assets.definitions import build_definitions, make_executor, make_resources
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.schedules import DEFAULT_REINGEST_CRON
 from ragspine_core.errors import ConfigError
 
 
@@ -36,7 +36,7 @@ def executor_config(executor: dg.ExecutorDefinition) -> dict:
 def test_max_concurrent_and_start_method_configure_the_multiprocess_executor() -> None:
     config = executor_config(make_executor({"RAGSPINE_MAX_CONCURRENT": "3"}))
     assert config["max_concurrent"] == 3
-    assert config["start_method"] == {"forkserver": {"preload_modules": ["dagster", "ragspine_dagster.definitions"]}}
+    assert config["start_method"] == {"forkserver": {"preload_modules": ["dagster", "ragspine_assets.definitions"]}}
     assert executor_config(make_executor({}))["max_concurrent"] == 0, "0 = one step per CPU"
     assert "start_method" not in executor_config(make_executor({"RAGSPINE_START_METHOD": "spawn"}))
     with pytest.raises(ConfigError, match="allowed: forkserver, spawn"):

@@ -8,10 +8,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
-from ragspine_dagster.schedules import build_reingest_schedule
+from ragspine_assets.partitions import LIBRARIES_PARTITION
+from ragspine_assets.schedules import build_reingest_schedule
 
-from tests.dagster.ops.helpers import write_doc
+from tests.assets.ops.helpers import write_doc
 
 SLOT = datetime(2025, 3, 1, 3, 0, tzinfo=timezone.utc)
 

@@ -1,6 +1,6 @@
 """Scale-out: ingest_job under the multiprocess executor, two library partitions at once.
 
-What this runs: two ``dagster job execute -m ragspine_dagster.definitions -j ingest_job``
+What this runs: two ``dagster job execute -m ragspine_assets.definitions -j ingest_job``
 processes started together against one persistent local instance (``DAGSTER_HOME``), one
 run per library partition. That is how runs execute for real: the daemon's run launcher
 gives each run its own process (``dagster api execute_run``), and an operator runs the
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from ragspine_index.pipeline import STEPS
-from ragspine_dagster.partitions import LIBRARIES_PARTITION
+from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_query.library import open_library
 from tests.conftest import PYTHON, python_env
 
@@ -51,7 +51,7 @@ def start_run(library: str, *, home: str, data: Path, log: Path) -> subprocess.P
     """``dagster job execute`` for one partition, in its own process (and process group)."""
     env = python_env(DAGSTER_HOME=home, RAGSPINE_DATA_ROOT=str(data), RAGSPINE_EMBEDDING="none",
                      RAGSPINE_MAX_CONCURRENT="2")
-    cmd = [PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_dagster.definitions", "-j", "ingest_job",
+    cmd = [PYTHON, "-m", "dagster", "job", "execute", "-m", "ragspine_assets.definitions", "-j", "ingest_job",
            "--tags", json.dumps({"dagster/partition": library})]
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
