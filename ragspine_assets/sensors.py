@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import dagster as dg
 
 from ragspine_index.artifacts import sha256_file, sha256_json
-from ragspine_index.parsing import LIBRARY_CONFIG_FILE
+from ragspine_index.library_config import LIBRARY_CONFIG_FILE
 from ragspine_assets.partitions import LIBRARIES_PARTITION, libraries_partitions
 from ragspine_assets.resources import RagspineConfig
 

@@ -243,7 +243,7 @@ def graphs() -> tuple[Graph, Graph]:
 def test_the_graph_sees_the_project(graphs):
     run_graph, _ = graphs
     assert "ragspine_query.retriever" in run_graph.modules
-    assert "ragspine_index.parsing" in run_graph.modules
+    assert "ragspine_index.source_documents.parse_library" in run_graph.modules
     assert "ragspine_core.records" in run_graph.edges["ragspine_index.chunking.build"]
 
 

@@ -63,7 +63,7 @@ def test_consumers_share_the_detector_and_thresholds():
 
 
 def test_parsing_detect_language_is_the_shared_one():
-    parsing = pytest.importorskip("ragspine_index.parsing")
+    parsing = pytest.importorskip("ragspine_index.source_documents.model")
     assert parsing.CJK_LANGUAGE_THRESHOLD == ZH_LANGUAGE_THRESHOLD
     for text in ("营收 revenue growth rate", "营收增长 revenue", "매출 감소 report", "收益は増加した"):
         assert parsing.detect_language(text) == detect_language(text)

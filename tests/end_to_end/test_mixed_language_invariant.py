@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ragspine_index.artifacts import LibraryPaths
-from ragspine_index.parsing import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.pipeline import build_library
 from ragspine_tools.eval.beir import read_qrels
 from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs, ndcg_at_k

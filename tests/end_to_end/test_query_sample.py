@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ragspine_index.parsing import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_core import schema
 from ragspine_core.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
 from ragspine_query.library import open_library

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_index.parsing import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_tools.eval.beir import read_qrels
 from ragspine_core.gate import CompetitorGate
 from ragspine_core.glossary import Glossary

@@ -12,7 +12,7 @@ import pytest
 
 from ragspine_tools.evaluate import ensure_index, evaluate_dataset, prepare_library
 from ragspine_index.library_settings import FUSION_BM25_K1, bm25_params_for
-from ragspine_index.parsing import LibraryConfig
+from ragspine_index.library_config import LibraryConfig
 from ragspine_core.errors import ConfigError
 from ragspine_core.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
 from ragspine_query.library import open_library

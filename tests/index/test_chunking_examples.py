@@ -25,7 +25,7 @@ from ragspine_index.chunking import (
     make_chunker,
     make_parent_id,
 )
-from ragspine_index.parsing import SourceDocument
+from ragspine_index.source_documents.model import SourceDocument
 from ragspine_core.errors import ConfigError
 from ragspine_core.records import Chunk
 
@@ -354,7 +354,7 @@ def test_build_chunks_rejects_a_chunker_that_breaks_the_substring_invariant():
 def test_importing_the_build_modules_does_not_import_dagster():
     code = (
         "import sys\n"
-        "import ragspine_index.parsing, ragspine_index.chunking\n"
+        "import ragspine_index.source_documents.parse_library, ragspine_index.chunking\n"
         "assert 'dagster' not in sys.modules, 'dagster was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

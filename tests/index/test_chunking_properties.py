@@ -14,7 +14,7 @@ from ragspine_index.chunking import (
     make_chunker,
     paragraph_spans,
 )
-from ragspine_index.parsing import SourceDocument
+from ragspine_index.source_documents.model import SourceDocument
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragspine_index.library_settings import CHUNKER_OPTION_KEYS, chunker_kwargs
-from ragspine_index.parsing import LIBRARY_CONFIG_KEYS, load_library_config
+from ragspine_index.library_config import LIBRARY_CONFIG_KEYS, load_library_config
 from ragspine_index.steps.chunks import update_chunk_store
 from ragspine_index.steps.documents import load_documents
 from ragspine_core import schema

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_index.parsing import (
-    LIBRARY_CONFIG_KEYS,
-    LibraryConfig,
-    SourceDocument,
-    content_hash,
-    default_doc_id,
-    detect_language,
-    load_library_config,
-    parse_library,
-)
+from ragspine_index.library_config import LIBRARY_CONFIG_KEYS, LibraryConfig, load_library_config
+from ragspine_index.source_documents.metadata import default_doc_id
+from ragspine_index.source_documents.model import SourceDocument, content_hash, detect_language
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_core.errors import ConfigError, DocumentError
 
 GOOD = "---\ndoc_id: good\ntitle: A good document\n---\nGood body text.\n"

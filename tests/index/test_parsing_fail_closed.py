@@ -16,7 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_index.parsing import SourceDocument, default_doc_id, parse_document, parse_library
+from ragspine_index.source_documents.metadata import default_doc_id
+from ragspine_index.source_documents.model import SourceDocument
+from ragspine_index.source_documents.parse_library import parse_library
+from ragspine_index.source_documents.text_files import parse_document
 from ragspine_core.errors import DocumentError
 
 GOOD = "---\ndoc_id: good\ntitle: A good document\n---\nGood body text.\n"

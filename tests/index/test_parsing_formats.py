@@ -15,7 +15,7 @@ from ragspine_index.chunking import build_chunks, make_chunker  # noqa: E402
 from ragspine_index.steps.chunks import update_chunk_store  # noqa: E402
 from ragspine_index.converters import writers  # noqa: E402
 from ragspine_index.steps.documents import load_documents  # noqa: E402
-from ragspine_index.parsing import parse_library  # noqa: E402
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.pipeline import CODE_VERSIONS  # noqa: E402
 from ragspine_core.records import Hit, to_snippet  # noqa: E402
 from ragspine_index.converters import ConversionError, ConversionLimits  # noqa: E402

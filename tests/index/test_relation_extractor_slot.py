@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_index.parsing import LibraryConfig
+from ragspine_index.library_config import LibraryConfig
 from ragspine_index.steps.relation_graph import GraphChunk, GraphConfig, OpenIETripleExtractor, build_relation_graph
 from ragspine_core.errors import ConfigError
 from ragspine_core.glossary import Glossary

@@ -236,7 +236,7 @@ def test_library_setting_graph_extractor_llm_end_to_end(tmp_path):
 
 def test_library_above_graph_max_chunks_gets_no_graph_until_it_raises_the_limit(tmp_path):
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.parsing import LibraryConfig
+    from ragspine_index.library_config import LibraryConfig
     from ragspine_index.pipeline import build_library
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
     from ragspine_core.errors import ConfigError, IndexNotFoundError

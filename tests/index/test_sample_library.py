@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_index.chunking import CHUNKER_NAMES, build_chunks, make_chunker
-from ragspine_index.parsing import load_library_config, parse_library
+from ragspine_index.library_config import load_library_config
+from ragspine_index.source_documents.parse_library import parse_library
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "raw" / "sample"
 

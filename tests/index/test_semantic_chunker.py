@@ -16,7 +16,7 @@ from ragspine_index.chunking import (
     chunker_signature,
     make_chunker,
 )
-from ragspine_index.parsing import SourceDocument
+from ragspine_index.source_documents.model import SourceDocument
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 
 PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -311,7 +311,7 @@ def test_a_library_above_tree_max_leaves_gets_no_tree_until_it_raises_the_limit(
     (raw / "_library.toml").write_text("tree_max_leaves = 0\n", encoding="utf-8")  # 0: no limit
     full = build_library(paths, embedding="none", cache_path=cache)
     assert _node_texts(full.snapshot_dir), "raising the limit builds the tree"
-    from ragspine_index.parsing import LibraryConfig
+    from ragspine_index.library_config import LibraryConfig
     from ragspine_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="tree_max_leaves"):

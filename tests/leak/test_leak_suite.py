@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 from ragspine_index.artifacts import LibraryPaths
-from ragspine_index.parsing import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.steps.chunk_embeddings import text_hash
 from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library

@@ -18,7 +18,7 @@ import pytest
 
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.steps.documents import load_documents
-from ragspine_index.parsing import load_library_config
+from ragspine_index.library_config import load_library_config
 from ragspine_index.pipeline import build_library
 from ragspine_core.errors import ConfigError, FilterError
 from ragspine_query.library import open_library

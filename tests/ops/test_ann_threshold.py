@@ -31,7 +31,7 @@ def test_the_setting_is_read_and_validated() -> None:
 
 @pytest.mark.parametrize("value", ["-1", "true", '"10"', "1.5"])
 def test_the_library_key_is_validated(tmp_path: Path, value: str) -> None:
-    from ragspine_index.parsing import load_library_config
+    from ragspine_index.library_config import load_library_config
 
     (tmp_path / "_library.toml").write_text(f"ann_min_vectors = {value}\n")
     with pytest.raises(ConfigError, match="ann_min_vectors"):

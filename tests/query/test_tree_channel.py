@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ragspine_index.artifacts import LibraryPaths
-from ragspine_index.parsing import parse_library
+from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.pipeline import build_library
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 from ragspine_core.errors import ConfigError, SynthesisCitationError
