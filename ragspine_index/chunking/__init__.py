@@ -8,7 +8,7 @@ deterministic ids and contextual index text.
 
 from __future__ import annotations
 
-from ragspine_index.chunking.build import build_chunks
+from ragspine_index.chunking.build import build_chunks, chunk_spans
 from ragspine_index.chunking.contextual import HEADER_SEPARATOR, context_header, index_text
 from ragspine_index.chunking.headings import Section, book_heading, find_sections, law_heading, markdown_heading, qa_heading
 from ragspine_index.chunking.ids import make_chunk_id, make_parent_id
@@ -74,6 +74,7 @@ __all__ = [
     "Span",
     "book_heading",
     "build_chunks",
+    "chunk_spans",
     "chunk_text",
     "chunker_names",
     "chunker_params",

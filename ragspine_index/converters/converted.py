@@ -119,26 +119,44 @@ class TextBuilder:
             self.regions.append((start, self.length, fragment))
         return start, self.length
 
-    def add_table(self, rows: list[tuple[int, list[str]]], *, fragment: str = "", split_hint: str) -> None:
-        """Append ``rows`` (source row number, cell texts) as one Markdown table, a region per row.
+    def add_table(self, rows: list[tuple[int, list[str]]], *, fragment: str = "", split_hint: str,
+                  group_chars: int = 0) -> None:
+        """Append ``rows`` (source row number, cell texts) as a Markdown table, a region per row.
 
         The first row is the header (a ``|---|`` line follows it); short rows are padded to
         the widest. Each row's region is ``cells=A<r>:<last column><r>``, after
-        ``fragment&`` when given (e.g. the sheet).
+        ``fragment&`` when given (e.g. the sheet). With ``group_chars``, the rows are written
+        in groups of at most that many characters (a row longer than that alone), each its
+        own paragraph opening with the header row again, so a chunk of whole groups always
+        holds whole rows under their header.
         """
         width = max(len(t) for _, t in rows)
-        for i, (r, texts) in enumerate(rows):
-            line = "| " + " | ".join(texts + [""] * (width - len(texts))) + " |"
-            lead = "\n" if i else ("\n\n" if self.parts else "")
+        lines = [(r, "| " + " | ".join(texts + [""] * (width - len(texts))) + " |") for r, texts in rows]
+        sep = "|" + "|".join(["---"] * width) + "|"
+        head_r, head = lines[0]
+
+        def cells(r: int) -> str:
+            c = f"cells=A{r}:{column_letter(width)}{r}"
+            return f"{fragment}&{c}" if fragment else c
+
+        def put(lead: str, line: str, r: int) -> None:
             self.parts.append(lead + line)
             start = self.length + len(lead)
             self.length = start + len(line)
-            cells = f"cells=A{r}:{column_letter(width)}{r}"
-            self.regions.append((start, self.length, f"{fragment}&{cells}" if fragment else cells))
-            if i == 0:
-                sep = "|" + "|".join(["---"] * width) + "|"
+            self.regions.append((start, self.length, cells(r)))
+
+        put("\n\n" if self.parts else "", head, head_r)
+        self.parts.append("\n" + sep)
+        self.length += 1 + len(sep)
+        size = len(head) + 1 + len(sep)
+        for r, line in lines[1:]:
+            if group_chars and size + 1 + len(line) > group_chars and size > len(head) + 1 + len(sep):
+                put("\n\n", head, head_r)  # a new group: the header row again
                 self.parts.append("\n" + sep)
                 self.length += 1 + len(sep)
+                size = len(head) + 1 + len(sep)
+            put("\n", line, r)
+            size += 1 + len(line)
         if self.length > self.limits.max_text_chars:
             raise ConversionError(f"the extracted text passes {self.limits.max_text_chars:,} characters",
                                   split_hint, field="limits")
@@ -173,18 +191,27 @@ def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
         raise ConversionError(f"the {kind} package is encrypted", "save an unprotected copy", field="encrypted")
 
 
-def markdown_table(rows: list[list[str]]) -> str:
-    """Rows of cell strings as a Markdown table (the first row is the header)."""
+#: Tables are written in groups of whole rows of at most this many characters, each opening
+#: with the header row (under the default chunk budget of 480, so a chunk holds whole rows
+#: under their header).
+TABLE_GROUP_CHARS = 400
+
+
+def markdown_table(rows: list[list[str]], *, group_chars: int = 0) -> str:
+    """Rows of cell strings as a Markdown table (the first row is the header); with
+    ``group_chars``, in blank-line separated groups of whole rows of at most that many
+    characters (a longer row alone), each opening with the header row again."""
     width = max((len(r) for r in rows), default=0)
     if width == 0:
         return ""
-    lines = []
-    for i, row in enumerate(rows):
-        cells = [cell_text(c) for c in row] + [""] * (width - len(row))
-        lines.append("| " + " | ".join(cells) + " |")
-        if i == 0:
-            lines.append("|" + "|".join(["---"] * width) + "|")
-    return "\n".join(lines)
+    lines = ["| " + " | ".join([cell_text(c) for c in row] + [""] * (width - len(row))) + " |" for row in rows]
+    head = lines[0] + "\n" + "|" + "|".join(["---"] * width) + "|"
+    groups = [head]
+    for line in lines[1:]:
+        if group_chars and len(groups[-1]) + 1 + len(line) > group_chars and groups[-1] != head:
+            groups.append(head)
+        groups[-1] += "\n" + line
+    return "\n\n".join(groups)
 
 
 def cell_text(value: object) -> str:

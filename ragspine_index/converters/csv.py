@@ -7,9 +7,9 @@ from __future__ import annotations
 import csv as _csv
 import io
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, TABLE_GROUP_CHARS
 
-VERSION = "1"
+VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
 EXTRA_MODULE = ""  # the standard library
 
 
@@ -47,5 +47,5 @@ def convert_csv(data: bytes, limits: ConversionLimits) -> Converted:
     if not rows:
         raise ConversionError("has no values", "add data, or remove it from the library", field="body")
     out = TextBuilder(limits)
-    out.add_table(rows, split_hint="split the file")
+    out.add_table(rows, split_hint="split the file", group_chars=TABLE_GROUP_CHARS)
     return Converted(text=out.text(), regions=tuple(out.regions))

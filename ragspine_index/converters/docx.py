@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, slug
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, slug, TABLE_GROUP_CHARS
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
 EXTRA_MODULE = "docx"
 
 
@@ -47,7 +47,7 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
         if n % 200 == 0:
             deadline.check(f"block {n + 1}")
         if isinstance(block, Table):
-            table = markdown_table([[cell.text for cell in row.cells] for row in block.rows])
+            table = markdown_table([[cell.text for cell in row.cells] for row in block.rows], group_chars=TABLE_GROUP_CHARS)
             if table:
                 section.append(table)
             in_list = False

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug, TABLE_GROUP_CHARS
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
 EXTRA_MODULE = ""  # the standard library
 
 _SKIP = frozenset({"script", "style", "template", "noscript", "svg", "iframe", "object", "embed", "head"})
@@ -143,7 +143,7 @@ class _Converter(HTMLParser):
             self.row = None
             return
         if tag == "table" and self.table is not None:
-            table = markdown_table(self.table) if self.table else ""
+            table = markdown_table(self.table, group_chars=TABLE_GROUP_CHARS) if self.table else ""
             self.table = None
             if table:
                 self.blocks.append((table, self.anchor))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, TABLE_GROUP_CHARS
 from ragspine_index.converters.ooxml import package_properties
 
-VERSION = "1"
+VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
 EXTRA_MODULE = "pptx"
 
 
@@ -57,7 +57,7 @@ def _shape_blocks(shape) -> list[str]:
     from pptx.enum.shapes import MSO_SHAPE_TYPE
 
     if getattr(shape, "has_table", False):
-        return [markdown_table([[cell.text for cell in row.cells] for row in shape.table.rows])]
+        return [markdown_table([[cell.text for cell in row.cells] for row in shape.table.rows], group_chars=TABLE_GROUP_CHARS)]
     if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
         return [b for child in shape.shapes for b in _shape_blocks(child)]
     if not getattr(shape, "has_text_frame", False):

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip
+from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip, TABLE_GROUP_CHARS
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
 EXTRA_MODULE = "openpyxl"
 
 
@@ -61,4 +61,4 @@ def _add_sheet(out: TextBuilder, name: str, rows: list[tuple[int, list[str]]]) -
     if not rows:
         return
     out.add(f"## Sheet: {' '.join(name.split())}")
-    out.add_table(rows, fragment=region_fragment("sheet", name), split_hint="split the workbook")
+    out.add_table(rows, fragment=region_fragment("sheet", name), split_hint="split the workbook", group_chars=TABLE_GROUP_CHARS)

@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ragspine_core.errors import ConfigError
+from ragspine_query.graph.attribution import Abstention, attribute, find_periods, title_period
 
-__all__ = ["Citation", "Fact", "GraphAnswer", "Relation", "derivation", "peers", "rollup"]
+__all__ = ["Abstained", "Citation", "Fact", "GraphAnswer", "Relation", "RollupTotal", "derivation", "peers", "rollup"]
 
 #: Facts kept per entity (or metric), best first.
 DEFAULT_FACTS_PER_SUBJECT = 3
-_SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
 _NUMBER = re.compile(r"\d")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_AMOUNT = re.compile(r"USD|EUR|RMB|CNY|[$€£¥]|亿元|万元|亿美元|million|billion|%", re.IGNORECASE)
-_VALUE_AFTER = re.compile(r"[^，。；,;:：!?！？]{0,14}?\d")
-_FINER = re.compile(r"季度|上半年|下半年|\b[QH][1-4]\b|quarter|half|month", re.IGNORECASE)
-_SHARE_OF = re.compile(r"占$|of\s*$|比$", re.IGNORECASE)
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
 
@@ -66,13 +64,72 @@ class Fact:
 
     subject: str
     metric: str
+    #: The period the evidence states (``2024``: the full year; ``2024H1``; ``2024Q3``;
+    #: ``""`` when it names none and no period was asked).
     period: str
     statement: str
     citation: Citation
+    #: The value as written (``USD 3,120 million``, ``165.2亿元``, ``27.7%``).
+    value: str = ""
+    #: ``USD``, ``EUR``, ``RMB``, ``GBP``, ``%`` or ``""`` (a count, or a currency not written).
+    unit: str = ""
+    #: The value in units (``3.12e9``; ``27.7`` for a percentage).
+    amount: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"subject": self.subject, "metric": self.metric, "period": self.period, "statement": self.statement,
-                "citation": self.citation.to_dict()}
+                "value": self.value, "unit": self.unit, "amount": self.amount, "citation": self.citation.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class Abstained:
+    """A sentence in a chunk about an entity asked for that gives a value of ``metric`` but
+    could not be attributed (``subject``: the entity when the sentence names it, else ``""``;
+    each sentence once; ``reason``: ``entity`` — no entity of its own and its chunk names several;
+    ``period`` — two periods, or none and its chunk names several; ``table`` — a table row)."""
+
+    subject: str
+    metric: str
+    reason: str
+    chunk_id: str
+    statement: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"subject": self.subject, "metric": self.metric, "reason": self.reason, "chunk_id": self.chunk_id,
+                "statement": self.statement}
+
+
+@dataclass(frozen=True, slots=True)
+class RollupTotal:
+    """A roll-up's total and its parts: the parent's own stated figure (when a sentence
+    states it), each part's figure in the same unit, their sum and whether it matches."""
+
+    unit: str
+    total: Fact | None
+    parts: tuple[Fact, ...]
+    missing: tuple[str, ...]
+    parts_sum: float
+    #: ``"match"`` (within 0.5 %), ``"differ"``, or ``"incomplete"`` (a part has no figure in the unit).
+    check: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, "total": self.total.to_dict() if self.total else None,
+                "parts": [f.to_dict() for f in self.parts], "missing": list(self.missing), "parts_sum": self.parts_sum,
+                "check": self.check}
+
+    def format_text(self) -> str:
+        def money(x: float) -> str:
+            return f"{self.unit} {x / 1e6:,.0f} million" if self.unit not in ("%", "") else f"{x:,.1f}{self.unit}"
+
+        head = (f"total: {self.total.value} [{self.total.citation.chunk_id[:12]}]" if self.total
+                else "total: no sentence states the parent's own figure")
+        parts = " + ".join(f"{f.subject} {f.value}" for f in self.parts) or "none"
+        line = f"  {head}; parts ({self.unit}): {parts} = {money(self.parts_sum)}"
+        if self.missing:
+            line += f"; no {self.unit} figure for {', '.join(self.missing)}"
+        verdict = {"match": "the parts sum to the total", "differ": "the parts do NOT sum to the total",
+                   "incomplete": "not every part has a figure: no sum check"}[self.check]
+        return line + f" -> {verdict}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +161,10 @@ class GraphAnswer:
     facts: tuple[Fact, ...] = ()
     notes: tuple[str, ...] = ()
     refusal: str = ""
+    #: Sentences that give a value but could not be attributed: left out, counted here.
+    abstained: tuple[Abstained, ...] = ()
+    #: A roll-up's total and whether its parts sum to it (``rollup`` with a metric and period).
+    total: RollupTotal | None = None
 
     def citations(self) -> tuple[Citation, ...]:
         """Every chunk the answer cites (facts, then relations), each once."""
@@ -115,7 +176,8 @@ class GraphAnswer:
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "subject": self.subject, "metric": self.metric, "period": self.period,
                 "refusal": self.refusal, "notes": list(self.notes), "relations": [r.to_dict() for r in self.relations],
-                "facts": [f.to_dict() for f in self.facts]}
+                "facts": [f.to_dict() for f in self.facts], "abstained": [a.to_dict() for a in self.abstained],
+                "total": self.total.to_dict() if self.total else None}
 
     def format_text(self) -> str:
         """A plain-text rendering: relations, then facts, each with ``[chunk_id]`` citations."""
@@ -130,8 +192,15 @@ class GraphAnswer:
                      ) or "no chunk names both"
             lines.append(f"  {r.source_name} -[{r.kind}]-> {r.target_name}  ({r.basis}; chunks: {cites})")
         for f in self.facts:
-            lines.append(f"  - {f.subject}: {f.statement}  [{f.citation.chunk_id[:12]} {f.citation.locator}]")
+            stated = f" ({f.period}: {f.value})" if f.value else ""
+            lines.append(f"  - {f.subject}{stated}: {f.statement}  [{f.citation.chunk_id[:12]} {f.citation.locator}]")
+        if self.total is not None:
+            lines.append(self.total.format_text())
         lines.extend(f"  note: {n}" for n in self.notes)
+        if self.abstained:
+            reasons = Counter(a.reason for a in self.abstained)
+            lines.append(f"  abstained: {len(self.abstained)} sentence(s) with a value left out, not attributable ("
+                         + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + "; --json lists them)")
         if not self.facts and self.metric and self.question != "derivation":
             lines.append("  (no open chunk states this metric)")
         return "\n".join(lines)
@@ -225,56 +294,119 @@ def _citation(chunk: dict[str, str], quote: str) -> Citation:
                     quote)
 
 
-def _facts(o: _Open, subject: str, metric: str, period: str, limit: int) -> list[Fact]:
-    """The sentences of open chunks that state ``metric`` (with a number) of ``subject``.
+def _entity_mentions(o: _Open, text: str) -> list[tuple[int, int, str]]:
+    """The glossary entity mentions of ``text``, ``(start, end, id)``, a mention inside a longer one dropped."""
+    found = [(m.start(), m.end(), cid) for cid, c in o.concepts.items() if c.kind == "entity"
+             for m in o.names_re[cid].finditer(text)]
+    found.sort(key=lambda e: (e[0], -(e[1] - e[0]), e[2]))
+    out: list[tuple[int, int, str]] = []
+    for e in found:
+        if out and e[0] < out[-1][1]:
+            continue
+        out.append(e)
+    return out
 
-    A sentence states it of the subject when the first glossary entity it names is the
-    subject, or when it names none and its chunk's ``entity`` metadata is the subject. With
-    ``period``, a sentence naming years must name the period's year, and one naming none
-    must come from a chunk of that period. Best first: the sentence or its chunk is of exactly
-    ``period``, a number follows the metric's name closely, the sentence names its year, it states an amount (a currency, 亿元, million,
-    %), it names the subject, then chunk id."""
+
+def _chunk_entity(o: _Open, ch: dict[str, str]) -> str | None:
+    """The chunk's only entity: its text and ``entity`` field name exactly one glossary entity."""
+    ids = {e[2] for e in _entity_mentions(o, ch["text"])}
+    for name in re.split(r"[,;|，；]", ch.get("entity") or ""):
+        name = name.strip()
+        for cid, c in o.concepts.items():
+            if c.kind == "entity" and name and (name == cid or name in c.names):
+                ids.add(cid)
+    return ids.pop() if len(ids) == 1 else None
+
+
+def _chunk_period(ch: dict[str, str]) -> frozenset[str]:
+    """The chunk's period labels: those its text names outside comparisons (a year, half or
+    quarter, each with its year); when it names none, the one its document title names,
+    else its ``period`` field (a year, half or quarter)."""
+    labels = frozenset(p.label() for p in find_periods(ch["text"]) if not p.comparison and p.year and (p.kind == "Y" or (p.kind in "QH" and p.n > 0)))
+    if labels or _YEAR.search(ch["text"]):
+        return labels
+    titled = title_period(ch.get("title") or "") or title_period(
+        (ch.get("source_locator") or "").split("#")[0].rsplit("/", 1)[-1])
+    if titled:
+        return frozenset({titled})
+    field_ = (ch.get("period") or "").strip().upper()
+    return frozenset({field_}) if re.fullmatch(r"\d{4}(?:[QH]\d)?", field_) else frozenset()
+
+
+def _facts(o: _Open, subject: str, metric: str, period: str, limit: int,
+           abstained: list[Abstained] | None = None) -> list[Fact]:
+    """The sentences of open chunks that state ``metric`` of ``subject`` (for ``period``).
+
+    Each occurrence of the metric's name is attributed from its sentence
+    (:func:`~.attribution.attribute`: the entity named before it, the periods named outside
+    comparisons, the value right after it, the metric unqualified); a sentence without an
+    entity or period takes its chunk's only one. An occurrence that cannot be attributed in
+    a chunk about the subject is left out and appended to ``abstained``. Best first: the
+    sentence names its period, the value has a unit, chunk id."""
     ent, met = o.concepts[subject], o.concepts[metric]
     met_re = _name_pattern((*met.names, met.id.replace("_", " ")))
-    year = _YEAR.search(period).group(0) if period and _YEAR.search(period) else ""  # type: ignore[union-attr]
+    want = _period_label(period)
     found: list[tuple[tuple, Fact]] = []
     for ch in o.chunks:
-        own = _chunk_names(ch, ent)
-        if not own and not o.names_re[subject].search(ch["text"]):
+        if met_re is None or not (_chunk_names(ch, ent) or o.names_re[subject].search(ch["text"])):
             continue
+        ch_entity: list[str | None] = []
+        ch_period: list[frozenset[str]] = []
+
+        def chunk_entity(ch=ch, memo=ch_entity) -> str | None:
+            if not memo:
+                memo.append(_chunk_entity(o, ch))
+            return memo[0]
+
+        def chunk_period(ch=ch, memo=ch_period) -> frozenset[str]:
+            if not memo:
+                memo.append(_chunk_period(ch))
+            return memo[0]
+
         for sent in _sentences(ch["text"]):
-            if not _NUMBER.search(sent) or met_re is None or not met_re.search(sent):
+            if not _NUMBER.search(sent) or not met_re.search(sent):
                 continue
-            first = o.first_entity(sent)
-            if first is None and not own or first is not None and first != subject:
-                continue
-            years = set(_YEAR.findall(sent))
-            if period:
-                if years and year not in years:
+            mentions = _entity_mentions(o, sent)
+            for m in met_re.finditer(sent):
+                got = attribute(sent, m.start(), m.end(), entities=mentions, chunk_entity=chunk_entity,
+                                chunk_period=chunk_period)
+                if got is None:
                     continue
-                if not years and not (ch.get("period") or "").strip().startswith(period):
+                if isinstance(got, Abstention):
+                    if got.entity in ("", subject) and abstained is not None and not any(
+                            a.chunk_id == ch["chunk_id"] and a.statement == sent and a.metric == metric for a in abstained):
+                        abstained.append(Abstained(got.entity, metric, got.reason, ch["chunk_id"], sent))
                     continue
-            # a year asked: a sentence about a quarter or half of it is not of exactly that period
-            finer = bool(period) and period.isdigit() and bool(_FINER.search(sent))
-            exact = bool(period) and not finer and (period in sent or (ch.get("period") or "").strip() == period)
-            named_year = bool(year) and year in years
-            # the metric's value follows its name closely ("revenue of USD 590 million", "营业收入165.2亿元")
-            # (not a share of it: "占营业收入的4.6%", "6.9% of revenue")
-            valued = any(_VALUE_AFTER.match(sent, m.end()) and not _SHARE_OF.search(sent[max(0, m.start() - 4):m.start()])
-                         for m in met_re.finditer(sent))
-            key = (not exact, not valued, not (exact or named_year), not _AMOUNT.search(sent), first is None, ch["chunk_id"],
-                   len(found))
-            found.append((key, Fact(subject, metric, period or (ch.get("period") or ""), sent, _citation(ch, sent))))
+                if got.entity != subject or (want and got.period != want):
+                    continue
+                v = got.value
+                key = (not got.period_in_sentence, not v.unit, ch["chunk_id"], m.start())
+                found.append((key, Fact(subject, metric, got.period, sent, _citation(ch, sent), v.text, v.unit, v.amount)))
     found.sort(key=lambda kv: kv[0])
     out, seen = [], set()
     for _, f in found:
-        if f.statement in seen:
+        if (f.statement, f.value) in seen:
             continue
-        seen.add(f.statement)
+        seen.add((f.statement, f.value))
         out.append(f)
         if len(out) >= limit:
             break
     return out
+
+
+def _period_label(period: str) -> str:
+    """A period argument as the attribution labels it (``2024``, ``2024Q3``, ``2024H1``; ``FY2024`` -> ``2024``)."""
+    p = period.strip().upper().replace(" ", "")
+    if not p:
+        return ""
+    m = re.fullmatch(r"(?:FY)?(\d{4})(?:([QH])([1-4]))?", p) or re.fullmatch(r"([QH])([1-4])(\d{4})", p)
+    if m is None:
+        raise ConfigError(f"period {period!r} is not one the graph questions read: give a year (2024 or FY2024), "
+                          "a half (2024H1) or a quarter (2024Q3)")
+    g = m.groups()
+    if g[0] in ("Q", "H"):
+        return f"{g[2]}{g[0]}{g[1]}"
+    return g[0] + (f"{g[1]}{g[2]}" if g[1] else "")
 
 
 def _relation(o: _Open, kind: str, source: str, target: str) -> Relation:
@@ -328,7 +460,12 @@ def rollup(library: Any, parent: str, metric: str = "", period: str = "", *, gat
     refused = _refused(o, "rollup", p, met, period, gate)
     if refused is not None:
         return refused
-    relations, facts, notes = [], [], []
+    _period_label(period)  # a clear error for a period it cannot read
+    relations: list[Relation] = []
+    facts: list[Fact] = []
+    notes: list[str] = []
+    abstained: list[Abstained] = []
+    parts: list[str] = []
     frontier, seen = [p.id], {p.id}
     while frontier:
         nxt = []
@@ -343,9 +480,42 @@ def rollup(library: Any, parent: str, metric: str = "", period: str = "", *, gat
                     if gate and c.competitor:
                         notes.append(f"facts of {o.name(c.id)} withheld: a competitor (the security gate)")
                         continue
-                    facts.extend(_facts(o, c.id, met, period, facts_per_subject))
+                    if c.parent == p.id:
+                        parts.append(c.id)
+                    facts.extend(_facts(o, c.id, met, period, facts_per_subject, abstained))
         frontier = nxt
-    return GraphAnswer("rollup", p.id, met, period, tuple(relations), tuple(facts), tuple(notes))
+    total = None
+    if met and period:
+        own = _facts(o, p.id, met, period, facts_per_subject, abstained)
+        facts[:0] = own
+        total = _rollup_total(own, [f for f in facts if f.subject in parts], parts)
+    return GraphAnswer("rollup", p.id, met, period, tuple(relations), tuple(facts), tuple(notes), abstained=tuple(abstained),
+                       total=total)
+
+
+def _rollup_total(own: list[Fact], facts: list[Fact], parts: list[str]) -> RollupTotal | None:
+    """The parent's first stated figure with a unit and, in that unit (else the parts' common
+    one), the first figure of each direct part; their sum checked against the total."""
+    total = next((f for f in own if f.unit), None)
+    units = [total.unit] if total else []
+    units += sorted({f.unit for f in facts if f.unit and f.unit != "%"})
+    if not units or (total is not None and total.unit == "%"):
+        return None  # a margin or rate does not sum
+    unit = units[0]
+    chosen = {}
+    for f in facts:
+        if f.unit == unit and f.subject not in chosen:
+            chosen[f.subject] = f
+    picked = tuple(chosen[s] for s in parts if s in chosen)
+    missing = tuple(s for s in parts if s not in chosen)
+    parts_sum = sum(f.amount for f in picked)
+    if missing or total is None:
+        check = "incomplete" if missing else "differ"
+        if total is None and not missing:
+            check = "incomplete"
+    else:
+        check = "match" if abs(parts_sum - total.amount) <= 0.005 * abs(total.amount) else "differ"
+    return RollupTotal(unit, total, picked, missing, parts_sum, check)
 
 
 def peers(library: Any, entity: str, metric: str = "", period: str = "", *, gate: bool = True,
@@ -361,16 +531,19 @@ def peers(library: Any, entity: str, metric: str = "", period: str = "", *, gate
         return refused
     ids = sorted({p for p in e.peers if p in o.concepts and p != e.id}
                  | {c.id for c in o.concepts.values() if e.id in c.peers and c.id != e.id})
+    _period_label(period)
     relations = [_relation(o, "peer_of", e.id, p) for p in ids]
-    facts, notes = [], []
+    facts: list[Fact] = []
+    notes: list[str] = []
+    abstained: list[Abstained] = []
     if met:
-        facts.extend(_facts(o, e.id, met, period, facts_per_subject))
+        facts.extend(_facts(o, e.id, met, period, facts_per_subject, abstained))
         for p in ids:
             if gate and o.concepts[p].competitor:
                 notes.append(f"facts of {o.name(p)} withheld: a competitor (the security gate)")
                 continue
-            facts.extend(_facts(o, p, met, period, facts_per_subject))
-    return GraphAnswer("peers", e.id, met, period, tuple(relations), tuple(facts), tuple(notes))
+            facts.extend(_facts(o, p, met, period, facts_per_subject, abstained))
+    return GraphAnswer("peers", e.id, met, period, tuple(relations), tuple(facts), tuple(notes), abstained=tuple(abstained))
 
 
 def derivation(library: Any, metric: str, entity: str = "", period: str = "", *, gate: bool = True,
@@ -396,8 +569,10 @@ def derivation(library: Any, metric: str, entity: str = "", period: str = "", *,
                 seen.add(d)
                 order.append(d)
         i += 1
-    facts = []
+    _period_label(period)
+    facts: list[Fact] = []
+    abstained: list[Abstained] = []
     if ent is not None:
         for mid in order:
-            facts.extend(_facts(o, ent.id, mid, period, facts_per_subject))
-    return GraphAnswer("derivation", m.id, m.id, period, tuple(relations), tuple(facts))
+            facts.extend(_facts(o, ent.id, mid, period, facts_per_subject, abstained))
+    return GraphAnswer("derivation", m.id, m.id, period, tuple(relations), tuple(facts), abstained=tuple(abstained))
