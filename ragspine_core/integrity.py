@@ -73,8 +73,10 @@ def _fix_hint(snapshot_dir: Path) -> str:
     if snapshot_dir.parent.name != "snapshots":
         return "publish it again with `ragspine ingest` for its library (it rebuilds damaged files)"
     library = snapshot_dir.parent.parent
-    return (f"run `ragspine ingest` for this library again (it rebuilds damaged files), or roll back with "
-            f"`ragspine snapshots {library} --rollback`; check all files with `ragspine snapshots {library} --verify`")
+    raw = library.parent.parent / "raw" / library.name  # <data>/artifacts/<library> is built from <data>/raw/<library>
+    return (f"repair it with `ragspine ingest {raw}` (it rebuilds every damaged file and publishes a verified snapshot, "
+            f"even when no source changed), or roll back with `ragspine snapshots {library} --rollback`; check all files "
+            f"with `ragspine snapshots {library} --verify`")
 
 
 def _missing(snapshot_dir: Path, rel: str) -> IndexNotFoundError:
@@ -102,11 +104,14 @@ def check_manifest_id(snapshot_dir: Path, manifest: Mapping[str, Any]) -> None:
 
 
 def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, full: bool = False,
-                          max_file_bytes: int | None = None, budget_bytes: int | None = None) -> dict[str, int]:
+                          max_file_bytes: int | None = None, budget_bytes: int | None = None,
+                          memo: dict | None = None) -> dict[str, int]:
     """Check the files the manifest lists against their recorded size and sha256.
 
     ``full``: hash every file (``ragspine snapshots --verify``); otherwise only files of at
     most ``max_file_bytes`` within ``budget_bytes`` (default: the module constants).
+    ``memo``: shared by several calls, (device, inode, size, mtime) -> sha256, so
+    a file hard-linked into several snapshots is read once.
     Returns ``{"files": n, "hashed": n, "hashed_bytes": n}``.
 
     Raises:
@@ -139,7 +144,7 @@ def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, fu
         if not full and (size > max_file or hashed_bytes + size > budget):
             continue
         try:
-            got = sha256_path(snapshot_dir / rel)
+            got = _hash_once(snapshot_dir / rel, memo)
         except OSError as exc:
             raise corrupt(snapshot_dir, rel, f"cannot be read ({exc.strerror or exc})") from None
         if got != digest:
@@ -149,7 +154,18 @@ def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, fu
     return {"files": len(files), "hashed": hashed, "hashed_bytes": hashed_bytes}
 
 
-def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = None, *, full: bool = True) -> dict[str, int]:
+def _hash_once(path: Path, memo: dict | None) -> str:
+    if memo is None:
+        return sha256_path(path)
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in memo:
+        memo[key] = sha256_path(path)
+    return memo[key]
+
+
+def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = None, *, full: bool = True,
+                    memo: dict | None = None) -> dict[str, int]:
     """Verify one snapshot folder: its manifest's id, every file's size and (``full``) sha256.
 
     Raises:
@@ -168,7 +184,7 @@ def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = Non
     if not isinstance(manifest.get("artifacts"), dict) or not manifest.get("snapshot_id"):
         raise corrupt(snapshot_dir, "manifest.json", "lacks the publisher's file records ('artifacts', 'snapshot_id')")
     check_manifest_id(snapshot_dir, manifest)
-    return verify_snapshot_files(snapshot_dir, manifest, full=full)
+    return verify_snapshot_files(snapshot_dir, manifest, full=full, memo=memo)
 
 
 # -- array bounds ------------------------------------------------------------------------------------

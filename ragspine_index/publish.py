@@ -250,7 +250,7 @@ def _publish_locked(
                 os.fsync(fh.fileno())
         target = paths.snapshots / snapshot_id
         changed = snapshot_id != previous
-        if target.exists() and not _snapshot_damaged(target):
+        if target.exists() and _snapshot_damaged(target) is None:
             shutil.rmtree(staging)
         elif target.exists():  # same content, but its files were damaged: replace them (new inodes)
             aside = paths.snapshots / f"{STAGING_PREFIX}damaged-{os.getpid()}-{snapshot_id}"
@@ -281,8 +281,28 @@ def _publish_locked(
     # no retained snapshot may serve as open what became RESTRICTED since it was built
     quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE,
                           skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, previous=previous)
+    quarantine_damaged_snapshots(paths, skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, keep=keep,
+                                 memo=_known_hashes(target, files))
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def _known_hashes(snapshot_dir: Path, files: Mapping[str, Mapping[str, Any]]) -> dict:
+    """(device, inode, size, mtime) -> sha256 of the files just published (hashed while
+    publishing), for :func:`quarantine_damaged_snapshots`: files that older snapshots share
+    by hard link are not read again."""
+    out: dict = {}
+    for rel, entry in files.items():
+        if rel.endswith(".sqlite"):  # written per publication, never shared; its bytes differ between runs
+            continue
+        digest = entry.get("sha256")
+        try:
+            st = (snapshot_dir / rel).stat()
+        except OSError:
+            continue
+        if isinstance(digest, str) and st.st_size == entry.get("bytes"):
+            out[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = digest
+    return out
 
 
 def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, Mapping[str, Any]]) -> None:
@@ -315,13 +335,60 @@ def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, 
                     f"nothing was published and it was removed: run the ingest again to rebuild it")
 
 
-def _snapshot_damaged(snapshot_dir: Path) -> bool:
-    """Whether a published snapshot folder fails its full check (:func:`verify_snapshot`)."""
+def _snapshot_damaged(snapshot_dir: Path, memo: dict | None = None) -> str | None:
+    """Why a published snapshot folder fails its full check (:func:`verify_snapshot`): a
+    damaged or a missing file (both are repairs to make), or None when it is intact."""
     try:
-        verify_snapshot(snapshot_dir, full=True)
-    except IndexCorruptError:
-        return True
-    return False
+        verify_snapshot(snapshot_dir, full=True, memo=memo)
+    except (IndexCorruptError, IndexNotFoundError) as exc:
+        return " ".join(str(exc).split(";")[0].split())
+    return None
+
+
+#: Where damaged retained snapshots are moved (never served, rolled back to or listed).
+QUARANTINE_DIR = "quarantine"
+#: The ``run_id`` of the history record of such a move.
+QUARANTINE_DAMAGED_RUN_ID = "quarantine-damaged"
+
+
+def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: int = DEFAULT_KEEP_SNAPSHOTS,
+                                 memo: dict | None = None) -> list[str]:
+    """Move every retained snapshot (but those in ``skip``: current and the one just
+    published) that fails its full check to ``<library>/quarantine/``; call with the
+    publication lock held.
+
+    A damaged old snapshot can never be served again (rollback verifies first) and
+    cannot be rebuilt (its inputs are gone), but left in ``snapshots/`` it kept
+    ``ragspine snapshots --verify`` failing after every repair. Files shared by hard link
+    with the current snapshot were just verified, so each inode is hashed once. Each move
+    is recorded in ``history.jsonl``; the quarantine keeps the ``keep`` newest.
+    """
+    if not paths.snapshots.is_dir():
+        return []
+    moved: list[str] = []
+    memo = {} if memo is None else memo
+    for d in sorted(paths.snapshots.iterdir()):
+        if d.name.startswith(".") or d.name in skip or not d.is_dir():
+            continue
+        problem = _snapshot_damaged(d, memo)
+        if problem is None:
+            continue
+        qdir = paths.root / QUARANTINE_DIR
+        qdir.mkdir(exist_ok=True)
+        dest = qdir / d.name
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(d, dest)
+        moved.append(d.name)
+        with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_DAMAGED_RUN_ID,
+                                 "quarantined": f"damaged: {problem}"}, ensure_ascii=False) + "\n")
+    if moved:
+        fsync_dir(paths.snapshots)
+        held = sorted((q for q in (paths.root / QUARANTINE_DIR).iterdir()), key=lambda q: q.stat().st_mtime, reverse=True)
+        for old in held[keep:]:
+            shutil.rmtree(old, ignore_errors=True)
+    return moved
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:
@@ -405,6 +472,11 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
         raise IndexNotFoundError(
             f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
     target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file() and (paths.root / QUARANTINE_DIR / snapshot_id).is_dir():
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: its files were found damaged and "
+            f"it was moved to {paths.root / QUARANTINE_DIR} (history.jsonl says which file); roll back to another "
+            "snapshot, or rebuild the current one with `ragspine ingest`; current is unchanged")
     if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
         raise RagspineError(
             f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "

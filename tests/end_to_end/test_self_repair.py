@@ -1,0 +1,155 @@
+"""One command repairs (issue 43): a re-ingest of unchanged sources rebuilds every damaged
+artifact of the serving snapshot or of ``work/`` and publishes a verified snapshot; a
+damaged old snapshot is quarantined so ``--verify`` passes again; damaged SQLite files
+and history are located errors that name a repair that works."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from ragspine_core import integrity, schema
+from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_query import open_library
+from ragspine_tools.cli import main as cli_main
+
+from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT
+
+DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    data = tmp_path_factory.mktemp("repair") / "data"
+    raw = data / "raw" / "tiny"
+    raw.mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy2(REPO_ROOT / "data" / "raw" / "sample" / name, raw / name)
+    build(data)
+    return data
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for var in RAGSPINE_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def lib_paths(data: Path) -> LibraryPaths:
+    return LibraryPaths("tiny", data / "raw" / "tiny", data / "artifacts" / "tiny")
+
+
+def build(data: Path):
+    return build_library(lib_paths(data), embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite")
+
+
+def copy(tiny: Path, tmp_path: Path) -> Path:
+    """A copy that keeps the hard links between snapshot files and work/ outputs."""
+    data = tmp_path / "data"
+    subprocess.run(["cp", "-a", str(tiny), str(data)], check=True, timeout=60)
+    return data
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = cli_main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def flip_in_place(path: Path, n: int = 32) -> None:
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    for i in range(mid, min(len(data), mid + n)):
+        data[i] ^= 0xFF
+    with open(path, "r+b") as fh:  # same inode: the hard-linked work/ file sees it too
+        fh.write(bytes(data))
+
+
+def assert_serving_verified(data: Path, sid: str) -> None:
+    paths = lib_paths(data)
+    assert paths.current.resolve().name == sid
+    integrity.verify_snapshot(paths.current.resolve(), full=True)
+    with open_library(paths.root) as lib:
+        assert lib.snapshot_id == sid and lib.n_chunks > 0
+    rc, out, err = run_cli("snapshots", str(paths.root), "--verify")
+    assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("rel", [f"{schema.BM25_DIR}/{schema.BM25_POSTINGS}", f"{schema.SUMMARY_TREE_DIR}/{schema.TREE_META}",
+                                 f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"])
+def test_a_deleted_file_of_the_serving_snapshot_is_rebuilt_by_one_ingest(tiny, tmp_path, rel):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    (paths.current / rel).unlink()
+    rc, _, err = run_cli("query", str(paths.root), "product launch")
+    assert rc == 2 and rel.split("/")[-1] in err and f"ragspine ingest {data / 'raw' / 'tiny'}" in err
+    result = build(data)  # the same sources: the same snapshot id, its files rebuilt
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_flipped_bytes_in_a_summary_tree_work_file_are_never_read_and_are_rebuilt(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    [tree_json] = list((paths.work / "summary_tree").glob(f"*/{schema.TREE_META}"))
+    flip_in_place(tree_json)
+    with pytest.raises(IndexCorruptError):  # the serving snapshot shares the inode
+        open_library(paths.root)
+    result = build(data)  # was: "unexpected UnicodeDecodeError … please report"
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_every_damaged_work_file_is_rebuilt_by_one_ingest(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    victims = sorted(p for p in paths.work.rglob("*") if p.is_file() and "/.records/" not in p.as_posix())
+    assert len(victims) > 10
+    for v in victims:  # every work file damaged at once
+        flip_in_place(v, 8)
+    result = build(data)
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_a_damaged_retained_snapshot_is_quarantined_so_verify_passes_after_the_repair(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    old = paths.current.resolve()
+    # a second snapshot, then damage a file only the old one has (its chunks.sqlite)
+    (paths.raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    new = build(data).snapshot_id
+    assert new != old.name
+    flip_in_place(old / schema.SNAPSHOT_CHUNKS_FILE, 64)
+    rc, out, _ = run_cli("snapshots", str(paths.root), "--verify")
+    assert rc == 2 and old.name in out
+    assert build(data).snapshot_id == new
+    assert not old.exists() and (paths.root / "quarantine" / old.name).is_dir()
+    assert_serving_verified(data, new)
+    history = [json.loads(line) for line in (paths.root / "history.jsonl").read_text().splitlines()]
+    assert any(r["snapshot_id"] == old.name and r["run_id"] == "quarantine-damaged" and "chunks.sqlite" in r["quarantined"]
+               for r in history)
+    with pytest.raises(RagspineError, match="damaged"):  # never rolled back to
+        from ragspine_index.publish import rollback
+
+        rollback(paths, old.name)
+
+
+def test_the_missing_file_error_is_an_index_not_found_error_naming_the_file(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    (paths.current / schema.BM25_DIR / schema.BM25_INDPTR).unlink()
+    with pytest.raises(IndexNotFoundError, match="indptr.npy is missing"):
+        integrity.verify_snapshot(paths.current.resolve(), full=True)
