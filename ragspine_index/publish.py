@@ -31,6 +31,7 @@ from ragspine_index.artifacts import (LibraryPaths, dir_files, discard_work_outp
                         sha256_json, work_record)
 from ragspine_index.chunk_store import CACHE_KIB, init_schema
 from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
+from ragspine_index.repair import read_history, repair_history
 from ragspine_index.reclassification import quarantine_unservable, unservable_count, was_quarantined
 
 HISTORY_FILE = "history.jsonl"
@@ -180,6 +181,7 @@ def publish_snapshot(
     sources = resolve_artifacts(artifacts)
     with publication_lock(paths):
         remove_stale_publication_files(paths)
+        repair_history(paths.root / HISTORY_FILE)  # never append to (or prune by) damaged records
         return _publish_locked(paths, manifest=manifest, chunk_store=chunk_store, artifacts=sources, keep=keep)
 
 
@@ -407,13 +409,10 @@ def unpin(paths: LibraryPaths) -> str | None:
 def list_snapshots(paths: LibraryPaths) -> list[dict[str, Any]]:
     """Published snapshots still on disk, newest first (from the publication history)."""
     seen: dict[str, dict[str, Any]] = {}
-    hist = paths.root / HISTORY_FILE
-    if hist.is_file():
-        for line in hist.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                seen.pop(rec["snapshot_id"], None)
-                seen[rec["snapshot_id"]] = rec
+    for rec in read_history(paths.root / HISTORY_FILE):  # a damaged line: a located error (repair.py)
+        if rec["snapshot_id"]:
+            seen.pop(rec["snapshot_id"], None)
+            seen[rec["snapshot_id"]] = rec
     current = current_snapshot_id(paths)
     out = []
     for sid, rec in reversed(list(seen.items())):
@@ -461,6 +460,8 @@ def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool =
 
 
 def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool) -> str:
+    if paths.root.is_dir():
+        repair_history(paths.root / HISTORY_FILE)
     listed = list_snapshots(paths)
     current = current_snapshot_id(paths)
     if snapshot_id is None:

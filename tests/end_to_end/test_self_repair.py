@@ -153,3 +153,73 @@ def test_the_missing_file_error_is_an_index_not_found_error_naming_the_file(tiny
     (paths.current / schema.BM25_DIR / schema.BM25_INDPTR).unlink()
     with pytest.raises(IndexNotFoundError, match="indptr.npy is missing"):
         integrity.verify_snapshot(paths.current.resolve(), full=True)
+
+
+def flip_header(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(32):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def run_shell(command: str) -> None:
+    subprocess.run(["bash", "-c", command], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("damage", ["header", "truncate"])
+def test_a_damaged_chunk_store_is_named_with_a_repair_that_works(tiny, tmp_path, damage):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    if damage == "header":
+        flip_header(paths.chunk_store)
+    else:
+        paths.chunk_store.write_bytes(paths.chunk_store.read_bytes()[:8192])
+    with pytest.raises(IndexCorruptError) as info:
+        build(data)
+    msg = str(info.value)
+    assert f"chunk store {paths.chunk_store}" in msg and "the serving snapshot is unchanged" in msg
+    assert paths.current.resolve().name == sid
+    repair = msg.split("`")[1]
+    assert repair.endswith(f"ragspine ingest {paths.raw}")
+    run_shell(repair.split(" && ragspine ingest")[0])  # the command named, but the ingest: run in-process here
+    assert build(data).snapshot_id == sid  # rebuilt from the sources: the same content
+    assert_serving_verified(data, sid)
+
+
+def test_a_damaged_embedding_cache_is_named_with_a_repair_that_works(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    sid = lib_paths(data).current.resolve().name
+    cache = data / "cache" / "embeddings.sqlite"
+    flip_header(cache)
+    (lib_paths(data).raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    with pytest.raises(IndexCorruptError, match=f"the cache {cache} is damaged") as info:
+        build(data)
+    assert lib_paths(data).current.resolve().name == sid
+    run_shell(str(info.value).split("`")[1].split(" && ragspine ingest")[0])
+    new = build(data).snapshot_id
+    assert new != sid
+    assert_serving_verified(data, new)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "zero"])
+def test_a_damaged_history_is_a_located_error_and_one_ingest_repairs_it(tiny, tmp_path, damage):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    hist = paths.root / "history.jsonl"
+    good = hist.read_bytes()
+    if damage == "flip":
+        flip_in_place(hist, 8)
+    elif damage == "truncate":
+        hist.write_bytes(good[: len(good) // 2])
+    else:
+        hist.write_bytes(bytes(len(good)))
+    rc, out, err = run_cli("snapshots", str(paths.root))
+    assert rc == 2 and f"{hist} line 1 is damaged" in err and f"ragspine ingest {paths.raw}" in err
+    assert "Traceback" not in out + err
+    assert build(data).snapshot_id == sid
+    rc, out, err = run_cli("snapshots", str(paths.root))
+    assert rc == 0 and sid in out, err
+    assert list(paths.root.glob("history.jsonl.damaged-*"))  # the damaged file is kept
+    assert_serving_verified(data, sid)
