@@ -80,7 +80,7 @@ CODE_VERSIONS: dict[str, str] = {s.name: s.code_version for s in STEPS}
 
 def run_step(step: Step, ctx: StepContext, values: Mapping[str, Any]) -> StepResult:
     """Run one step on the upstream ``values``; raise when one of its blocking checks fails."""
-    result = call_step(step.function, ctx, **{name: values[name] for name in step.inputs})  # located SQLite damage
+    result = call_step(step, ctx, {name: values[name] for name in step.inputs})  # names the step, locates SQLite damage
     failed = result.failed_blocking()
     if failed:
         serving = current_snapshot_id(ctx.paths) or "nothing (never published)"

@@ -24,7 +24,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ragspine_core.errors import IndexCorruptError
 
@@ -80,19 +80,35 @@ def damaged_sqlite_error(paths: LibraryPaths, cache_dir: Path | None) -> IndexCo
     return None
 
 
-def call_step(function: Any, ctx: Any, **inputs: Any) -> Any:
-    """``function(ctx, **inputs)``; a SQLite damage error escaping it is replaced by the
-    located error of :func:`damaged_sqlite_error` (the original when no file is damaged)."""
+def call_step(step: Any, ctx: Any, inputs: Mapping[str, Any]) -> Any:
+    """``step.function(ctx, **inputs)``. Whatever escapes it carries the step's name as
+    ``exc.step`` (the ingest's error names library, step and file); a SQLite damage error
+    is replaced by the located error of :func:`damaged_sqlite_error` (kept as it is when
+    no file is found damaged)."""
     try:
-        return function(ctx, **inputs)
+        return step.function(ctx, **inputs)
     except sqlite3.DatabaseError as exc:
         text = str(exc)
-        if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-            raise
-        located = damaged_sqlite_error(ctx.paths, Path(ctx.cache_path).parent if getattr(ctx, "cache_path", None) else None)
+        located = None
+        if not (isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)):
+            cache = getattr(ctx, "cache_path", None)
+            located = damaged_sqlite_error(ctx.paths, Path(cache).parent if cache else None)
         if located is None:
+            _name_step(exc, step.name)
             raise
+        _name_step(located, step.name)
         raise located from exc
+    except Exception as exc:
+        _name_step(exc, step.name)
+        raise
+
+
+def _name_step(exc: BaseException, name: str) -> None:
+    if not getattr(exc, "step", ""):
+        try:
+            exc.step = name  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # an exception type that takes no attributes
+            pass
 
 
 # ------------------------------------------------------------------------------ history

@@ -162,6 +162,6 @@ def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineCon
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
     _tag_run_host(context)
     try:
-        return call_step(step.function, step_context(context, ragspine, llm=llm), **inputs)  # located SQLite damage
+        return call_step(step, step_context(context, ragspine, llm=llm), inputs)  # names the step, locates SQLite damage
     except BlockingCheckError as exc:
         raise dg.Failure(str(exc)) from exc
