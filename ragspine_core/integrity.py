@@ -37,6 +37,12 @@ HASH_AT_OPEN_MAX_FILE_BYTES = 8 << 20
 HASH_AT_OPEN_BUDGET_BYTES = 64 << 20
 #: The manifest key of a SQLite file's byte hash (its ``sha256`` is of the logical content).
 FILE_SHA256 = "file_sha256"
+#: Files larger than this also get per-block sha256 in the manifest (``artifacts[rel]["blocks"]``),
+#: verified in a background pass after open (:func:`verify_blocks`) before the first query.
+BLOCKS_KEY = "blocks"
+BLOCK_BYTES = 4 << 20
+#: Threads of the background pass (hashlib releases the GIL on large buffers).
+VERIFY_THREADS = 4
 #: Manifest keys left out of the snapshot id (they change between runs of the same content).
 #: ``chunk_store_state`` (written since issue #29) is left out too, so snapshot ids stay as they were.
 RUN_KEYS = ("created_at", "run_id", "snapshot_id", "timings", "chunk_store_state")
@@ -64,7 +70,8 @@ def content_snapshot_id(manifest: Mapping[str, Any]) -> str:
     ``build_library`` and a Dagster run of the same input agree.
     """
     stable = {k: v for k, v in manifest.items() if k not in RUN_KEYS}
-    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite") else a)
+    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite")
+                                 else {k: v for k, v in a.items() if k != BLOCKS_KEY} if isinstance(a, dict) else a)
                            for rel, a in manifest.get("artifacts", {}).items()}
     return sha256_json(stable)[:16]
 
@@ -105,7 +112,7 @@ def check_manifest_id(snapshot_dir: Path, manifest: Mapping[str, Any]) -> None:
 
 def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, full: bool = False,
                           max_file_bytes: int | None = None, budget_bytes: int | None = None,
-                          memo: dict | None = None) -> dict[str, int]:
+                          memo: dict | None = None, hashed_files: set[str] | None = None) -> dict[str, int]:
     """Check the files the manifest lists against their recorded size and sha256.
 
     ``full``: hash every file (``ragspine snapshots --verify``); otherwise only files of at
@@ -151,7 +158,79 @@ def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, fu
             raise corrupt(snapshot_dir, rel, "does not match its sha256 in the manifest (its bytes changed)")
         hashed += 1
         hashed_bytes += size
+        if hashed_files is not None:
+            hashed_files.add(rel)
     return {"files": len(files), "hashed": hashed, "hashed_bytes": hashed_bytes}
+
+
+# -- large files: per-block hashes, verified after open -------------------------------------------------
+
+def sha256_with_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> tuple[str, list[str]]:
+    """The file's sha256 and the sha256 of each ``block_bytes`` block, in one read."""
+    whole = hashlib.sha256()
+    blocks: list[str] = []
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(block_bytes), b""):
+            whole.update(block)
+            blocks.append(hashlib.sha256(block).hexdigest())
+    return whole.hexdigest(), blocks
+
+
+def _verify_unit(snapshot_dir: Path, rel: str, start: int, length: int, digest: str, label: str) -> None:
+    h = hashlib.sha256()
+    got = 0
+    try:
+        with open(snapshot_dir / rel, "rb") as fh:
+            fh.seek(start)
+            while got < length:
+                data = fh.read(min(BLOCK_BYTES, length - got))
+                if not data:
+                    break
+                h.update(data)
+                got += len(data)
+    except OSError as exc:
+        raise corrupt(snapshot_dir, rel, f"cannot be read ({exc.strerror or exc})") from None
+    if got != length or h.hexdigest() != digest:
+        raise corrupt(snapshot_dir, rel, f"{label} does not match its sha256 in the manifest (its bytes changed)")
+
+
+def verify_blocks(snapshot_dir: Path, manifest: Mapping[str, Any], *, skip: set[str] | frozenset = frozenset(),
+                  threads: int = VERIFY_THREADS) -> dict[str, int]:
+    """Hash what the check at open left out (files in ``skip`` were hashed then): each
+    block of a file that has block hashes, each other file whole; ``threads`` at a time.
+
+    Returns ``{"files": n, "blocks": n, "bytes": n}``.
+
+    Raises:
+        IndexCorruptError: the first block or file whose bytes changed (naming the file,
+            the block and its byte range).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = manifest.get("artifacts")
+    units: list[tuple[str, int, int, str, str]] = []
+    for rel, entry in (files.items() if isinstance(files, dict) else ()):
+        if rel in skip or not isinstance(entry, dict):
+            continue
+        size = entry.get("bytes")
+        blocks = entry.get(BLOCKS_KEY)
+        if isinstance(blocks, dict) and isinstance(blocks.get("sha256"), list) and isinstance(size, int):
+            step = int(blocks.get("bytes") or BLOCK_BYTES)
+            for i, digest in enumerate(blocks["sha256"]):
+                start = i * step
+                length = min(step, size - start)
+                units.append((rel, start, length, str(digest),
+                              f"block {i} (bytes {start}-{start + length - 1})"))
+            continue
+        digest = entry.get(FILE_SHA256) if rel.endswith(".sqlite") else entry.get("sha256")
+        if isinstance(digest, str) and digest and isinstance(size, int):
+            units.append((rel, 0, size, digest, "the file"))
+    if not units:
+        return {"files": 0, "blocks": 0, "bytes": 0}
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ragspine-verify") as pool:
+        for fut in [pool.submit(_verify_unit, Path(snapshot_dir), *u) for u in units]:
+            fut.result()  # the first damage raises (the rest finish; at most one pass)
+    return {"files": len({u[0] for u in units}), "blocks": len(units), "bytes": sum(u[2] for u in units)}
 
 
 def _hash_once(path: Path, memo: dict | None) -> str:

@@ -25,7 +25,8 @@ from typing import Any, Mapping
 
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
-from ragspine_core.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
+from ragspine_core.integrity import (BLOCK_BYTES, BLOCKS_KEY, FILE_SHA256, HASH_AT_OPEN_MAX_FILE_BYTES, content_snapshot_id,
+                                    sha256_with_blocks, verify_snapshot)
 
 from ragspine_index.artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
                         sha256_json, work_record)
@@ -236,9 +237,13 @@ def _publish_locked(
         for f in dir_files(staging):
             rel = f.relative_to(staging).as_posix()
             # the SQLite file is not byte-stable across builds; hash its logical content
-            files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+            size = f.stat().st_size
+            digest, blocks = sha256_with_blocks(f, BLOCK_BYTES) if size > HASH_AT_OPEN_MAX_FILE_BYTES else (sha256_file(f), [])
+            files[rel] = {"bytes": size, "sha256": digest if not rel.endswith(".sqlite") else None}
             if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
-                files[rel][FILE_SHA256] = sha256_file(f)
+                files[rel][FILE_SHA256] = digest
+            if blocks:  # verified per block after open (integrity.verify_blocks; not part of the snapshot id)
+                files[rel][BLOCKS_KEY] = {"bytes": BLOCK_BYTES, "sha256": blocks}
         files[chunks_spec.path]["sha256"] = chunks_hash
         _check_sources_unchanged(artifacts, files)
         manifest = dict(manifest)

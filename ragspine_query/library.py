@@ -90,7 +90,15 @@ class Library:
         self.snapshot_dir = snapshot_dir
         self.manifest = manifest
         # sizes of every file, sha256 of the small ones, then the arrays' bounds (integrity.py)
-        integrity.verify_snapshot_files(snapshot_dir, manifest)
+        hashed: set[str] = set()
+        integrity.verify_snapshot_files(snapshot_dir, manifest, hashed_files=hashed)
+        # the rest (large files: per block) in a background pass; the first query waits for it
+        self._verified = threading.Event()
+        self._verify_error: BaseException | None = None
+        self.verify_stats: dict[str, int] = {}
+        self._verifier = threading.Thread(target=self._verify_rest, args=(frozenset(hashed),), daemon=True,
+                                          name=f"ragspine-verify-{manifest.get('snapshot_id', '')}")
+        self._verifier.start()
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
@@ -127,6 +135,26 @@ class Library:
         # map every file now: a snapshot pruned later (retention) stays readable through
         # the open handles, so a long-lived reader never sees a half-deleted snapshot
         self.embeddings()
+
+    # -- verification ----------------------------------------------------------------
+    def _verify_rest(self, hashed: frozenset) -> None:
+        try:
+            self.verify_stats = integrity.verify_blocks(self.snapshot_dir, self.manifest, skip=hashed)
+        except BaseException as exc:  # kept for every query to raise (a located IndexCorruptError)
+            self._verify_error = exc
+        finally:
+            self._verified.set()
+
+    def ensure_verified(self, timeout: float | None = None) -> None:
+        """Wait for the background check of the files not hashed at open (every block of the
+        large ones) and raise what it found: nothing unverified ever ranks.
+
+        Raises:
+            IndexCorruptError: a block or file whose bytes changed (named, with the repair).
+        """
+        self._verified.wait(timeout)
+        if self._verify_error is not None:
+            raise self._verify_error
 
     # -- artifacts -------------------------------------------------------------------
     def artifact_path(self, name: str) -> Path | None:

@@ -358,6 +358,7 @@ class HybridRetriever:
         """
         check_query(query)
         top_k = check_top_k(top_k)
+        self.library.ensure_verified()  # the background pass over the large files (library.py) found no damage
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
             return SearchResult(hits, tracer.freeze(query) if explain else None)

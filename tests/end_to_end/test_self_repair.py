@@ -223,3 +223,42 @@ def test_a_damaged_history_is_a_located_error_and_one_ingest_repairs_it(tiny, tm
     assert rc == 0 and sid in out, err
     assert list(paths.root.glob("history.jsonl.damaged-*"))  # the damaged file is kept
     assert_serving_verified(data, sid)
+
+
+# -- large files: per-block hashes, checked in a background pass before the first query --------------
+def test_large_files_carry_block_hashes_and_a_flipped_bit_is_caught_before_it_ranks(tiny, tmp_path, monkeypatch):
+    from ragspine_index import publish
+    from ragspine_query import HybridRetriever
+
+    monkeypatch.setattr(publish, "HASH_AT_OPEN_MAX_FILE_BYTES", 0)  # every file 'large': blocks recorded
+    monkeypatch.setattr(publish, "BLOCK_BYTES", 1024)
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    (paths.raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    sid = build(data).snapshot_id
+    snap = paths.current.resolve()
+    manifest = json.loads((snap / schema.MANIFEST_FILE).read_text())
+    rel = f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"
+    entry = manifest["artifacts"][rel]
+    assert len(entry["blocks"]["sha256"]) == -(-entry["bytes"] // 1024)
+    # the block lists are not part of the snapshot id: the same content, the same id without them
+    stripped = {**manifest, "artifacts": {r: {k: v for k, v in a.items() if k != "blocks"}
+                                          for r, a in manifest["artifacts"].items()}}
+    assert integrity.content_snapshot_id(stripped) == sid
+    monkeypatch.setattr(integrity, "HASH_AT_OPEN_MAX_FILE_BYTES", 0)  # the reader hashes nothing at open
+    with open_library(paths.root) as lib:
+        lib.ensure_verified(timeout=60)
+        assert lib.verify_stats["blocks"] >= len(entry["blocks"]["sha256"])
+        assert HybridRetriever(lib).search("Quokka plant", top_k=3)
+    data_bytes = bytearray((snap / rel).read_bytes())
+    data_bytes[len(data_bytes) - 5] ^= 0x01  # one bit of one vector: same size, same shape
+    with open(snap / rel, "r+b") as fh:
+        fh.write(bytes(data_bytes))
+    with open_library(paths.root) as lib:  # opens (sizes and bounds are fine) ...
+        with pytest.raises(IndexCorruptError, match=r"vectors\.npy block \d+ \(bytes \d+-\d+\) does not match"):
+            HybridRetriever(lib).search("Quokka plant", top_k=3)  # ... but never ranks with the damaged block
+    rc, out, err = run_cli("query", str(paths.root), "Quokka plant")
+    assert rc == 2 and "vectors.npy block" in err and f"ragspine ingest {paths.raw}" in err
+    monkeypatch.undo()
+    assert build(data).snapshot_id == sid
+    assert_serving_verified(data, sid)
