@@ -312,10 +312,23 @@ def check_csr(directory: Path, indptr_name: str, indptr: np.ndarray, values_name
     check_ids(directory, values_name, values, upper, lower=lower)
 
 
+#: Arrays up to this size are read into memory at open (they were hashed then): a file
+#: written in place or truncated later cannot change or crash a reader that holds them.
+#: Larger ones are memory-mapped and watched (``Library.ensure_verified``).
+COPY_AT_OPEN_MAX_FILE_BYTES = HASH_AT_OPEN_MAX_FILE_BYTES
+
+
+def map_or_copy(path: Path) -> np.ndarray:
+    """``np.load(path)``: into memory up to :data:`COPY_AT_OPEN_MAX_FILE_BYTES`, else mapped read-only."""
+    if path.stat().st_size > COPY_AT_OPEN_MAX_FILE_BYTES:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    return np.load(path, allow_pickle=False)
+
+
 def load_array(directory: Path, name: str) -> np.ndarray:
-    """``np.load(directory/name, mmap_mode="r")``; an unreadable file is a located error."""
+    """:func:`map_or_copy` of ``directory/name``; an unreadable file is a located error."""
     try:
-        return np.load(directory / name, mmap_mode="r", allow_pickle=False)
+        return map_or_copy(directory / name)
     except FileNotFoundError:
         raise _bad(directory, name, "is missing") from None
     except (OSError, ValueError, EOFError) as exc:

@@ -70,6 +70,15 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     return manifest
 
 
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of a file, None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddingMatrix:
     """Memory-mapped vectors of the non-RESTRICTED chunk rows."""
@@ -99,6 +108,11 @@ class Library:
         self._verifier = threading.Thread(target=self._verify_rest, args=(frozenset(hashed),), daemon=True,
                                           name=f"ragspine-verify-{manifest.get('snapshot_id', '')}")
         self._verifier.start()
+        # files read on demand (mapped arrays over the copy limit, the SQLite chunk file):
+        # their identity now, compared before every query (ensure_verified)
+        self._watched = {rel: _identity(snapshot_dir / rel) for rel, e in (manifest.get("artifacts") or {}).items()
+                         if isinstance(e, dict) and (rel.endswith(".sqlite")
+                                                     or int(e.get("bytes") or 0) > integrity.COPY_AT_OPEN_MAX_FILE_BYTES)}
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
@@ -149,12 +163,24 @@ class Library:
         """Wait for the background check of the files not hashed at open (every block of the
         large ones) and raise what it found: nothing unverified ever ranks.
 
+        Then every file read on demand (the mapped large arrays, the SQLite chunk file) must
+        still be the file this reader opened: one written in place or truncated since would
+        answer wrongly or crash the process (SIGBUS) when read, so the query fails first.
+
         Raises:
-            IndexCorruptError: a block or file whose bytes changed (named, with the repair).
+            IndexCorruptError: a block or file whose bytes changed, or a file changed since
+                open (named, with what to do).
         """
         self._verified.wait(timeout)
         if self._verify_error is not None:
             raise self._verify_error
+        for rel, seen in self._watched.items():
+            now = _identity(self.snapshot_dir / rel)
+            if now != seen:
+                what = ("was removed" if now is None or seen is None else "was truncated" if now[1] < seen[1]
+                        else "was written in place")
+                raise integrity.corrupt(self.snapshot_dir, rel, f"{what} after this reader opened it (a published file "
+                                        "must never change); this reader stops serving it: open the library again")
 
     # -- artifacts -------------------------------------------------------------------
     def artifact_path(self, name: str) -> Path | None:

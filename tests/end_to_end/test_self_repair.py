@@ -262,3 +262,63 @@ def test_large_files_carry_block_hashes_and_a_flipped_bit_is_caught_before_it_ra
     monkeypatch.undo()
     assert build(data).snapshot_id == sid
     assert_serving_verified(data, sid)
+
+
+# -- readers that survive: copied small files, watched large ones --------------------------------------
+READER_CHILD = r'''
+import json, sys
+from ragspine_core import integrity
+if sys.argv[3] == "map-all":
+    integrity.COPY_AT_OPEN_MAX_FILE_BYTES = 0  # every array mapped, as in a large library
+from ragspine_core.errors import IndexCorruptError
+from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+lib = open_library(sys.argv[1])
+r = HybridRetriever(lib, config=RetrievalConfig(mode="hybrid"))
+before = [h.chunk_id for h in r.search("product launch storage", top_k=5)]
+print("ready", flush=True)
+sys.stdin.readline()  # the parent damages the files now
+try:
+    after = [h.chunk_id for h in r.search("product launch storage", top_k=5)]
+    print(json.dumps({"same": after == before}))
+except IndexCorruptError as exc:
+    print(json.dumps({"error": str(exc)}))
+'''
+
+
+@pytest.mark.parametrize("mapping,damage,expect", [
+    ("map-all", "truncate", "was truncated after this reader opened it"),
+    ("map-all", "write", "was written in place after this reader opened it"),
+    ("copy-small", "truncate", "same"),
+    ("copy-small", "write", "same"),
+])
+def test_a_long_lived_reader_never_crashes_or_answers_from_a_changed_file(tiny, tmp_path, mapping, damage, expect):
+    """Damage written into files a reader already opened: SIGBUS (truncated mapping) or a
+    silent wrong answer before; now the query fails with a located error (mapped files are
+    checked before every query) or is unchanged (small files were copied at open)."""
+    import os
+    import sys
+
+    from tests.conftest import PYTHON, python_env
+
+    data = copy(tiny, tmp_path)
+    snap = lib_paths(data).current.resolve()
+    child = subprocess.Popen([PYTHON, "-c", READER_CHILD, str(snap), "", mapping], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=python_env(PYTHONPATH=os.pathsep.join(sys.path)))
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    for rel in (f"{schema.BM25_DIR}/{schema.BM25_POSTINGS}", f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"):
+        path = snap / rel
+        raw = path.read_bytes()
+        with open(path, "r+b") as fh:  # the same inode the reader holds
+            if damage == "truncate":
+                fh.truncate(len(raw) // 3)
+            else:
+                fh.seek(len(raw) - 64)
+                fh.write(bytes(64))
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 0, f"rc {child.returncode} (a signal is negative): {err[-1500:]}"
+    result = json.loads(out.strip().splitlines()[-1])
+    if expect == "same":
+        assert result == {"same": True}, result
+    else:
+        assert expect in result["error"] and "open the library again" in result["error"], result
