@@ -116,6 +116,10 @@ def default_instance() -> dg.DagsterInstance:
     """The instance named by ``DAGSTER_HOME`` (so runs show in ``dagster dev``), else a
     project-local one under ``.dagster_home`` in the working directory."""
     home = os.environ.get("DAGSTER_HOME")
+    if home and not os.path.isabs(home):  # Dagster refuses it with an error that reads like a bug
+        raise ConfigError(
+            f"DAGSTER_HOME={home!r} is a relative path; Dagster needs an absolute one (the same instance for every "
+            f"working directory): export DAGSTER_HOME={os.path.abspath(home)} (or unset it to use ./.dagster_home)")
     if not home:
         home = str(Path(".dagster_home").resolve())
         os.environ["DAGSTER_HOME"] = home
@@ -301,7 +305,14 @@ def ingest_library(
                 tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
                 run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
             )
-    except RagspineError:
+    except RagspineError as exc:
+        step = getattr(exc, "step", "")
+        if step and exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith("ingest of library"):
+            current = resource.library_paths(library_id).current
+            serving = current.resolve().name if current.exists() else "nothing (never published)"
+            # the same error (type and fields), its message located: library, step, then what and where
+            exc.args = (f"ingest of library {library_id!r} stopped at step {step} before publication: "
+                        f"{' '.join(str(exc).split())}. The previous snapshot keeps serving ({serving})", *exc.args[1:])
         raise
     except Exception as exc:  # a step's own error, or Dagster's: one located line, never a traceback
         current = resource.library_paths(library_id).current
@@ -314,8 +325,9 @@ def ingest_library(
         else:
             what = describe_unexpected(cause if isinstance(exc, dg.DagsterError) and isinstance(cause, BaseException)
                                        else exc)
+        step = getattr(cause, "step", "") or getattr(exc, "step", "")
         raise RagspineError(
-            f"ingest of library {library_id!r} stopped before publication: {what}. "
+            f"ingest of library {library_id!r} stopped{f' at step {step}' if step else ''} before publication: {what}. "
             f"The previous snapshot keeps serving ({serving}); see the run {'' if isinstance(exc, dg.DagsterError) else 'log '}"
             f"in the Dagster UI (DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')})"
         ) from exc

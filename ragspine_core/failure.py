@@ -14,7 +14,8 @@ import os
 import traceback
 
 #: Packages whose frames locate an error (the innermost one is named).
-_OWN_PACKAGES = ("ragspine_query", "ragspine_assets")
+_OWN_PACKAGES = ("ragspine_core", "ragspine_index", "ragspine_query", "ragspine_assets",
+                 "ragspine_tools")
 
 #: What to free when a disk is full (the places RAGSpine writes to).
 DISK_FULL_HINT = ("free space there and run again (safe to delete: the caches under <data>/cache, old Dagster runs "
@@ -63,9 +64,16 @@ def describe_unexpected(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return ("out of memory: the input or the index is larger than this machine's memory allows; "
                 "use a machine with more memory, or split the library")
-    if isinstance(exc, OSError):
-        name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        return f"{exc.strerror or text}{name}: check that the path exists and is readable/writable, then run again"
+    if isinstance(exc, BrokenPipeError):
+        return ("the other end of a pipe or connection closed it while RAGSpine was writing (broken pipe)"
+                + (f" at {where(exc)}" if where(exc) else "") + "; run again once the reader is back")
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        return (f"{exc.strerror or text} ({exc.filename}): check that the path exists and is readable/writable, "
+                "then run again")
+    if isinstance(exc, OSError):  # no file named: a connection, a device, the system
+        located = where(exc)
+        return (f"operating-system error {type(exc).__name__}: {exc.strerror or text}"
+                + (f" at {located}" if located else "") + "; run again, and report it if it persists")
     located = where(exc)
     return (f"unexpected {type(exc).__name__}: {text or '(no message)'}"
             + (f" at {located}" if located else "")

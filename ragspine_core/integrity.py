@@ -37,6 +37,12 @@ HASH_AT_OPEN_MAX_FILE_BYTES = 8 << 20
 HASH_AT_OPEN_BUDGET_BYTES = 64 << 20
 #: The manifest key of a SQLite file's byte hash (its ``sha256`` is of the logical content).
 FILE_SHA256 = "file_sha256"
+#: Files larger than this also get per-block sha256 in the manifest (``artifacts[rel]["blocks"]``),
+#: verified in a background pass after open (:func:`verify_blocks`) before the first query.
+BLOCKS_KEY = "blocks"
+BLOCK_BYTES = 4 << 20
+#: Threads of the background pass (hashlib releases the GIL on large buffers).
+VERIFY_THREADS = 4
 #: Manifest keys left out of the snapshot id (they change between runs of the same content).
 #: ``chunk_store_state`` (written since issue #29) is left out too, so snapshot ids stay as they were.
 RUN_KEYS = ("created_at", "run_id", "snapshot_id", "timings", "chunk_store_state")
@@ -64,7 +70,8 @@ def content_snapshot_id(manifest: Mapping[str, Any]) -> str:
     ``build_library`` and a Dagster run of the same input agree.
     """
     stable = {k: v for k, v in manifest.items() if k not in RUN_KEYS}
-    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite") else a)
+    stable["artifacts"] = {rel: ({"sha256": a.get("sha256")} if rel.endswith(".sqlite")
+                                 else {k: v for k, v in a.items() if k != BLOCKS_KEY} if isinstance(a, dict) else a)
                            for rel, a in manifest.get("artifacts", {}).items()}
     return sha256_json(stable)[:16]
 
@@ -73,8 +80,10 @@ def _fix_hint(snapshot_dir: Path) -> str:
     if snapshot_dir.parent.name != "snapshots":
         return "publish it again with `ragspine ingest` for its library (it rebuilds damaged files)"
     library = snapshot_dir.parent.parent
-    return (f"run `ragspine ingest` for this library again (it rebuilds damaged files), or roll back with "
-            f"`ragspine snapshots {library} --rollback`; check all files with `ragspine snapshots {library} --verify`")
+    raw = library.parent.parent / "raw" / library.name  # <data>/artifacts/<library> is built from <data>/raw/<library>
+    return (f"repair it with `ragspine ingest {raw}` (it rebuilds every damaged file and publishes a verified snapshot, "
+            f"even when no source changed), or roll back with `ragspine snapshots {library} --rollback`; check all files "
+            f"with `ragspine snapshots {library} --verify`")
 
 
 def _missing(snapshot_dir: Path, rel: str) -> IndexNotFoundError:
@@ -102,11 +111,14 @@ def check_manifest_id(snapshot_dir: Path, manifest: Mapping[str, Any]) -> None:
 
 
 def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, full: bool = False,
-                          max_file_bytes: int | None = None, budget_bytes: int | None = None) -> dict[str, int]:
+                          max_file_bytes: int | None = None, budget_bytes: int | None = None,
+                          memo: dict | None = None, hashed_files: set[str] | None = None) -> dict[str, int]:
     """Check the files the manifest lists against their recorded size and sha256.
 
     ``full``: hash every file (``ragspine snapshots --verify``); otherwise only files of at
     most ``max_file_bytes`` within ``budget_bytes`` (default: the module constants).
+    ``memo``: shared by several calls, (device, inode, size, mtime) -> sha256, so
+    a file hard-linked into several snapshots is read once.
     Returns ``{"files": n, "hashed": n, "hashed_bytes": n}``.
 
     Raises:
@@ -139,17 +151,100 @@ def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, fu
         if not full and (size > max_file or hashed_bytes + size > budget):
             continue
         try:
-            got = sha256_path(snapshot_dir / rel)
+            got = _hash_once(snapshot_dir / rel, memo)
         except OSError as exc:
             raise corrupt(snapshot_dir, rel, f"cannot be read ({exc.strerror or exc})") from None
         if got != digest:
             raise corrupt(snapshot_dir, rel, "does not match its sha256 in the manifest (its bytes changed)")
         hashed += 1
         hashed_bytes += size
+        if hashed_files is not None:
+            hashed_files.add(rel)
     return {"files": len(files), "hashed": hashed, "hashed_bytes": hashed_bytes}
 
 
-def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = None, *, full: bool = True) -> dict[str, int]:
+# -- large files: per-block hashes, verified after open -------------------------------------------------
+
+def sha256_with_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> tuple[str, list[str]]:
+    """The file's sha256 and the sha256 of each ``block_bytes`` block, in one read."""
+    whole = hashlib.sha256()
+    blocks: list[str] = []
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(block_bytes), b""):
+            whole.update(block)
+            blocks.append(hashlib.sha256(block).hexdigest())
+    return whole.hexdigest(), blocks
+
+
+def _verify_unit(snapshot_dir: Path, rel: str, start: int, length: int, digest: str, label: str) -> None:
+    h = hashlib.sha256()
+    got = 0
+    try:
+        with open(snapshot_dir / rel, "rb") as fh:
+            fh.seek(start)
+            while got < length:
+                data = fh.read(min(BLOCK_BYTES, length - got))
+                if not data:
+                    break
+                h.update(data)
+                got += len(data)
+    except OSError as exc:
+        raise corrupt(snapshot_dir, rel, f"cannot be read ({exc.strerror or exc})") from None
+    if got != length or h.hexdigest() != digest:
+        raise corrupt(snapshot_dir, rel, f"{label} does not match its sha256 in the manifest (its bytes changed)")
+
+
+def verify_blocks(snapshot_dir: Path, manifest: Mapping[str, Any], *, skip: set[str] | frozenset = frozenset(),
+                  threads: int = VERIFY_THREADS) -> dict[str, int]:
+    """Hash what the check at open left out (files in ``skip`` were hashed then): each
+    block of a file that has block hashes, each other file whole; ``threads`` at a time.
+
+    Returns ``{"files": n, "blocks": n, "bytes": n}``.
+
+    Raises:
+        IndexCorruptError: the first block or file whose bytes changed (naming the file,
+            the block and its byte range).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = manifest.get("artifacts")
+    units: list[tuple[str, int, int, str, str]] = []
+    for rel, entry in (files.items() if isinstance(files, dict) else ()):
+        if rel in skip or not isinstance(entry, dict):
+            continue
+        size = entry.get("bytes")
+        blocks = entry.get(BLOCKS_KEY)
+        if isinstance(blocks, dict) and isinstance(blocks.get("sha256"), list) and isinstance(size, int):
+            step = int(blocks.get("bytes") or BLOCK_BYTES)
+            for i, digest in enumerate(blocks["sha256"]):
+                start = i * step
+                length = min(step, size - start)
+                units.append((rel, start, length, str(digest),
+                              f"block {i} (bytes {start}-{start + length - 1})"))
+            continue
+        digest = entry.get(FILE_SHA256) if rel.endswith(".sqlite") else entry.get("sha256")
+        if isinstance(digest, str) and digest and isinstance(size, int):
+            units.append((rel, 0, size, digest, "the file"))
+    if not units:
+        return {"files": 0, "blocks": 0, "bytes": 0}
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ragspine-verify") as pool:
+        for fut in [pool.submit(_verify_unit, Path(snapshot_dir), *u) for u in units]:
+            fut.result()  # the first damage raises (the rest finish; at most one pass)
+    return {"files": len({u[0] for u in units}), "blocks": len(units), "bytes": sum(u[2] for u in units)}
+
+
+def _hash_once(path: Path, memo: dict | None) -> str:
+    if memo is None:
+        return sha256_path(path)
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in memo:
+        memo[key] = sha256_path(path)
+    return memo[key]
+
+
+def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = None, *, full: bool = True,
+                    memo: dict | None = None) -> dict[str, int]:
     """Verify one snapshot folder: its manifest's id, every file's size and (``full``) sha256.
 
     Raises:
@@ -168,7 +263,7 @@ def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = Non
     if not isinstance(manifest.get("artifacts"), dict) or not manifest.get("snapshot_id"):
         raise corrupt(snapshot_dir, "manifest.json", "lacks the publisher's file records ('artifacts', 'snapshot_id')")
     check_manifest_id(snapshot_dir, manifest)
-    return verify_snapshot_files(snapshot_dir, manifest, full=full)
+    return verify_snapshot_files(snapshot_dir, manifest, full=full, memo=memo)
 
 
 # -- array bounds ------------------------------------------------------------------------------------
@@ -217,10 +312,23 @@ def check_csr(directory: Path, indptr_name: str, indptr: np.ndarray, values_name
     check_ids(directory, values_name, values, upper, lower=lower)
 
 
+#: Arrays up to this size are read into memory at open (they were hashed then): a file
+#: written in place or truncated later cannot change or crash a reader that holds them.
+#: Larger ones are memory-mapped and watched (``Library.ensure_verified``).
+COPY_AT_OPEN_MAX_FILE_BYTES = HASH_AT_OPEN_MAX_FILE_BYTES
+
+
+def map_or_copy(path: Path) -> np.ndarray:
+    """``np.load(path)``: into memory up to :data:`COPY_AT_OPEN_MAX_FILE_BYTES`, else mapped read-only."""
+    if path.stat().st_size > COPY_AT_OPEN_MAX_FILE_BYTES:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    return np.load(path, allow_pickle=False)
+
+
 def load_array(directory: Path, name: str) -> np.ndarray:
-    """``np.load(directory/name, mmap_mode="r")``; an unreadable file is a located error."""
+    """:func:`map_or_copy` of ``directory/name``; an unreadable file is a located error."""
     try:
-        return np.load(directory / name, mmap_mode="r", allow_pickle=False)
+        return map_or_copy(directory / name)
     except FileNotFoundError:
         raise _bad(directory, name, "is missing") from None
     except (OSError, ValueError, EOFError) as exc:

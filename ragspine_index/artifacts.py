@@ -190,6 +190,36 @@ def work_output_intact(target: Path) -> bool:
     return True
 
 
+def reusable_work_output(target: Path) -> bool:
+    """Whether ``target`` (a :func:`write_once` folder) exists with the bytes recorded when
+    it was built, so a step may read it instead of building it; a damaged one is discarded
+    (the step builds it again). Nothing under ``work/`` is read as data unchecked."""
+    if not target.is_dir():
+        return False
+    if work_output_intact(target):
+        return True
+    discard_work_output(target)
+    return False
+
+
+def intact_snapshot_part(snapshot_dir: Path, prefix: str) -> bool:
+    """Whether the files under ``prefix`` of a published snapshot all have the size and
+    sha256 its manifest records (a step reusing part of the serving snapshot checks it
+    first; a damaged or missing part is not reused)."""
+    from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
+    from ragspine_core.integrity import verify_snapshot_files
+
+    try:
+        manifest = json.loads((snapshot_dir / schema.MANIFEST_FILE).read_text(encoding="utf-8"))
+        files = {rel: e for rel, e in manifest["artifacts"].items() if rel.startswith(prefix.rstrip("/") + "/")}
+        if not files:
+            return False
+        verify_snapshot_files(snapshot_dir, {"artifacts": files}, full=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexCorruptError, IndexNotFoundError):
+        return False
+    return True
+
+
 def discard_work_output(target: Path) -> None:
     """Move a damaged work output aside (a new build gets new inodes; snapshots that link
     the old files keep them) and delete it with its record."""

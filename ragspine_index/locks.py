@@ -20,6 +20,7 @@ chunk-store state than its chunk rows. Three guards, from the cheapest:
 from __future__ import annotations
 
 import contextlib
+import json
 import fcntl
 import os
 import socket
@@ -109,3 +110,108 @@ def check_chunk_state(paths: LibraryPaths, recorded: str | None, published: str)
             f"the chunk store of library {paths.library_id!r} changed while this run built its artifacts (another "
             "ingest of this library ran at the same time), so its index would not match the chunk rows; nothing was "
             "published and the previous snapshot keeps serving. Run the ingest again once the other one has finished")
+
+
+# ------------------------------------------------------------------ the run claim
+#: ``<library>/.ingest.owner``: the run that is writing the library (JSON: run id, host,
+#: pid and its start time). Every step of every path claims it before it writes —
+#: ``ragspine ingest``, ``dagster asset materialize``, sensor, schedule and backfill runs,
+#: :func:`~.pipeline.build_library` — so two runs of one library never interleave, whatever
+#: launched them (the flock above covers one process only; a Dagster run's steps may run in
+#: several processes, one after another).
+OWNER_FILE = ".ingest.owner"
+_OWNER_MUTEX = ".ingest.owner.lock"
+#: How long a claim waits for another step's claim to finish reading/writing the owner file.
+_MUTEX_WAIT_S = 30.0
+
+
+def _process_start(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def _owner_alive(owner: dict, run_unfinished) -> bool:
+    """Whether the run that owns the claim may still be writing.
+
+    The Dagster instance decides for a run it knows (unfinished: alive; finished, failed or
+    canceled: not). Otherwise its process does: alive on this host while the pid exists
+    with the same start time; a claim from another host counts as alive.
+    """
+    status = run_unfinished(str(owner.get("run_id", ""))) if run_unfinished is not None else None
+    if status is not None:
+        return bool(status)
+    if owner.get("host") != socket.gethostname():
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    from ragspine_index.artifacts import pid_alive
+
+    if not pid_alive(pid):
+        return False
+    started, now = str(owner.get("start", "")), _process_start(pid)
+    return not (started and now and started != now)
+
+
+def _read_owner(path: Path) -> dict | None:
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # absent, or torn/damaged: no claim to honour
+    return owner if isinstance(owner, dict) and owner.get("run_id") else None
+
+
+@contextlib.contextmanager
+def _owner_mutex(paths: LibraryPaths):
+    paths.root.mkdir(parents=True, exist_ok=True)
+    with open(paths.root / _OWNER_MUTEX, "a+b") as fh:
+        if not flock_within(fh, _MUTEX_WAIT_S, poll_s=0.05):
+            raise ConcurrentIngestError(f"could not read the run claim of library {paths.library_id!r} within "
+                                        f"{_MUTEX_WAIT_S:.0f} s ({paths.root / _OWNER_MUTEX} stays locked); run again")
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def claim_library(paths: LibraryPaths, run_id: str, *, run_unfinished=None, step: str = "") -> None:
+    """Claim ``paths``' library for run ``run_id`` (again: a no-op), or refuse.
+
+    ``run_unfinished(run_id)`` (the Dagster layer passes one reading its instance) says
+    whether a run is unfinished (True), finished (False) or unknown to it (None).
+
+    Raises:
+        ConcurrentIngestError: another run that may still be writing holds the claim; the
+            message names it and how to go on.
+    """
+    if not run_id:
+        return  # an asset invoked directly in a test: no run to tell apart
+    path = paths.root / OWNER_FILE
+    with _owner_mutex(paths):
+        owner = _read_owner(path)
+        if owner and owner.get("run_id") != run_id and _owner_alive(owner, run_unfinished):
+            raise ConcurrentIngestError(
+                f"library {paths.library_id!r} is being written by run {owner.get('run_id')} (pid {owner.get('pid')} on "
+                f"{owner.get('host')}){f', so step {step} of run {run_id} did not start' if step else ''}: one writer per "
+                "library, so that no snapshot mixes the outputs of two runs; wait for that run to finish (or cancel it "
+                f"in the Dagster UI), then run again. If no such run is running, delete {path}")
+        if owner and owner.get("run_id") == run_id and owner.get("pid") == os.getpid():
+            return
+        pid = os.getpid()
+        tmp = path.with_name(f".{OWNER_FILE}-{pid}")
+        tmp.write_text(json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": pid,
+                                   "start": _process_start(pid), "step": step}), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def release_library(paths: LibraryPaths, run_id: str) -> None:
+    """Give up ``run_id``'s claim (after its publication); another run's claim is left alone."""
+    if not run_id or not (paths.root / OWNER_FILE).exists():
+        return
+    with _owner_mutex(paths):
+        owner = _read_owner(paths.root / OWNER_FILE)
+        if owner and owner.get("run_id") == run_id:
+            (paths.root / OWNER_FILE).unlink(missing_ok=True)

@@ -11,6 +11,7 @@ edit (docs/architecture.md).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from ragspine_index.steps.index_text import IndexTextRef, index_text_step
 from ragspine_index.steps.bm25_index import Bm25Ref, bm25_step
 from ragspine_index.steps.index_manifest import manifest_step
 from ragspine_index.publish import DEFAULT_KEEP_SNAPSHOTS, current_snapshot_id
+from ragspine_index.locks import claim_library, release_library
+from ragspine_index.repair import call_step
 from ragspine_index.steps.relation_graph import RELATION_GRAPH_CHECKS, RELATION_GRAPH_VERSION, relation_graph_step
 from ragspine_index.step_api import BlockingCheckError, CheckSpec, StepContext, StepResult
 from ragspine_index.steps.summary_tree import SUMMARY_TREE_CHECKS, summary_tree_step
@@ -79,7 +82,7 @@ CODE_VERSIONS: dict[str, str] = {s.name: s.code_version for s in STEPS}
 
 def run_step(step: Step, ctx: StepContext, values: Mapping[str, Any]) -> StepResult:
     """Run one step on the upstream ``values``; raise when one of its blocking checks fails."""
-    result = step.function(ctx, **{name: values[name] for name in step.inputs})
+    result = call_step(step, ctx, {name: values[name] for name in step.inputs})  # names the step, locates SQLite damage
     failed = result.failed_blocking()
     if failed:
         serving = current_snapshot_id(ctx.paths) or "nothing (never published)"
@@ -135,10 +138,15 @@ def build_library(paths: LibraryPaths, *, embedding: EmbeddingSpec | str = "none
                       log=progress or (lambda msg: None), make_llm=make_llm, ann=ann)
     values: dict[str, Any] = {}
     timings: dict[str, float] = {}
-    for step in STEPS:
-        t0 = time.perf_counter()
-        values[step.name] = run_step(step, ctx, values).value
-        timings[step.name] = time.perf_counter() - t0
+    claim = f"{run_id}-{os.getpid()}" if run_id == "local" else run_id  # one writer per library (locks.py)
+    claim_library(paths, claim, step="documents")
+    try:
+        for step in STEPS:
+            t0 = time.perf_counter()
+            values[step.name] = run_step(step, ctx, values).value
+            timings[step.name] = time.perf_counter() - t0
+    finally:
+        release_library(paths, claim)
     published = values["index_manifest"]
     return BuildResult(values["documents"], values["chunks"], values["index_text"], values["bm25_index"],
                        values["chunk_embeddings"], published.snapshot_id, published.snapshot_dir, timings)

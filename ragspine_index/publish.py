@@ -25,12 +25,14 @@ from typing import Any, Mapping
 
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
-from ragspine_core.integrity import FILE_SHA256, content_snapshot_id, verify_snapshot
+from ragspine_core.integrity import (BLOCK_BYTES, BLOCKS_KEY, FILE_SHA256, HASH_AT_OPEN_MAX_FILE_BYTES, content_snapshot_id,
+                                    sha256_with_blocks, verify_snapshot)
 
 from ragspine_index.artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
                         sha256_json, work_record)
 from ragspine_index.chunk_store import CACHE_KIB, init_schema
 from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
+from ragspine_index.repair import read_history, repair_history
 from ragspine_index.reclassification import quarantine_unservable, unservable_count, was_quarantined
 
 HISTORY_FILE = "history.jsonl"
@@ -180,6 +182,7 @@ def publish_snapshot(
     sources = resolve_artifacts(artifacts)
     with publication_lock(paths):
         remove_stale_publication_files(paths)
+        repair_history(paths.root / HISTORY_FILE)  # never append to (or prune by) damaged records
         return _publish_locked(paths, manifest=manifest, chunk_store=chunk_store, artifacts=sources, keep=keep)
 
 
@@ -234,9 +237,13 @@ def _publish_locked(
         for f in dir_files(staging):
             rel = f.relative_to(staging).as_posix()
             # the SQLite file is not byte-stable across builds; hash its logical content
-            files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f) if not rel.endswith(".sqlite") else None}
+            size = f.stat().st_size
+            digest, blocks = sha256_with_blocks(f, BLOCK_BYTES) if size > HASH_AT_OPEN_MAX_FILE_BYTES else (sha256_file(f), [])
+            files[rel] = {"bytes": size, "sha256": digest if not rel.endswith(".sqlite") else None}
             if rel.endswith(".sqlite"):  # its bytes too, for the reader's check (not part of the snapshot id)
-                files[rel][FILE_SHA256] = sha256_file(f)
+                files[rel][FILE_SHA256] = digest
+            if blocks:  # verified per block after open (integrity.verify_blocks; not part of the snapshot id)
+                files[rel][BLOCKS_KEY] = {"bytes": BLOCK_BYTES, "sha256": blocks}
         files[chunks_spec.path]["sha256"] = chunks_hash
         _check_sources_unchanged(artifacts, files)
         manifest = dict(manifest)
@@ -250,7 +257,7 @@ def _publish_locked(
                 os.fsync(fh.fileno())
         target = paths.snapshots / snapshot_id
         changed = snapshot_id != previous
-        if target.exists() and not _snapshot_damaged(target):
+        if target.exists() and _snapshot_damaged(target) is None:
             shutil.rmtree(staging)
         elif target.exists():  # same content, but its files were damaged: replace them (new inodes)
             aside = paths.snapshots / f"{STAGING_PREFIX}damaged-{os.getpid()}-{snapshot_id}"
@@ -281,8 +288,28 @@ def _publish_locked(
     # no retained snapshot may serve as open what became RESTRICTED since it was built
     quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE,
                           skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, previous=previous)
+    quarantine_damaged_snapshots(paths, skip={snapshot_id, current_snapshot_id(paths) or snapshot_id}, keep=keep,
+                                 memo=_known_hashes(target, files))
     prune_snapshots(paths, keep=keep)
     return PublishResult(snapshot_id, target, previous, changed, pin)
+
+
+def _known_hashes(snapshot_dir: Path, files: Mapping[str, Mapping[str, Any]]) -> dict:
+    """(device, inode, size, mtime) -> sha256 of the files just published (hashed while
+    publishing), for :func:`quarantine_damaged_snapshots`: files that older snapshots share
+    by hard link are not read again."""
+    out: dict = {}
+    for rel, entry in files.items():
+        if rel.endswith(".sqlite"):  # written per publication, never shared; its bytes differ between runs
+            continue
+        digest = entry.get("sha256")
+        try:
+            st = (snapshot_dir / rel).stat()
+        except OSError:
+            continue
+        if isinstance(digest, str) and st.st_size == entry.get("bytes"):
+            out[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = digest
+    return out
 
 
 def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, Mapping[str, Any]]) -> None:
@@ -315,13 +342,60 @@ def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, 
                     f"nothing was published and it was removed: run the ingest again to rebuild it")
 
 
-def _snapshot_damaged(snapshot_dir: Path) -> bool:
-    """Whether a published snapshot folder fails its full check (:func:`verify_snapshot`)."""
+def _snapshot_damaged(snapshot_dir: Path, memo: dict | None = None) -> str | None:
+    """Why a published snapshot folder fails its full check (:func:`verify_snapshot`): a
+    damaged or a missing file (both are repairs to make), or None when it is intact."""
     try:
-        verify_snapshot(snapshot_dir, full=True)
-    except IndexCorruptError:
-        return True
-    return False
+        verify_snapshot(snapshot_dir, full=True, memo=memo)
+    except (IndexCorruptError, IndexNotFoundError) as exc:
+        return " ".join(str(exc).split(";")[0].split())
+    return None
+
+
+#: Where damaged retained snapshots are moved (never served, rolled back to or listed).
+QUARANTINE_DIR = "quarantine"
+#: The ``run_id`` of the history record of such a move.
+QUARANTINE_DAMAGED_RUN_ID = "quarantine-damaged"
+
+
+def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: int = DEFAULT_KEEP_SNAPSHOTS,
+                                 memo: dict | None = None) -> list[str]:
+    """Move every retained snapshot (but those in ``skip``: current and the one just
+    published) that fails its full check to ``<library>/quarantine/``; call with the
+    publication lock held.
+
+    A damaged old snapshot can never be served again (rollback verifies first) and
+    cannot be rebuilt (its inputs are gone), but left in ``snapshots/`` it kept
+    ``ragspine snapshots --verify`` failing after every repair. Files shared by hard link
+    with the current snapshot were just verified, so each inode is hashed once. Each move
+    is recorded in ``history.jsonl``; the quarantine keeps the ``keep`` newest.
+    """
+    if not paths.snapshots.is_dir():
+        return []
+    moved: list[str] = []
+    memo = {} if memo is None else memo
+    for d in sorted(paths.snapshots.iterdir()):
+        if d.name.startswith(".") or d.name in skip or not d.is_dir():
+            continue
+        problem = _snapshot_damaged(d, memo)
+        if problem is None:
+            continue
+        qdir = paths.root / QUARANTINE_DIR
+        qdir.mkdir(exist_ok=True)
+        dest = qdir / d.name
+        if dest.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(d, dest)
+        moved.append(d.name)
+        with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_DAMAGED_RUN_ID,
+                                 "quarantined": f"damaged: {problem}"}, ensure_ascii=False) + "\n")
+    if moved:
+        fsync_dir(paths.snapshots)
+        held = sorted((q for q in (paths.root / QUARANTINE_DIR).iterdir()), key=lambda q: q.stat().st_mtime, reverse=True)
+        for old in held[keep:]:
+            shutil.rmtree(old, ignore_errors=True)
+    return moved
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:
@@ -340,13 +414,10 @@ def unpin(paths: LibraryPaths) -> str | None:
 def list_snapshots(paths: LibraryPaths) -> list[dict[str, Any]]:
     """Published snapshots still on disk, newest first (from the publication history)."""
     seen: dict[str, dict[str, Any]] = {}
-    hist = paths.root / HISTORY_FILE
-    if hist.is_file():
-        for line in hist.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                seen.pop(rec["snapshot_id"], None)
-                seen[rec["snapshot_id"]] = rec
+    for rec in read_history(paths.root / HISTORY_FILE):  # a damaged line: a located error (repair.py)
+        if rec["snapshot_id"]:
+            seen.pop(rec["snapshot_id"], None)
+            seen[rec["snapshot_id"]] = rec
     current = current_snapshot_id(paths)
     out = []
     for sid, rec in reversed(list(seen.items())):
@@ -394,6 +465,8 @@ def rollback(paths: LibraryPaths, snapshot_id: str | None = None, *, pin: bool =
 
 
 def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool) -> str:
+    if paths.root.is_dir():
+        repair_history(paths.root / HISTORY_FILE)
     listed = list_snapshots(paths)
     current = current_snapshot_id(paths)
     if snapshot_id is None:
@@ -405,6 +478,11 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
         raise IndexNotFoundError(
             f"{ascii(snapshot_id)} is not a snapshot id; list them with `ragspine snapshots {paths.root}`")
     target = paths.snapshots / snapshot_id
+    if not (target / schema.MANIFEST_FILE).is_file() and (paths.root / QUARANTINE_DIR / snapshot_id).is_dir():
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: its files were found damaged and "
+            f"it was moved to {paths.root / QUARANTINE_DIR} (history.jsonl says which file); roll back to another "
+            "snapshot, or rebuild the current one with `ragspine ingest`; current is unchanged")
     if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
         raise RagspineError(
             f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "

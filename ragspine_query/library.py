@@ -70,6 +70,15 @@ def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
     return manifest
 
 
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of a file, None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddingMatrix:
     """Memory-mapped vectors of the non-RESTRICTED chunk rows."""
@@ -90,7 +99,20 @@ class Library:
         self.snapshot_dir = snapshot_dir
         self.manifest = manifest
         # sizes of every file, sha256 of the small ones, then the arrays' bounds (integrity.py)
-        integrity.verify_snapshot_files(snapshot_dir, manifest)
+        hashed: set[str] = set()
+        integrity.verify_snapshot_files(snapshot_dir, manifest, hashed_files=hashed)
+        # the rest (large files: per block) in a background pass; the first query waits for it
+        self._verified = threading.Event()
+        self._verify_error: BaseException | None = None
+        self.verify_stats: dict[str, int] = {}
+        self._verifier = threading.Thread(target=self._verify_rest, args=(frozenset(hashed),), daemon=True,
+                                          name=f"ragspine-verify-{manifest.get('snapshot_id', '')}")
+        self._verifier.start()
+        # files read on demand (mapped arrays over the copy limit, the SQLite chunk file):
+        # their identity now, compared before every query (ensure_verified)
+        self._watched = {rel: _identity(snapshot_dir / rel) for rel, e in (manifest.get("artifacts") or {}).items()
+                         if isinstance(e, dict) and (rel.endswith(".sqlite")
+                                                     or int(e.get("bytes") or 0) > integrity.COPY_AT_OPEN_MAX_FILE_BYTES)}
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
@@ -127,6 +149,38 @@ class Library:
         # map every file now: a snapshot pruned later (retention) stays readable through
         # the open handles, so a long-lived reader never sees a half-deleted snapshot
         self.embeddings()
+
+    # -- verification ----------------------------------------------------------------
+    def _verify_rest(self, hashed: frozenset) -> None:
+        try:
+            self.verify_stats = integrity.verify_blocks(self.snapshot_dir, self.manifest, skip=hashed)
+        except BaseException as exc:  # kept for every query to raise (a located IndexCorruptError)
+            self._verify_error = exc
+        finally:
+            self._verified.set()
+
+    def ensure_verified(self, timeout: float | None = None) -> None:
+        """Wait for the background check of the files not hashed at open (every block of the
+        large ones) and raise what it found: nothing unverified ever ranks.
+
+        Then every file read on demand (the mapped large arrays, the SQLite chunk file) must
+        still be the file this reader opened: one written in place or truncated since would
+        answer wrongly or crash the process (SIGBUS) when read, so the query fails first.
+
+        Raises:
+            IndexCorruptError: a block or file whose bytes changed, or a file changed since
+                open (named, with what to do).
+        """
+        self._verified.wait(timeout)
+        if self._verify_error is not None:
+            raise self._verify_error
+        for rel, seen in self._watched.items():
+            now = _identity(self.snapshot_dir / rel)
+            if now != seen:
+                what = ("was removed" if now is None or seen is None else "was truncated" if now[1] < seen[1]
+                        else "was written in place")
+                raise integrity.corrupt(self.snapshot_dir, rel, f"{what} after this reader opened it (a published file "
+                                        "must never change); this reader stops serving it: open the library again")
 
     # -- artifacts -------------------------------------------------------------------
     def artifact_path(self, name: str) -> Path | None:

@@ -31,6 +31,7 @@ from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languag
                      weighted_score_fusion)
 from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
 from ragspine_query.library import Library
+from ragspine_query.limits import check_query
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
 from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates
@@ -352,8 +353,12 @@ class HybridRetriever:
 
         Raises:
             ConfigError: ``top_k`` is negative.
+            QueryError: the query is outside the limits of :mod:`ragspine_query.limits`
+                (too long, too many words, nothing searchable).
         """
+        check_query(query)
         top_k = check_top_k(top_k)
+        self.library.ensure_verified()  # the background pass over the large files (library.py) found no damage
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
             return SearchResult(hits, tracer.freeze(query) if explain else None)
@@ -592,7 +597,8 @@ class MultiIndexRetriever:
 
     def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
         """Route, search every chosen library (each records its own stages when traced),
-        fuse the libraries' rankings with weighted RRF."""
+        fuse the libraries' rankings with weighted RRF. The query limits apply (:mod:`ragspine_query.limits`)."""
+        check_query(query)
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)

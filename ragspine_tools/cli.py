@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -148,6 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader went away (``poll`` reports an error
+    on a pipe without readers); if so it is pointed at /dev/null, so the interpreter's last
+    flush does not complain either."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLERR for _, ev in poller.poll(0)):
+            return False
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in a test, closed)
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -170,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if _stdout_closed():  # `ragspine query … | head`: the reader has all it wanted; say nothing
+            return 141  # what a shell reports for a process ended by SIGPIPE
+        print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # never a traceback: one located line (ragspine_core.failure)
         print(f"error: {describe_unexpected(exc)}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ragspine_core.errors import ConfigError, DatasetError
+from ragspine_core.errors import ConfigError, DatasetError, QueryError
 
 DEFAULT_EVAL_ROOT = Path("data") / "eval"
 EVAL_DEPTH = 100
@@ -241,7 +241,10 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
     for i, qid in enumerate(qids, 1):
         query = dataset.queries[qid]
         # what a user is shown: RESTRICTED chunks never enter the ranking
-        hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+        try:
+            hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+        except QueryError as exc:  # the product's query limits apply to evaluation too
+            raise DatasetError(f"query {qid!r} of the dataset is refused: {exc}") from exc
         if reranker is not None:
             hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
         # rank-based document scores: the evaluated order is exactly the order a user sees

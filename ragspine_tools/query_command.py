@@ -110,6 +110,7 @@ def run_graph(args: argparse.Namespace) -> int:
 
     gate = not args.no_gate
     with open_library(args.library_dir) as lib:
+        lib.ensure_verified()  # the large files' background check (library.py)
         if args.question == "rollup":
             answer = rollup(lib, args.parent, args.metric, args.period, gate=gate, facts_per_subject=args.facts)
         elif args.question == "peers":
@@ -151,6 +152,7 @@ def run_global(args: argparse.Namespace, settings: Settings | None = None) -> in
     settings = settings if settings is not None else Settings.from_env()
 
     with open_library(args.library_dir) as lib:
+        lib.ensure_verified()  # the large files' background check (library.py)
         communities = community_themes(lib, args.text, top_n=top)
         tree = []
         if lib.summary_tree() is not None:

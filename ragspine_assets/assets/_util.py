@@ -13,6 +13,8 @@ from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for 
 
 from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
+from ragspine_index.locks import claim_library, release_library
+from ragspine_index.repair import call_step
 
 if TYPE_CHECKING:
     from ragspine_assets.progress import RateMeter
@@ -113,6 +115,7 @@ def step_context(context: ExecutionContext, ragspine: "RagspineConfig", *, llm: 
 
     ``llm``: the step may call the ``summarizer_llm`` resource (``make_llm``)."""
     paths = ragspine.library_paths(context.partition_key)
+    claim_library(paths, run_id_of(context), run_unfinished=_run_unfinished(context), step=_step_name(context))
     log, progress = step_log(context)
     provider = ragspine.summarizer_llm if llm else None
     return StepContext(
@@ -121,6 +124,28 @@ def step_context(context: ExecutionContext, ragspine: "RagspineConfig", *, llm: 
         keep=ragspine.keep_snapshots, code_versions=CODE_VERSIONS, log=log, report_progress=progress,
         ann=AnnConfig(min_vectors=ragspine.ann_min_vectors),
         make_llm=provider.make if provider is not None else None)
+
+
+def _run_unfinished(context: ExecutionContext):
+    """``run_id -> True (unfinished) / False (finished) / None (unknown)`` on the run's instance,
+    for :func:`~ragspine_index.locks.claim_library` (one writer per library on every path)."""
+    from ragspine_assets.runs import UNFINISHED
+
+    def unfinished(run_id: str) -> bool | None:
+        try:
+            run = context.instance.get_run_by_id(run_id)
+        except Exception:  # no instance (a direct invocation in a test): unknown
+            return None
+        return None if run is None else run.status in UNFINISHED
+
+    return unfinished
+
+
+def _step_name(context: ExecutionContext) -> str:
+    try:
+        return str(context.op_def.name)
+    except Exception:
+        return ""
 
 
 def check_specs(step: Step) -> list[dg.AssetCheckSpec]:
@@ -161,6 +186,10 @@ def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineCon
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
     _tag_run_host(context)
     try:
-        return step.function(step_context(context, ragspine, llm=llm), **inputs)
+        ctx = step_context(context, ragspine, llm=llm)  # claims the library for this run (locks.claim_library)
+        result = call_step(step, ctx, inputs)  # names the step, locates SQLite damage
     except BlockingCheckError as exc:
         raise dg.Failure(str(exc)) from exc
+    if step.name == "index_manifest":  # published: the run's writing is over
+        release_library(ctx.paths, ctx.run_id)
+    return result

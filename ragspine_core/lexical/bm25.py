@@ -205,15 +205,19 @@ class BM25Index:
         if not params_path.exists():
             raise IndexNotFoundError(f"no BM25 index at {d}: materialize the bm25_index asset")
         mode: Literal["r"] | None = "r" if mmap else None
+        from ragspine_core.integrity import map_or_copy
+
+        def load(path: Path) -> np.ndarray:  # small arrays copied, large ones mapped (integrity.map_or_copy)
+            return map_or_copy(path) if mode else np.load(path, mmap_mode=None)
         try:
             meta = json.loads(params_path.read_text(encoding="utf-8"))
             tokens = json.loads((d / schema.BM25_VOCAB).read_text(encoding="utf-8"))["tokens"]
             arrays = BM25Arrays(
                 tokens=tokens,
-                indptr=np.load(d / schema.BM25_INDPTR, mmap_mode=mode),
-                postings=np.load(d / schema.BM25_POSTINGS, mmap_mode=mode),
-                impacts=np.load(d / schema.BM25_IMPACTS, mmap_mode=mode),
-                max_impact=np.load(d / schema.BM25_MAX_IMPACT, mmap_mode=mode),
+                indptr=load(d / schema.BM25_INDPTR),
+                postings=load(d / schema.BM25_POSTINGS),
+                impacts=load(d / schema.BM25_IMPACTS),
+                max_impact=load(d / schema.BM25_MAX_IMPACT),
                 doc_lengths=np.zeros(int(meta["n_rows"]), dtype=np.int32),
                 params=BM25Params(float(meta["k1"]), float(meta["b"])),
                 avgdl=float(meta["avgdl"]),

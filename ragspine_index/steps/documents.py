@@ -125,7 +125,16 @@ def _saved_documents(path: str) -> tuple[SourceDocument, ...]:
     in-process executor) they would each re-read it: 6 x ~5 s at a million chunks. The
     file is content-addressed (its name is the hash of its bytes), so it never changes.
     """
-    records = json.loads(Path(path).read_bytes())
+    data = Path(path).read_bytes()
+    folder = Path(path).parent
+    if not hashlib.sha256(data).hexdigest().startswith(folder.name):  # named by the hash of its bytes
+        from ragspine_index.artifacts import discard_work_output
+
+        discard_work_output(folder)
+        raise RagspineError(
+            f"{path} changed after it was written (a damaged file): it was removed and is not read; "
+            "re-materialize the documents asset (`ragspine ingest` of this library does)")
+    records = json.loads(data)
     return tuple(SourceDocument(**{**r, "extra": tuple(tuple(p) for p in r["extra"]),
                                    "regions": tuple(tuple(g) for g in r.get("regions", ()))}) for r in records)
 

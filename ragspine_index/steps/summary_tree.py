@@ -48,7 +48,7 @@ from ragspine_core import schema
 from ragspine_core.errors import ConfigError
 from ragspine_core.records import is_restricted
 
-from ragspine_index.artifacts import LibraryPaths, sha256_json, write_once
+from ragspine_index.artifacts import LibraryPaths, intact_snapshot_part, reusable_work_output, sha256_json, write_once
 from ragspine_index.chunk_store import ChunkStore, count_active_chunks
 from ragspine_index.steps.documents import DocumentSet
 from ragspine_index.steps.chunk_embeddings import EmbeddingCache, EmbeddingRef, text_hash
@@ -196,7 +196,7 @@ def build_summary_tree(paths: LibraryPaths, leaves: Leaves, leaf_vectors: np.nda
     h = sha256_json([SUMMARY_TREE_VERSION, SUMMARY_TREE_BUILD, input_hash, summarizer.id, vector_kind, asdict(params)])
     target = paths.work_dir("summary_tree", h)
     meta_path = target / schema.TREE_META
-    if meta_path.is_file():
+    if reusable_work_output(target) and meta_path.is_file():  # checked against its record first
         return _ref_from_meta(target, json.loads(meta_path.read_text(encoding="utf-8")), h, time.perf_counter() - t0)
     blocked_set = set(blocked)
     leaf_texts = [_scrub(t, blocked_set) for t in leaves.texts]
@@ -474,8 +474,10 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
         store_leaf_vectors = True
     input_hash = sha256_json([index_text.content_hash, vec_hash, sha256_json(list(leaves.texts)), blocked])
     summary_cache = Path(ctx.cache_path).parent / "summaries.sqlite"
-    previous = previous_clusters(ctx.paths.current / schema.SUMMARY_TREE_DIR, summarizer_id=summarizer.id,
-                                 vector_kind=vector_kind, params=params)
+    serving = ctx.paths.current
+    previous = previous_clusters(serving / schema.SUMMARY_TREE_DIR, summarizer_id=summarizer.id,
+                                 vector_kind=vector_kind, params=params) \
+        if intact_snapshot_part(serving, schema.SUMMARY_TREE_DIR) else {}  # a damaged tree is never reused
     ref = build_summary_tree(ctx.paths, leaves, leaf_vectors, embed=embed, vector_kind=vector_kind, summarizer=summarizer,
                              summary_cache_path=summary_cache, params=params,
                              blocked=blocked, input_hash=input_hash, store_leaf_vectors=store_leaf_vectors,

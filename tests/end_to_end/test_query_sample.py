@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ragspine_index.source_documents.parse_library import parse_library
-from ragspine_core import schema
+from ragspine_core import integrity, schema
 from ragspine_core.errors import FilterError, IndexIncompatibleError, IndexNotFoundError
 from ragspine_query.library import open_library
 from ragspine_query.agent_api import NarrativeIndexRetriever, build_narrative_retriever
@@ -240,7 +240,10 @@ def test_zero_top_k_and_unknown_words_return_nothing(bm25):
 def test_published_snapshot_is_opened_read_only(library):
     with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|attempt to write"):
         library.execute_read(f"DELETE FROM {schema.CHUNK_TABLE}")
-    assert isinstance(library.bm25.impacts, np.memmap) and isinstance(library.bm25.postings, np.memmap)
+    # small arrays are copied at open (a file changed in place later cannot change this reader), large ones mapped
+    small = library.bm25.postings.nbytes <= integrity.COPY_AT_OPEN_MAX_FILE_BYTES
+    assert isinstance(library.bm25.impacts, np.memmap) is not small and isinstance(library.bm25.postings, np.memmap) is not small
+    assert not library.bm25.postings.flags.writeable or small
     assert library.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE}")[0][0] == library.n_chunks
 
 

@@ -166,12 +166,18 @@ def test_build_is_deterministic(corpus):
         assert getattr(a, name).tobytes() == getattr(b, name).tobytes()
 
 
-def test_bm25_arrays_round_trip_through_disk_memory_mapped(tmp_path, corpus, queries, index):
+@pytest.mark.parametrize("mapped", [True, False])
+def test_bm25_arrays_round_trip_through_disk_memory_mapped(tmp_path, corpus, queries, index, mapped, monkeypatch):
+    """Arrays over ``integrity.COPY_AT_OPEN_MAX_FILE_BYTES`` are memory-mapped; smaller ones
+    are read into memory (a file changed in place later cannot change the reader)."""
+    from ragspine_core import integrity
     from ragspine_index.steps.bm25_index import write_bm25_arrays
 
+    if mapped:
+        monkeypatch.setattr(integrity, "COPY_AT_OPEN_MAX_FILE_BYTES", 0)
     write_bm25_arrays(tmp_path, build_bm25_arrays(corpus), "spec@1")
     loaded = BM25Index.load(tmp_path)
-    assert isinstance(loaded.impacts, np.memmap) and isinstance(loaded.postings, np.memmap)
+    assert isinstance(loaded.impacts, np.memmap) is mapped and isinstance(loaded.postings, np.memmap) is mapped
     for q in queries[:10]:
         a_rows, a_scores = loaded.search(q, k=20)
         b_rows, b_scores = index.search(q, k=20)

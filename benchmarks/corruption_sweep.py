@@ -1,0 +1,253 @@
+"""Corruption sweep: damage every file of a library, six ways, and check readers and repair.
+
+For every file of the serving snapshot, of ``work/``, the chunk store, the embedding cache
+and ``history.jsonl``, and each damage kind — ``trunc_half``, ``trunc_zero``,
+``flip_mid`` (32 bytes in the middle), ``flip_head`` (the first 32 bytes), ``flip_spread``
+(one byte in every 1/16th), ``delete`` — on a fresh copy of a built library:
+
+1. **fresh reader**: ``ragspine query`` in every mode (``auto``, ``bm25``, ``hybrid``,
+   ``graph``, ``--tree collapsed``), each in a child process; the outcome is ``same``
+   (the answer of the undamaged library), ``error`` (exit 2, one located line),
+   ``DIFF`` (exit 0 with another answer: silent) or ``CRASH`` (a signal, a traceback,
+   another exit code);
+2. **long-lived reader**: a child opens the library once and answers in ``bm25``,
+   ``hybrid`` and ``graph`` *before* the damage, waits, and answers again after it (the
+   damage written in place into files it has mapped): ``same`` / ``error`` / ``DIFF``
+   (another ranking, exit 0) / ``CRASH`` (the process died: SIGBUS, SIGSEGV, a traceback);
+3. **repair**: one ingest of the unchanged sources (``build_library``, what ``ragspine
+   ingest`` runs), after the repair command the error names when the damaged file is an
+   input of the build (chunk store, cache); ``ok`` when the serving snapshot then
+   passes ``--verify`` and answers as before, else ``FAIL``.
+
+Prints one line per case and a tally; exit 1 when any ``DIFF``/``CRASH``/``FAIL``.
+
+Usage::
+
+    python benchmarks/corruption_sweep.py --workdir /tmp/sweep               # every file, every kind
+    python benchmarks/corruption_sweep.py --workdir /tmp/sweep --kinds flip_mid,delete --max-files 20
+    python benchmarks/corruption_sweep.py --workdir /tmp/sweep --library data/artifacts/big --raw data/raw/big
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KINDS = ("trunc_half", "trunc_zero", "flip_mid", "flip_head", "flip_spread", "delete")
+MODES = (("auto", []), ("bm25", ["--mode", "bm25"]), ("hybrid", ["--mode", "hybrid"]), ("graph", ["--mode", "graph"]),
+         ("tree", ["--tree", "collapsed"]))
+QUERY = "Acme product launch history"
+DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
+TIMEOUT_S = 300
+
+
+def env() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")},
+            "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "PYTHONIOENCODING": "utf-8"}
+
+
+def damage(path: Path, kind: str) -> None:
+    if kind == "delete":
+        path.unlink()
+        return
+    data = bytearray(path.read_bytes())
+    if kind == "trunc_half":
+        data = data[: len(data) // 2]
+    elif kind == "trunc_zero":
+        data = bytearray()
+    elif kind == "flip_mid":
+        for i in range(len(data) // 2, min(len(data), len(data) // 2 + 32)):
+            data[i] ^= 0xFF
+    elif kind == "flip_head":
+        for i in range(min(32, len(data))):
+            data[i] ^= 0xFF
+    elif kind == "flip_spread":
+        for k in range(16):
+            if data:
+                data[k * len(data) // 16] ^= 0x5A
+    with open(path, "r+b") as fh:  # in place: the same inode, as a disk error or a stray writer would
+        fh.write(bytes(data))
+        fh.truncate(len(data))
+
+
+FRESH = textwrap.dedent(r'''
+    import io, json, sys
+    from contextlib import redirect_stderr, redirect_stdout
+    from ragspine_tools.cli import main
+    lib, query = sys.argv[1], sys.argv[2]
+    out = {}
+    for name, flags in json.loads(sys.argv[3]):  # each call opens the library afresh
+        o, e = io.StringIO(), io.StringIO()
+        with redirect_stdout(o), redirect_stderr(e):
+            rc = main(["query", lib, query, "--json", *flags])
+        out[name] = [rc, o.getvalue() if rc == 0 else e.getvalue()]
+    print(json.dumps(out))
+''')
+
+
+def answer_fresh(library: Path) -> dict[str, tuple[int, str]]:
+    """Every mode, each through ``ragspine query`` opening the library afresh (one child
+    process for all: a crash of it is a crash of every mode)."""
+    done = subprocess.run([sys.executable, "-c", FRESH, str(library), QUERY, json.dumps([list(m) for m in MODES])],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, env=env())
+    try:
+        return {k: (v[0], v[1]) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+    except (ValueError, IndexError):
+        return {name: (done.returncode or -1, done.stderr[-300:]) for name, _ in MODES}
+
+
+LONG_LIVED = textwrap.dedent(r'''
+    import json, os, sys, time
+    from ragspine_core.errors import RagspineError
+    from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+    lib_dir, query, go = sys.argv[1], sys.argv[2], sys.argv[3]
+    lib = open_library(lib_dir)  # opened once, kept open across the damage
+    retrievers = {m: HybridRetriever(lib, config=RetrievalConfig(mode=m)) for m in ("bm25", "hybrid", "graph")}
+    def answer(m):
+        try:
+            return [0, [h.chunk_id for h in retrievers[m].search(query, top_k=10)]]
+        except RagspineError as exc:
+            return [2, " ".join(str(exc).split())]
+    before = {m: answer(m) for m in retrievers}
+    print(json.dumps(before), flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    after = {m: answer(m) for m in retrievers}
+    print(json.dumps({m: ("same" if after[m] == before[m] else "error" if after[m][0] == 2 else "DIFF")
+                      for m in retrievers}), flush=True)
+''')
+
+
+def classify(base: tuple[int, str], got: tuple[int, str]) -> str:
+    rc, text = got
+    if rc == 0:
+        return "same" if text == base[1] else "DIFF"
+    if rc == 2 and len(text.strip().splitlines()) == 1 and "Traceback" not in text and "unexpected" not in text:
+        return "error"
+    return "CRASH"
+
+
+def build(data: Path) -> str:
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
+
+    paths = LibraryPaths("tiny", data / "raw" / "tiny", data / "artifacts" / "tiny")
+    return build_library(paths, embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite").snapshot_id
+
+
+def targets(data: Path) -> list[Path]:
+    lib = data / "artifacts" / "tiny"
+    snap = (lib / "current").resolve()
+    files = sorted(p for p in snap.rglob("*") if p.is_file())
+    files += sorted(p for p in (lib / "work").rglob("*") if p.is_file())
+    files += [lib / "chunk_store.sqlite", data / "cache" / "embeddings.sqlite", lib / "history.jsonl"]
+    return files
+
+
+def repair(data: Path, error_text: str) -> None:
+    """Run the repair the error names for an input of the build (a `mkdir`/`mv`/`rm` command)."""
+    for part in error_text.split("`")[1::2]:
+        cmd = part.split(" && ragspine ingest")[0]
+        if cmd.startswith(("mkdir ", "rm ", "mv ")):
+            subprocess.run(["bash", "-c", cmd], check=False, timeout=60)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--max-files", type=int, default=0, help="at most this many files (spread over the list; 0: all)")
+    p.add_argument("--no-long-lived", action="store_true")
+    args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    base_data = args.workdir / "base"
+    if not (base_data / "artifacts" / "tiny" / "current").exists():
+        shutil.rmtree(base_data, ignore_errors=True)
+        raw = base_data / "raw" / "tiny"
+        raw.mkdir(parents=True)
+        for name in DOCS:
+            shutil.copy2(REPO / "data" / "raw" / "sample" / name, raw / name)
+        build(base_data)
+    baseline = answer_fresh(base_data / "artifacts" / "tiny")
+    files = targets(base_data)
+    if args.max_files and len(files) > args.max_files:
+        step = len(files) / args.max_files
+        files = [files[int(i * step)] for i in range(args.max_files)]
+    tally: collections.Counter = collections.Counter()
+    bad = 0
+    t0 = time.perf_counter()
+    for f in files:
+        rel = f.relative_to(base_data)
+        if "/snapshots/" in rel.as_posix():
+            rel = Path("artifacts/tiny/current") / Path(*f.relative_to((base_data / "artifacts/tiny/current").resolve()).parts)
+        for kind in args.kinds.split(","):
+            case = args.workdir / "case"
+            shutil.rmtree(case, ignore_errors=True)
+            subprocess.run(["cp", "-a", str(base_data), str(case)], check=True, timeout=120)
+            lib = case / "artifacts" / "tiny"
+            target = case / rel
+            if not target.exists():
+                continue
+            reader = None
+            go = case / ".go"
+            if not args.no_long_lived:
+                reader = subprocess.Popen([sys.executable, "-c", LONG_LIVED, str(lib), QUERY, str(go),
+                                           json.dumps([[n, fl] for n, fl in MODES])],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+                assert reader.stdout is not None
+                reader.stdout.readline()  # answered before the damage
+            damage(target, kind)
+            fresh = answer_fresh(lib)
+            outcomes = [classify(baseline[m], fresh[m]) for m, _ in MODES]
+            if reader is not None:
+                go.touch()
+                try:
+                    out, err = reader.communicate(timeout=TIMEOUT_S)
+                    after = json.loads(out.strip().splitlines()[-1]) if reader.returncode == 0 and out.strip() else None
+                except (subprocess.TimeoutExpired, ValueError, IndexError):
+                    reader.kill()
+                    after, err = None, "timeout"
+                if after is None:
+                    outcomes.append(f"long:CRASH(rc {reader.returncode} {err.strip().splitlines()[-1][:80] if err.strip() else ''})")
+                else:
+                    outcomes += [f"long:{v}" for v in after.values()]
+            errors = [fresh[m][1] for m, _ in MODES if fresh[m][0] == 2]
+            try:
+                build(case)
+            except Exception as exc:  # an input of the build: run the repair it names, then ingest again
+                repair(case, str(exc))
+                try:
+                    build(case)
+                except Exception as exc2:
+                    outcomes.append(f"FAIL({' '.join(str(exc2).split())[:100]})")
+            from ragspine_core.integrity import verify_snapshot
+
+            try:
+                verify_snapshot((lib / "current").resolve(), full=True)
+                again = answer_fresh(lib)
+                outcomes.append("repair:ok" if all(classify(baseline[m], again[m]) == "same" for m, _ in MODES)
+                                else "repair:FAIL(answers differ)")
+            except Exception as exc:
+                outcomes.append(f"repair:FAIL({' '.join(str(exc).split())[:100]})")
+            for o in outcomes:
+                tally[o.split("(")[0]] += 1
+            worst = [o for o in outcomes if "DIFF" in o or "CRASH" in o or "FAIL" in o]
+            bad += bool(worst)
+            print(f"{rel.as_posix():60s} {kind:11s} {' '.join(sorted(set(outcomes)))}"
+                  + (f"  <- {errors[0][:120]}" if worst and errors else ""), flush=True)
+    print(f"\n{sum(1 for _ in tally)} outcome kinds: {dict(sorted(tally.items()))}; cases with a problem: {bad}; "
+          f"{time.perf_counter() - t0:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""What verifying a snapshot costs a reader: open time and first-query time at N chunks.
+
+Builds (or reuses, ``--reuse``) a synthetic library of about ``--chunks`` chunks through
+:func:`ragspine_index.pipeline.build_library` (the assets' steps; seeded synthetic
+passages of ``ragspine bench --scale``; no embedding (the deterministic test backend
+leaves a few synthetic passages without a unit vector), no summary tree: the large files
+are the BM25 arrays, the relation graph and chunks.sqlite; verification cost is per byte,
+so the throughput extrapolates to vector files), then measures, each in a fresh Python process, the median of
+``--rounds`` runs (warm page cache: the figures are CPU cost, not disk reads):
+
+* ``open``: :func:`ragspine_query.open_library` (every file's size, sha256 of the files up
+  to 8 MiB within 64 MiB, array bounds);
+* ``background``: the pass over what open did not hash (every 4 MiB block of the large
+  files), on its own thread, measured from the end of open until it finishes;
+* ``first_query``: open → the first ``HybridRetriever.search`` returns (it waits for the
+  pass), and the same with the pass switched off, i.e. what the pass adds;
+* ``verify_full``: ``ragspine snapshots --verify`` (every file hashed, single thread).
+
+Usage::
+
+    python benchmarks/verify_cost.py --chunks 100000 --workdir /tmp/verify100k
+    python benchmarks/verify_cost.py --chunks 100000 --workdir /tmp/verify100k --reuse
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CHILD = r'''
+import json, sys, time
+t0 = time.perf_counter()
+from ragspine_core import integrity
+if sys.argv[2] == "off":
+    integrity.verify_blocks = lambda *a, **k: {"files": 0, "blocks": 0, "bytes": 0}
+from ragspine_query import HybridRetriever, open_library
+t_import = time.perf_counter()
+lib = open_library(sys.argv[1])
+t_open = time.perf_counter()
+lib.ensure_verified()
+t_bg = time.perf_counter()
+r = HybridRetriever(lib)
+hits = r.search("synthetic clause revenue", top_k=10)
+t_q = time.perf_counter()
+print(json.dumps({"open_s": t_open - t_import, "background_s": t_bg - t_open, "first_query_s": t_q - t_import,
+                  "stats": lib.verify_stats, "hits": len(hits)}))
+'''
+
+
+def build(workdir: Path, chunks: int) -> Path:
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
+    from ragspine_tools.bench.bench_scale import write_library
+
+    raw = workdir / "raw" / "synthetic"
+    write_library(raw, math.ceil(chunks / 3.26), 20240601, 'summarizer = "none"\n')
+    paths = LibraryPaths("synthetic", raw, workdir / "artifacts" / "synthetic")
+    t0 = time.perf_counter()
+    build_library(paths, embedding="none", cache_path=workdir / "cache" / "embeddings.sqlite")
+    print(f"built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return paths.root
+
+
+def measure(root: Path, rounds: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])}
+    out: dict = {}
+    for mode in ("on", "off"):
+        runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD, str(root), mode], capture_output=True, text=True,
+                                          check=True, timeout=1800, env=env).stdout) for _ in range(rounds)]
+        out[mode] = {k: statistics.median(r[k] for r in runs) for k in ("open_s", "background_s", "first_query_s")}
+        out[mode]["stats"] = runs[-1]["stats"]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ragspine_tools.cli", "snapshots", str(root), "--verify"], check=True,
+                   capture_output=True, timeout=1800, env=env)
+    out["verify_full_s"] = time.perf_counter() - t0
+    snap = (root / "current").resolve()
+    manifest = json.loads((snap / "manifest.json").read_text())
+    out["chunks"] = manifest["counts"]["chunks"]
+    out["snapshot_bytes"] = sum(a["bytes"] for a in manifest["artifacts"].values())
+    out["large_files"] = {rel: a["bytes"] for rel, a in manifest["artifacts"].items() if "blocks" in a}
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--chunks", type=int, default=100_000)
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--reuse", action="store_true")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    root = args.workdir / "artifacts" / "synthetic"
+    if not args.reuse:
+        root = build(args.workdir, args.chunks)
+    print(json.dumps(measure(root, args.rounds), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""One command repairs (issue 43): a re-ingest of unchanged sources rebuilds every damaged
+artifact of the serving snapshot or of ``work/`` and publishes a verified snapshot; a
+damaged old snapshot is quarantined so ``--verify`` passes again; damaged SQLite files
+and history are located errors that name a repair that works."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from ragspine_core import integrity, schema
+from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
+from ragspine_index.artifacts import LibraryPaths
+from ragspine_index.pipeline import build_library
+from ragspine_query import open_library
+from ragspine_tools.cli import main as cli_main
+
+from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT
+
+DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    data = tmp_path_factory.mktemp("repair") / "data"
+    raw = data / "raw" / "tiny"
+    raw.mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy2(REPO_ROOT / "data" / "raw" / "sample" / name, raw / name)
+    build(data)
+    return data
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for var in RAGSPINE_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def lib_paths(data: Path) -> LibraryPaths:
+    return LibraryPaths("tiny", data / "raw" / "tiny", data / "artifacts" / "tiny")
+
+
+def build(data: Path):
+    return build_library(lib_paths(data), embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite")
+
+
+def copy(tiny: Path, tmp_path: Path) -> Path:
+    """A copy that keeps the hard links between snapshot files and work/ outputs."""
+    data = tmp_path / "data"
+    subprocess.run(["cp", "-a", str(tiny), str(data)], check=True, timeout=60)
+    return data
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = cli_main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def flip_in_place(path: Path, n: int = 32) -> None:
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    for i in range(mid, min(len(data), mid + n)):
+        data[i] ^= 0xFF
+    with open(path, "r+b") as fh:  # same inode: the hard-linked work/ file sees it too
+        fh.write(bytes(data))
+
+
+def assert_serving_verified(data: Path, sid: str) -> None:
+    paths = lib_paths(data)
+    assert paths.current.resolve().name == sid
+    integrity.verify_snapshot(paths.current.resolve(), full=True)
+    with open_library(paths.root) as lib:
+        assert lib.snapshot_id == sid and lib.n_chunks > 0
+    rc, out, err = run_cli("snapshots", str(paths.root), "--verify")
+    assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("rel", [f"{schema.BM25_DIR}/{schema.BM25_POSTINGS}", f"{schema.SUMMARY_TREE_DIR}/{schema.TREE_META}",
+                                 f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"])
+def test_a_deleted_file_of_the_serving_snapshot_is_rebuilt_by_one_ingest(tiny, tmp_path, rel):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    (paths.current / rel).unlink()
+    rc, _, err = run_cli("query", str(paths.root), "product launch")
+    assert rc == 2 and rel.split("/")[-1] in err and f"ragspine ingest {data / 'raw' / 'tiny'}" in err
+    result = build(data)  # the same sources: the same snapshot id, its files rebuilt
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_flipped_bytes_in_a_summary_tree_work_file_are_never_read_and_are_rebuilt(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    [tree_json] = list((paths.work / "summary_tree").glob(f"*/{schema.TREE_META}"))
+    flip_in_place(tree_json)
+    with pytest.raises(IndexCorruptError):  # the serving snapshot shares the inode
+        open_library(paths.root)
+    result = build(data)  # was: "unexpected UnicodeDecodeError … please report"
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_every_damaged_work_file_is_rebuilt_by_one_ingest(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    victims = sorted(p for p in paths.work.rglob("*") if p.is_file() and "/.records/" not in p.as_posix())
+    assert len(victims) > 10
+    for v in victims:  # every work file damaged at once
+        flip_in_place(v, 8)
+    result = build(data)
+    assert result.snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+def test_a_damaged_retained_snapshot_is_quarantined_so_verify_passes_after_the_repair(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    old = paths.current.resolve()
+    # a second snapshot, then damage a file only the old one has (its chunks.sqlite)
+    (paths.raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    new = build(data).snapshot_id
+    assert new != old.name
+    flip_in_place(old / schema.SNAPSHOT_CHUNKS_FILE, 64)
+    rc, out, _ = run_cli("snapshots", str(paths.root), "--verify")
+    assert rc == 2 and old.name in out
+    assert build(data).snapshot_id == new
+    assert not old.exists() and (paths.root / "quarantine" / old.name).is_dir()
+    assert_serving_verified(data, new)
+    history = [json.loads(line) for line in (paths.root / "history.jsonl").read_text().splitlines()]
+    assert any(r["snapshot_id"] == old.name and r["run_id"] == "quarantine-damaged" and "chunks.sqlite" in r["quarantined"]
+               for r in history)
+    with pytest.raises(RagspineError, match="damaged"):  # never rolled back to
+        from ragspine_index.publish import rollback
+
+        rollback(paths, old.name)
+
+
+def test_the_missing_file_error_is_an_index_not_found_error_naming_the_file(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    (paths.current / schema.BM25_DIR / schema.BM25_INDPTR).unlink()
+    with pytest.raises(IndexNotFoundError, match="indptr.npy is missing"):
+        integrity.verify_snapshot(paths.current.resolve(), full=True)
+
+
+def flip_header(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(32):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def run_shell(command: str) -> None:
+    subprocess.run(["bash", "-c", command], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("damage", ["header", "truncate"])
+def test_a_damaged_chunk_store_is_named_with_a_repair_that_works(tiny, tmp_path, damage):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    if damage == "header":
+        flip_header(paths.chunk_store)
+    else:
+        paths.chunk_store.write_bytes(paths.chunk_store.read_bytes()[:8192])
+    with pytest.raises(IndexCorruptError) as info:
+        build(data)
+    msg = str(info.value)
+    assert f"chunk store {paths.chunk_store}" in msg and "the serving snapshot is unchanged" in msg
+    assert paths.current.resolve().name == sid
+    repair = msg.split("`")[1]
+    assert repair.endswith(f"ragspine ingest {paths.raw}")
+    run_shell(repair.split(" && ragspine ingest")[0])  # the command named, but the ingest: run in-process here
+    assert build(data).snapshot_id == sid  # rebuilt from the sources: the same content
+    assert_serving_verified(data, sid)
+
+
+def test_a_damaged_embedding_cache_is_named_with_a_repair_that_works(tiny, tmp_path):
+    data = copy(tiny, tmp_path)
+    sid = lib_paths(data).current.resolve().name
+    cache = data / "cache" / "embeddings.sqlite"
+    flip_header(cache)
+    (lib_paths(data).raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    with pytest.raises(IndexCorruptError, match=f"the cache {cache} is damaged") as info:
+        build(data)
+    assert lib_paths(data).current.resolve().name == sid
+    run_shell(str(info.value).split("`")[1].split(" && ragspine ingest")[0])
+    new = build(data).snapshot_id
+    assert new != sid
+    assert_serving_verified(data, new)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "zero"])
+def test_a_damaged_history_is_a_located_error_and_one_ingest_repairs_it(tiny, tmp_path, damage):
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    hist = paths.root / "history.jsonl"
+    good = hist.read_bytes()
+    if damage == "flip":
+        flip_in_place(hist, 8)
+    elif damage == "truncate":
+        hist.write_bytes(good[: len(good) // 2])
+    else:
+        hist.write_bytes(bytes(len(good)))
+    rc, out, err = run_cli("snapshots", str(paths.root))
+    assert rc == 2 and f"{hist} line 1 is damaged" in err and f"ragspine ingest {paths.raw}" in err
+    assert "Traceback" not in out + err
+    assert build(data).snapshot_id == sid
+    rc, out, err = run_cli("snapshots", str(paths.root))
+    assert rc == 0 and sid in out, err
+    assert list(paths.root.glob("history.jsonl.damaged-*"))  # the damaged file is kept
+    assert_serving_verified(data, sid)
+
+
+# -- large files: per-block hashes, checked in a background pass before the first query --------------
+def test_large_files_carry_block_hashes_and_a_flipped_bit_is_caught_before_it_ranks(tiny, tmp_path, monkeypatch):
+    from ragspine_index import publish
+    from ragspine_query import HybridRetriever
+
+    monkeypatch.setattr(publish, "HASH_AT_OPEN_MAX_FILE_BYTES", 0)  # every file 'large': blocks recorded
+    monkeypatch.setattr(publish, "BLOCK_BYTES", 1024)
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    (paths.raw / "note.md").write_text("# Note\n\nThe Quokka plant opened in 2024.\n", encoding="utf-8")
+    sid = build(data).snapshot_id
+    snap = paths.current.resolve()
+    manifest = json.loads((snap / schema.MANIFEST_FILE).read_text())
+    rel = f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"
+    entry = manifest["artifacts"][rel]
+    assert len(entry["blocks"]["sha256"]) == -(-entry["bytes"] // 1024)
+    # the block lists are not part of the snapshot id: the same content, the same id without them
+    stripped = {**manifest, "artifacts": {r: {k: v for k, v in a.items() if k != "blocks"}
+                                          for r, a in manifest["artifacts"].items()}}
+    assert integrity.content_snapshot_id(stripped) == sid
+    monkeypatch.setattr(integrity, "HASH_AT_OPEN_MAX_FILE_BYTES", 0)  # the reader hashes nothing at open
+    with open_library(paths.root) as lib:
+        lib.ensure_verified(timeout=60)
+        assert lib.verify_stats["blocks"] >= len(entry["blocks"]["sha256"])
+        assert HybridRetriever(lib).search("Quokka plant", top_k=3)
+    data_bytes = bytearray((snap / rel).read_bytes())
+    data_bytes[len(data_bytes) - 5] ^= 0x01  # one bit of one vector: same size, same shape
+    with open(snap / rel, "r+b") as fh:
+        fh.write(bytes(data_bytes))
+    with open_library(paths.root) as lib:  # opens (sizes and bounds are fine) ...
+        with pytest.raises(IndexCorruptError, match=r"vectors\.npy block \d+ \(bytes \d+-\d+\) does not match"):
+            HybridRetriever(lib).search("Quokka plant", top_k=3)  # ... but never ranks with the damaged block
+    rc, out, err = run_cli("query", str(paths.root), "Quokka plant")
+    assert rc == 2 and "vectors.npy block" in err and f"ragspine ingest {paths.raw}" in err
+    monkeypatch.undo()
+    assert build(data).snapshot_id == sid
+    assert_serving_verified(data, sid)
+
+
+# -- readers that survive: copied small files, watched large ones --------------------------------------
+READER_CHILD = r'''
+import json, sys
+from ragspine_core import integrity
+if sys.argv[3] == "map-all":
+    integrity.COPY_AT_OPEN_MAX_FILE_BYTES = 0  # every array mapped, as in a large library
+from ragspine_core.errors import IndexCorruptError
+from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+lib = open_library(sys.argv[1])
+r = HybridRetriever(lib, config=RetrievalConfig(mode="hybrid"))
+before = [h.chunk_id for h in r.search("product launch storage", top_k=5)]
+print("ready", flush=True)
+sys.stdin.readline()  # the parent damages the files now
+try:
+    after = [h.chunk_id for h in r.search("product launch storage", top_k=5)]
+    print(json.dumps({"same": after == before}))
+except IndexCorruptError as exc:
+    print(json.dumps({"error": str(exc)}))
+'''
+
+
+@pytest.mark.parametrize("mapping,damage,expect", [
+    ("map-all", "truncate", "was truncated after this reader opened it"),
+    ("map-all", "write", "was written in place after this reader opened it"),
+    ("copy-small", "truncate", "same"),
+    ("copy-small", "write", "same"),
+])
+def test_a_long_lived_reader_never_crashes_or_answers_from_a_changed_file(tiny, tmp_path, mapping, damage, expect):
+    """Damage written into files a reader already opened: SIGBUS (truncated mapping) or a
+    silent wrong answer before; now the query fails with a located error (mapped files are
+    checked before every query) or is unchanged (small files were copied at open)."""
+    import os
+    import sys
+
+    from tests.conftest import PYTHON, python_env
+
+    data = copy(tiny, tmp_path)
+    snap = lib_paths(data).current.resolve()
+    child = subprocess.Popen([PYTHON, "-c", READER_CHILD, str(snap), "", mapping], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=python_env(PYTHONPATH=os.pathsep.join(sys.path)))
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    for rel in (f"{schema.BM25_DIR}/{schema.BM25_POSTINGS}", f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"):
+        path = snap / rel
+        raw = path.read_bytes()
+        with open(path, "r+b") as fh:  # the same inode the reader holds
+            if damage == "truncate":
+                fh.truncate(len(raw) // 3)
+            else:
+                fh.seek(len(raw) - 64)
+                fh.write(bytes(64))
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 0, f"rc {child.returncode} (a signal is negative): {err[-1500:]}"
+    result = json.loads(out.strip().splitlines()[-1])
+    if expect == "same":
+        assert result == {"same": True}, result
+    else:
+        assert expect in result["error"] and "open the library again" in result["error"], result
