@@ -18,9 +18,13 @@ Sensitivity fails closed, with the front-matter rules of :mod:`..source_document
 * else a document property that names a sensitivity (``classification``,
   ``sensitivity``, a Microsoft Purview label ``MSIP_Label_<id>_Name``…): its value
   exactly a level → that level; a restricted-type word (``Confidential``, ``Highly
-  Confidential``, ``Secret``…) → ``RESTRICTED``; anything else → an error;
-* else a marking in the sidecar's lines, the properties, the page headers/footers or
-  the first 20 lines of the extracted text: one that names ``RESTRICTED``/
+  Confidential``, ``Secret``…) → ``RESTRICTED``; anything else → an error; a label
+  enabled without its name (``docMetadata/LabelInfo.xml``) → ``RESTRICTED``;
+* else a marking in the sidecar's lines, the properties, the page headers/footers, the
+  other places outside the body a converter reads (:mod:`.markings`: watermarks, text
+  boxes, content controls, tracked changes, slide masters and layouts, print headers,
+  PDF XMP and annotations, the HTML ``<title>``) or the first 20 lines of the extracted
+  text: one that names ``RESTRICTED``/
   ``CONFIDENTIAL``/``SECRET`` (a first-page banner) → ``RESTRICTED``; any other →
   an error;
 * else the folder default (never ``PUBLIC`` unless a ``_library.toml`` says so), else
@@ -51,7 +55,7 @@ from ragspine_index.source_documents.metadata import _make_document, default_doc
 from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ragspine_index.sources.paths import printable_path
-from ragspine_index.converters.converted import ConversionError, ConversionLimits
+from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits
 from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
@@ -240,7 +244,11 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     marking: list[tuple[str, str, str]] = list(default_lines)
     # the file's own properties
     explicit: str | None = None
+    unnamed_label = False
     for name, value in converted.properties:
+        if name == UNNAMED_LABEL_PROPERTY:  # LabelInfo.xml: a label, but not its name
+            unnamed_label = True
+            continue
         shown_name = repr(name) if _PLAIN_NAME.fullmatch(name) else "a property"
         where = f"document property {shown_name}"
         if _LABEL_PROPERTY.fullmatch(name) or _sensitivity_like(_norm_key(name)):
@@ -262,6 +270,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     if converted.title:
         meta["title"] = converted.title
     # the sidecar
+    sidecar_decides = False
     if sidecar is not None:
         try:
             table = tomllib.loads(sidecar.decode("utf-8"))
@@ -287,10 +296,14 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
                     f"sensitivity {level}", field="sensitivity",
                     hint="set the sidecar's sensitivity to RESTRICTED, or remove the label from the file"))
             explicit = level
+            sidecar_decides = True
         meta.update(values)
+    if unnamed_label and not sidecar_decides:
+        explicit = RESTRICTED_SENSITIVITY  # the label may be "Highly Confidential": fail closed
     if errors:
         return errors
     marking += [(f"page header/footer line {i}", line, "body") for i, line in enumerate(converted.header_lines, 1)]
+    marking += [(f"{where} {i}", line, "body") for i, (where, line) in enumerate(converted.marking_lines, 1)]
     marking += _first_body_lines(converted.text, _text_where(converted))
     if explicit is None and _first_marking(marking) is not None:
         # a marking nobody set in metadata: a restricted-type one (a banner) makes it
