@@ -31,7 +31,8 @@ Sensitivity fails closed, with the front-matter rules of :mod:`..source_document
   ``INTERNAL``.
 
 A level that is set (sidecar or property) must not meet a restricted-type marking in
-the rest: that conflict is an error. Every error names the file (the sidecar or the
+the rest, nor be more open than the folder default (the folder is a floor for every file
+in it, Markdown, text and JSONL too): either conflict is an error. Every error names the file (the sidecar or the
 ``_library.toml`` when the fault is there) and never quotes document text.
 """
 
@@ -108,8 +109,9 @@ class ConvertedFiles:
         extra is missing), ``[]`` for a sidecar (read with its file)."""
         if rel.lower().endswith(SIDECAR_SUFFIX):
             target = rel[: -len(SIDECAR_SUFFIX)]
-            if target in self.files and PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES:
-                return []
+            if rel.endswith(SIDECAR_SUFFIX) and target in self.files and \
+                    PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES:
+                return []  # exactly paired (same letter case): read with its file
             return [DocumentError(shown, "is a metadata sidecar, but there is no convertible file "
                                   f"{PurePosixPath(target).name!r} next to it", field="sidecar",
                                   hint="rename it to <file>.meta.toml of a PDF/DOCX/PPTX/XLSX/HTML/CSV file, or "
@@ -141,6 +143,14 @@ class ConvertedFiles:
                          sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
 
     # -- folder defaults ---------------------------------------------------------------
+    def folder_sensitivity(self, rel: str) -> tuple[str | None, list[DocumentError]]:
+        """The ``[defaults]`` sensitivity for ``rel``'s folder (any format: Markdown, text and
+        JSONL files too), and the errors of those ``_library.toml`` files (a file under a
+        broken one cannot know its floor: the caller withdraws it)."""
+        values, errors, _ = self._folder_defaults(rel)
+        level = values.get("sensitivity")
+        return (level.upper() if level else None), errors
+
     def _folder_defaults(self, rel: str) -> tuple[dict[str, str], list[DocumentError], list[tuple[str, str, str]]]:
         """Merged ``[defaults]`` for ``rel``'s folder: values, errors, marking lines."""
         merged: dict[str, str] = {}
@@ -192,6 +202,39 @@ class ConvertedFiles:
                 result = (values, errors + errs, lines)
         self._defaults[folder] = result
         return result
+
+
+def sidecar_claims(rels: list[str], readable: frozenset[str]) -> dict[str, str]:
+    """Each walked file that a sidecar *could* belong to without being its exact pair,
+    mapped to that sidecar's path: fail closed on pairing.
+
+    A sidecar is any walked name ending in ``.meta.toml`` in any letter case. Its exact pair
+    is ``<file>.meta.toml`` of a convertible file in the same letter case, both readable. Any
+    other sidecar (another letter case, ``S.CSV`` against ``s.csv.meta.toml``, a stem
+    sidecar ``s.meta.toml``, a sidecar of a Markdown/text/JSONL file, or one the walk cannot
+    read: a link leaving the library, a dangling link, an unreadable file) claims every file
+    of its folder whose name matches its target ignoring letter case, or whose stem does;
+    those files are withdrawn with a located error instead of served at a default.
+    """
+    by_folder: dict[str, list[str]] = {}
+    for rel in rels:
+        by_folder.setdefault(str(PurePosixPath(rel).parent), []).append(rel)
+    claims: dict[str, str] = {}
+    for rel in rels:
+        if not rel.lower().endswith(SIDECAR_SUFFIX):
+            continue
+        target = rel[: -len(SIDECAR_SUFFIX)]
+        if (rel.endswith(SIDECAR_SUFFIX) and rel in readable and target in readable
+                and PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES):
+            continue
+        name = PurePosixPath(target).name.lower()
+        for other in by_folder.get(str(PurePosixPath(rel).parent), []):
+            if other == rel or other.lower().endswith(SIDECAR_SUFFIX):
+                continue
+            path = PurePosixPath(other)
+            if path.name.lower() == name or path.stem.lower() == name:
+                claims.setdefault(other, rel)
+    return claims
 
 
 def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str, str], list[DocumentError]]:
@@ -318,6 +361,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
         meta, converted.text, library_id=library_id, source_path=shown, error_path=shown,
         default_doc_id=default_doc_id(rel), default_title=PurePosixPath(shown).stem,
         marking_lines=marking,
+        folder_sensitivity=default_values["sensitivity"].upper() if "sensitivity" in default_values else None,
         sensitivity_fix=(f"set it in a sidecar {name}{SIDECAR_SUFFIX} (sensitivity = \"RESTRICTED\" or "
                          "PUBLIC/INTERNAL), or as a [defaults] sensitivity in _library.toml when that is what the "
                          "marking means; an explicit sensitivity in the sidecar decides"),
@@ -325,8 +369,6 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     if not isinstance(result, SourceDocument):
         return list(result)
     sensitivity = result.sensitivity
-    if explicit is None and "sensitivity" in default_values:
-        sensitivity = default_values["sensitivity"].upper()
     return [SourceDocument.create(
         library_id=result.library_id, doc_id=result.doc_id, body=result.body, source_path=result.source_path,
         title=result.title, source_locator=result.source_locator, entity=result.entity, topic=result.topic,
@@ -374,5 +416,5 @@ def _text_where(converted) -> Callable[[int], str]:
     return where
 
 
-__all__ = ["CONVERTER_FIELD", "DEFAULTS_TABLE", "ConvertedFiles"]
+__all__ = ["CONVERTER_FIELD", "DEFAULTS_TABLE", "ConvertedFiles", "sidecar_claims"]
 

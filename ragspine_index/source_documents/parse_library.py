@@ -30,12 +30,13 @@ The walk and link policy are in :mod:`..sources.walk`, the front-matter grammar 
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ragspine_core.errors import ConfigError, DocumentError
 from ragspine_core.records import is_restricted
 
 from ragspine_index.converters import ConvertedFiles
+from ragspine_index.converters.files import sidecar_claims
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.sources.walk import _library_files, _read
 from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
@@ -72,13 +73,23 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     documents: dict[str, SourceDocument] = {}
     errors: list[DocumentError] = []
     skipped: list[str] = []
+    reported: set[tuple[str, str | None, str]] = set()
     entries = _library_files(root)
     by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
     converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    claims = sidecar_claims([entry.rel for entry in entries], frozenset(by_rel))
     for entry in entries:
         shown = printable_path(entry.rel)
         if entry.problem:
             errors.append(DocumentError(shown, entry.problem, field="path", hint=entry.hint))
+            continue
+        if entry.rel in claims:  # a sidecar that may be its own is not its exact pair: fail closed
+            sidecar = printable_path(claims[entry.rel])
+            errors.append(DocumentError(
+                shown, f"the metadata sidecar {sidecar} may belong to it but is not its exact pair, so its "
+                "sensitivity cannot be known", field="sensitivity",
+                hint=f"name the sidecar exactly {PurePosixPath(shown).name}.meta.toml (same letter case; PDF, DOCX, "
+                "PPTX, XLSX, HTML and CSV files only), make it a readable plain file, or delete it"))
             continue
         if entry.path is None:  # a folder link that stays inside the library
             skipped.append(shown + "/")
@@ -91,14 +102,22 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 continue
             items: list[SourceDocument | DocumentError] = converted_items
         else:
+            floor, floor_errors = converted.folder_sensitivity(entry.rel)
+            if floor_errors:  # the folder's default cannot be known: fail closed
+                errors.extend(e for e in floor_errors if (e.path, e.field, str(e)) not in reported)
+                reported.update((e.path, e.field, str(e)) for e in floor_errors)
+                errors.append(DocumentError(shown, "its folder's _library.toml [defaults] cannot be read, so its "
+                                            "sensitivity is unknown", field="sensitivity",
+                                            hint="fix the _library.toml error reported for its folder"))
+                continue
             data = _read(entry, shown)
             if isinstance(data, DocumentError):
                 errors.append(data)
                 continue
             if suffix == JSONL_SUFFIX:
-                items = parse_jsonl(data, entry.rel, lib)
+                items = parse_jsonl(data, entry.rel, lib, floor)
             else:
-                result = parse_document(data, entry.rel, lib)
+                result = parse_document(data, entry.rel, lib, floor)
                 items = [result] if isinstance(result, SourceDocument) else list(result)
         for item in items:
             if isinstance(item, DocumentError):
