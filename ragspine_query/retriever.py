@@ -390,9 +390,15 @@ class HybridRetriever:
         if getattr(query, "language_only", False) and self.language_profile.mixed:
             same = self._row_languages() == query_language(query)  # a variant ranks its own language only
             allowed = same if allowed is None else (allowed & same)
-        n_all = self.library.n_chunks
+        def detail() -> str:
+            # counted over the rows the caller may see: the library's RESTRICTED rows are no number here
+            n_all = self.library.n_chunks
+            if not include_restricted:
+                n_all -= int(np.count_nonzero(self.library.restricted_mask()))
+            return f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed"
+
         tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), tracer.since(t0), query=query,
-                   detail=lambda: f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed")
+                   detail=detail)
         return allowed
 
     def _channel_plan(self, query: str, tracer: Tracer) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
