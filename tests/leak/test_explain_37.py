@@ -30,3 +30,19 @@ def test_a_filtered_explain_counts_visible_rows_only(pair):  # noqa: F811
     with_secret, without = pair
     filters = {"sensitivity": "PUBLIC"}
     assert _explained(with_secret, "board", filters) == _explained(without, "board", filters)
+
+
+def test_the_manifest_lists_no_hash_of_a_restricted_document(pair):  # noqa: F811
+    from ragspine_index.chunk_store import ChunkStore
+    from ragspine_core import schema
+
+    with_secret, _ = pair
+    with open_library(with_secret) as lib:
+        manifest, snapshot = lib.manifest, lib.snapshot_dir
+    assert manifest["documents"]["s1"] is None and manifest["documents"]["s2"] is None
+    assert manifest["documents"]["board"]  # open documents keep theirs
+    with ChunkStore(with_secret / "chunk_store.sqlite") as store:
+        hashes = {r[0] for r in store.execute_read(
+            f"SELECT content_hash FROM {schema.DOCUMENT_TABLE} WHERE doc_id IN ('s1', 's2')")}
+    text = (snapshot / "manifest.json").read_text()
+    assert hashes and not any(h in text for h in hashes)
