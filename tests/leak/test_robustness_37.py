@@ -25,3 +25,24 @@ def test_an_inflated_declared_dimension_costs_no_time():
     converted = convert_xlsx(data, ConversionLimits(seconds=30))
     assert time.monotonic() - started < 5  # was: every one of 1,048,576 rows padded to 16,384 cells
     assert "| cranes | 6 |" in converted.text and "end" in converted.text
+
+
+def test_the_converter_child_does_not_rerun_an_unguarded_calling_script(tmp_path):
+    """A script without ``if __name__ == "__main__"`` that converts a file runs once: the
+    forkserver child used to import (run) it again to rebuild its ``__main__``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "page.html").write_bytes(writers.write_html("# Ports\n\nRotterdam is large.\n"))
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\nsys.path.insert(0, %r)\nprint('SCRIPT-RAN', flush=True)\n"
+        "from ragspine_index.parsing import parse_library\n"
+        "from ragspine_index.converters.isolation import ConverterProcess\n"
+        "assert ConverterProcess.available()\n"
+        "print('DOCS', len(parse_library(%r).documents), flush=True)\n" % (str(Path.cwd()), str(tmp_path / "lib")))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("SCRIPT-RAN") == 1 and "DOCS 1" in done.stdout
