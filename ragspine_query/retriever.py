@@ -202,7 +202,7 @@ class HybridRetriever:
             )
         self.embedding_backend = embedding_backend
         # the snapshot is immutable, so a predicate tuple always yields the same mask
-        self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
+        self._masks: dict[tuple[tuple[Predicate, ...], bool, int], np.ndarray | None] = {}
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
         self._weights = [named.get(c.name, c.default_weight) for c in self.channels]
@@ -296,7 +296,8 @@ class HybridRetriever:
         channel ranks: visible ranks and fused scores then say nothing about them.
         """
         preds = parse_filters(filters, allowed_fields=self.library.filter_fields()) if filters else ()
-        key = (preds, include_restricted)
+        # a newer snapshot that withdraws documents changes the mask (Library.restricted_mask)
+        key = (preds, include_restricted, int(getattr(self.library, "generation", 0)))
         if key in self._masks:
             return self._masks[key]
         mask: np.ndarray | None = None
