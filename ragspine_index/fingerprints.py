@@ -13,8 +13,9 @@ fingerprint.
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from ragspine_index.raptor.summarizers import split_sentences
 
@@ -108,5 +109,78 @@ def text_hits(text: str, keys: set[str]) -> bool:
     return any(norm_sentence(s) in keys for s in split_sentences(text))
 
 
-__all__ = ["MIN_SENTENCE_CHARS", "contains_fingerprint", "norm_sentence", "norm_text", "restricted_keys",
+# ---------------------------------------------------------------- near duplicates (issue 37)
+#: Shingle length: words, or single CJK characters (which carry a word's meaning), in a row.
+SHINGLE_SIZE = 4
+#: A text is derived from RESTRICTED text when at least this share of its shingles are
+#: RESTRICTED-only shingles (in RESTRICTED text, in no open text now). Chosen on measured
+#: edit distributions (``python -m ragspine_tools.bench.bench_near_duplicates``; docs/security.md):
+#: every edit class that marks a document while touching each sentence stays far above it,
+#: the most similar *other* document of a corpus stays far below it.
+NEAR_DUPLICATE_SHARE = 0.5
+#: ...and at least this many shingles are shared (a short text is left to the sentence rule).
+MIN_SHARED_SHINGLES = 4
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+")
+
+
+def shingles(text: str) -> set[str]:
+    """The word shingles of normalised ``text`` (punctuation and white space ignored, CJK
+    characters one token each): what an edit that adds a comma per sentence, a bullet to
+    a list or renames one header cell leaves mostly unchanged."""
+    tokens = _TOKEN.findall(norm_text(text))
+    if len(tokens) < SHINGLE_SIZE:
+        return {" ".join(tokens)} if tokens else set()
+    return {" ".join(tokens[i:i + SHINGLE_SIZE]) for i in range(len(tokens) - SHINGLE_SIZE + 1)}
+
+
+def containment(text_shingles: set[str], restricted: set[str]) -> float:
+    """Share of ``text_shingles`` found in ``restricted`` (0 for an empty text)."""
+    return len(text_shingles & restricted) / len(text_shingles) if text_shingles else 0.0
+
+
+def _near(text_shingles: set[str], restricted: set[str]) -> bool:
+    shared = len(text_shingles & restricted)
+    return shared >= MIN_SHARED_SHINGLES and shared >= NEAR_DUPLICATE_SHARE * len(text_shingles)
+
+
+def derived_from_restricted(candidates: Sequence[str], restricted_texts: Iterable[str],
+                            open_texts: Callable[[], Iterable[str]]) -> list[bool]:
+    """For each candidate text, whether it is (an edited copy of) RESTRICTED text: the one
+    rule of every reclassification consumer (rollback and retained snapshots, the derived
+    caches, tree and graph purges, the ANN rebuild; :mod:`..reclassification`, :mod:`..purge`).
+
+    A candidate is derived when one of its whole normalised sentences, or its whole text,
+    is a RESTRICTED sentence/text (:func:`restricted_keys`), **or** when at least
+    :data:`NEAR_DUPLICATE_SHARE` of its shingles (and :data:`MIN_SHARED_SHINGLES`) are
+    shingles of RESTRICTED text. Sentences and shingles that also occur in open text now
+    (``open_texts()``, read only when some candidate is a hit) are not RESTRICTED: shared
+    boilerplate and a declassified document never count.
+    """
+    candidates = list(candidates)
+    restricted_texts = list(restricted_texts)
+    if not candidates or not restricted_texts:
+        return [False] * len(candidates)
+    wanted_keys: set[str] = set()
+    for t in candidates:
+        wanted_keys |= sentence_keys(t, min_chars=1)
+        wanted_keys.add(text_key(t))
+    keys = restricted_keys(restricted_texts, (), only=wanted_keys)
+    cand = [shingles(t) for t in candidates]
+    wanted = set().union(*cand)
+    hidden: set[str] = set()
+    for t in restricted_texts:
+        hidden |= shingles(t) & wanted
+    if not keys and not any(_near(s, hidden) for s in cand):
+        return [False] * len(candidates)
+    opened = list(open_texts())
+    if keys:
+        keys = restricted_keys(restricted_texts, opened, only=keys)
+    for t in opened:
+        if not hidden:
+            break
+        hidden -= shingles(t)
+    return [text_hits(t, keys) or _near(s, hidden) for t, s in zip(candidates, cand)]
+
+
+__all__ = ["MIN_SENTENCE_CHARS", "NEAR_DUPLICATE_SHARE", "containment", "derived_from_restricted", "shingles", "contains_fingerprint", "norm_sentence", "norm_text", "restricted_keys",
            "sentence_keys", "text_hits", "text_key", "tree_fingerprints"]

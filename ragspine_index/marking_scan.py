@@ -1,4 +1,5 @@
-"""Does a file that failed to parse mention RESTRICTED, in any spelling the parser could meet?
+"""Does a file that failed to parse mention RESTRICTED (or another marking word:
+CONFIDENTIAL, SECRET, 机密, 绝密, 秘密, 保密), in any spelling the parser could meet?
 
 A file that fails to parse normally keeps its previous chunks (bad input loses nothing),
 but one that *may have become RESTRICTED* has them withdrawn (fail closed,
@@ -26,6 +27,10 @@ import re
 import unicodedata
 
 WORD = "restricted"
+#: Every word whose appearance may mean the file was re-marked (a banner ``CONFIDENTIAL`` or
+#: ``机密`` next to an unrelated error is withdrawn too). ``secret`` also matches
+#: ``secretary``: a broken file that says so loses its old chunks (fail closed).
+WORDS = (WORD, "confidential", "secret", "机密", "绝密", "秘密", "保密")
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
     (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
@@ -81,10 +86,12 @@ def _readable(data: bytes, codec: str) -> bool:
 
 
 def mentions_restricted(data: bytes) -> bool:
-    """True when ``data`` spells "restricted" in any reading above, or cannot be read at all."""
+    """True when ``data`` spells "restricted" or another of :data:`WORDS` in any reading above,
+    or cannot be read at all."""
     for text in decodings(data):
         for variant in (text, _unescape_json(text), html.unescape(text), html.unescape(_unescape_json(text))):
-            if WORD in _fold(variant):
+            folded = _fold(variant)
+            if any(word in folded for word in WORDS):
                 return True
     body = data
     for bom, _ in _BOMS:

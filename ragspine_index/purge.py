@@ -36,7 +36,7 @@ from ragspine_core import schema
 
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.chunk_store import ChunkStore
-from ragspine_index.fingerprints import restricted_keys, sentence_keys, text_key
+from ragspine_index.fingerprints import derived_from_restricted
 
 #: Work folders that hold derived text or vectors, purged when the publication does not use them.
 DERIVED_WORK_KINDS = ("embeddings", "ann", "summary_tree", "relation_graph")
@@ -57,8 +57,9 @@ class Lineage:
 
 def restricted_lineage(store_path: Path) -> Lineage:
     """Every version of every document RESTRICTED now (active, or withdrawn while
-    RESTRICTED), plus every version of any other document sharing a whole normalised
-    sentence with that RESTRICTED text that no open chunk has now (moved and edited)."""
+    RESTRICTED), plus every version of any other document derived from that RESTRICTED
+    text (moved and edited: a whole normalised sentence, or a near duplicate by shingles,
+    that no open chunk has now; :func:`~.fingerprints.derived_from_restricted`)."""
     if not Path(store_path).is_file():
         return Lineage()
     with ChunkStore(store_path) as store:
@@ -73,17 +74,10 @@ def restricted_lineage(store_path: Path) -> Lineage:
     chosen = [r for r in rows if r["doc_id"] in docs]
     others = [r for r in rows if r["doc_id"] not in docs and not r["active"]]
     if others:
-        candidates: set[str] = set()
-        for r in others:
-            candidates |= sentence_keys(r["text"], min_chars=1)
-            candidates.add(text_key(r["text"]))
-        keys = restricted_keys(restricted_texts, (), only=candidates)
-        if keys:
-            open_now = [r["text"] for r in rows if r["active"] and r["s"] != "RESTRICTED"]
-            keys = restricted_keys(restricted_texts, open_now, only=keys)
-        if keys:
-            chosen += [r for r in others if text_key(r["text"]) in keys
-                       or any(k in keys for k in sentence_keys(r["text"], min_chars=1))]
+        derived = derived_from_restricted(
+            [r["text"] for r in others], restricted_texts,
+            lambda: [r["text"] for r in rows if r["active"] and r["s"] != "RESTRICTED"])
+        chosen += [r for r, hit in zip(others, derived) if hit]
     return Lineage(frozenset(r["text"] for r in chosen), frozenset(r["index_text"] for r in chosen),
                    frozenset(r["title"] for r in chosen if r["title"]))
 

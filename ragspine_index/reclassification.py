@@ -14,7 +14,12 @@ A snapshot created at time *T* is **unservable** when it serves as open (not RES
   a later version superseded it after *T*); or
 * a chunk whose text, or one of whose sentences (normalised,
   :mod:`~ragspine_index.fingerprints`), is text of such a RESTRICTED version
-  and occurs in no chunk that is open now.
+  and occurs in no chunk that is open now; or a chunk that is a near duplicate of such
+  text (at least half of its word shingles are RESTRICTED-only shingles:
+  :func:`~ragspine_index.fingerprints.derived_from_restricted`, the one rule shared with
+  :mod:`~ragspine_index.purge` and the ANN rebuild), so an edit that touches every
+  sentence while marking the document (a bullet added, a comma per sentence, a header
+  cell renamed) is caught too.
 
 The chunk store keeps every version with its sensitivity and ingestion time, so this is
 decided from the store's history. Only snapshot chunks that differ from the store's open
@@ -40,7 +45,7 @@ from ragspine_core import schema
 from ragspine_core.chunk_rows import connect_read_only
 
 from ragspine_index.chunk_store import ChunkStore
-from ragspine_index.fingerprints import restricted_keys, sentence_keys, text_hits, text_key
+from ragspine_index.fingerprints import derived_from_restricted
 
 #: ``history.jsonl`` records of removed snapshots carry this run id.
 QUARANTINE_RUN_ID = "quarantine"
@@ -133,15 +138,8 @@ def unservable_count(snapshot_dir: Path, store_path: Path) -> int:
     changed = _changed_open_texts(db, store_path)
     if not changed:
         return documents
-    candidates: set[str] = set()
-    for t in changed:
-        candidates |= sentence_keys(t, min_chars=1)
-        candidates.add(text_key(t))
-    keys = restricted_keys(since.texts, (), only=candidates)
-    if keys:  # a hit: drop what is open now anyway (shared boilerplate is not RESTRICTED)
-        keys = restricted_keys(since.texts, _open_now_texts(store_path), only=keys)
-    passages = sum(1 for t in changed if text_hits(t, keys)) if keys else 0
-    return documents + passages
+    derived = derived_from_restricted(changed, since.texts, lambda: _open_now_texts(store_path))
+    return documents + sum(derived)
 
 
 def removed_rows_touch_restricted(store_path: Path, removed_keys: set[bytes], key_of) -> bool:
@@ -161,14 +159,7 @@ def removed_rows_touch_restricted(store_path: Path, removed_keys: set[bytes], ke
     removed = [r for r in rows if key_of(r["index_text"]) in removed_keys]
     if any(r["doc_id"] in since.doc_ids for r in removed):
         return True
-    candidates: set[str] = set()
-    for r in removed:
-        candidates |= sentence_keys(r["text"], min_chars=1)
-        candidates.add(text_key(r["text"]))
-    keys = restricted_keys(since.texts, (), only=candidates)
-    if keys:
-        keys = restricted_keys(since.texts, _open_now_texts(store_path), only=keys)
-    return bool(keys)
+    return any(derived_from_restricted([r["text"] for r in removed], since.texts, lambda: _open_now_texts(store_path)))
 
 
 def reclassified_documents(snapshot_dir: Path, store_path: Path) -> list[str]:

@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -79,6 +80,11 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+#: How often (seconds) a library opened through its folder checks its ``current`` pointer
+#: for a newer snapshot that withdraws documents (one ``stat`` of the link per query at most).
+RECHECK_SECONDS = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddingMatrix:
     """Memory-mapped vectors of the non-RESTRICTED chunk rows."""
@@ -143,6 +149,13 @@ class Library:
         self._columns: dict[str, np.ndarray] = {}
         self._chunk_ids: list[str] | None = None
         self._restricted: np.ndarray | None = None
+        #: watching a library folder's ``current`` pointer (open_library): see restricted_mask
+        self._root: Path | None = None
+        self._seen: Path | None = None
+        self._checked_at = -RECHECK_SECONDS
+        self._withdrawn: np.ndarray | None = None
+        self._generation = 0
+        self._watch_lock = threading.Lock()
         self._embeddings: EmbeddingMatrix | None = None
         self._embeddings_loaded = False
         self._summary_tree: Any = None  # loaded on first use (only the tree channel reads it)
@@ -176,8 +189,13 @@ class Library:
             raise self._verify_error
         for rel, seen in self._watched.items():
             now = _identity(self.snapshot_dir / rel)
+            if now is None and seen is not None:
+                # removed, not changed: retention pruned this snapshot or a reclassification
+                # quarantined it. The bytes this reader mapped stay readable through its open
+                # handles; what a newer snapshot withdraws is withheld by restricted_mask().
+                continue
             if now != seen:
-                what = ("was removed" if now is None or seen is None else "was truncated" if now[1] < seen[1]
+                what = ("appeared" if seen is None else "was truncated" if now is not None and now[1] < seen[1]
                         else "was written in place")
                 raise integrity.corrupt(self.snapshot_dir, rel, f"{what} after this reader opened it (a published file "
                                         "must never change); this reader stops serving it: open the library again")
@@ -286,13 +304,69 @@ class Library:
         return col
 
     def restricted_mask(self) -> np.ndarray:
-        """Bool mask of RESTRICTED rows (computed once; read-only)."""
+        """Bool mask of the rows never served: RESTRICTED rows (computed once), and — for a
+        library opened through its ``current`` pointer — the rows of documents that a newer
+        published snapshot withdrew or marks RESTRICTED (checked at most every
+        :data:`RECHECK_SECONDS`; :meth:`watch`). Read-only."""
         mask = self._restricted
         if mask is None:
             mask = np.char.upper(self.column("sensitivity")) == "RESTRICTED"
             mask.setflags(write=False)
             self._restricted = mask
+        if self._root is not None:
+            self._recheck()
+            if self._withdrawn is not None:
+                return self._withdrawn
         return mask
+
+    def watch(self, root: Path) -> None:
+        """Watch the library folder ``root``'s ``current`` pointer (see :meth:`restricted_mask`)."""
+        self._root = Path(root)
+
+    @property
+    def generation(self) -> int:
+        """Bumped each time the rows withheld by a newer snapshot change (masks cached on the
+        old value are stale)."""
+        if self._root is not None:
+            self._recheck()
+        return self._generation
+
+    def _recheck(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at < RECHECK_SECONDS:
+            return
+        with self._watch_lock:
+            if now - self._checked_at < RECHECK_SECONDS:
+                return
+            self._checked_at = now
+            assert self._root is not None
+            try:
+                target: Path | None = (self._root / schema.CURRENT_POINTER).resolve(strict=True)
+            except OSError:
+                target = None
+            if not self.snapshot_dir.is_dir():
+                # this snapshot was removed (quarantined after a reclassification): serve nothing
+                withheld = np.ones(self.n_chunks, dtype=bool)
+            elif target is None or target == self.snapshot_dir or target == self._seen:
+                return
+            else:
+                self._seen = target
+                try:
+                    newer = json.loads((target / schema.MANIFEST_FILE).read_text(encoding="utf-8"))
+                    documents = newer["documents"]
+                except (OSError, ValueError, KeyError, TypeError):
+                    withheld = np.ones(self.n_chunks, dtype=bool)  # unreadable: fail closed
+                else:
+                    # absent from the newer snapshot (withdrawn, moved) or RESTRICTED there (no hash)
+                    gone = {d for d in self.manifest.get("documents", {}) if documents.get(d) is None}
+                    doc_ids = self.column("doc_id")
+                    withheld = np.isin(doc_ids, sorted(gone)) if gone else np.zeros(self.n_chunks, dtype=bool)
+            base = self._restricted if self._restricted is not None else np.zeros(self.n_chunks, dtype=bool)
+            mask = base | withheld
+            mask.setflags(write=False)
+            if self._withdrawn is None or not np.array_equal(mask, self._withdrawn):
+                self._withdrawn = mask
+                self._generation += 1
 
     def chunk_ids(self) -> list[str]:
         """``chunk_id`` of every row, in row order (loaded once, lazily; no text is read)."""
@@ -363,9 +437,20 @@ def _blend_weight(blend_dir: Path) -> float:
 def open_library(path: str | os.PathLike) -> Library:
     """Open the published snapshot of a library read-only.
 
+    Opened through the library folder (its ``current`` pointer), the library keeps watching
+    that pointer (:meth:`Library.restricted_mask`): a newer snapshot that withdraws a
+    document or marks it RESTRICTED stops it being served here too.
+
     Raises:
         IndexNotFoundError: nothing published there (the message names the asset).
         IndexIncompatibleError: a snapshot this reader cannot use.
     """
     snapshot = resolve_snapshot_dir(path)
-    return Library(snapshot, read_manifest(snapshot))
+    library = Library(snapshot, read_manifest(snapshot))
+    p = Path(path)
+    if not (p / schema.MANIFEST_FILE).is_file():
+        for root in [p] + ([p.parent.parent / "artifacts" / p.name] if p.parent.name == "raw" else []):
+            if (root / schema.CURRENT_POINTER).exists():
+                library.watch(root)
+                break
+    return library

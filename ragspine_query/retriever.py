@@ -203,7 +203,7 @@ class HybridRetriever:
             )
         self.embedding_backend = embedding_backend
         # the snapshot is immutable, so a predicate tuple always yields the same mask
-        self._masks: dict[tuple[tuple[Predicate, ...], bool], np.ndarray | None] = {}
+        self._masks: dict[tuple[tuple[Predicate, ...], bool, int], np.ndarray | None] = {}
         self.channels = build_channels(ChannelContext(library, config, self.active_mode, embedding_backend))
         named = dict(config.channel_weights)  # else the channel's own default (graph: tuned, docs/evaluation.md)
         self._weights = [named.get(c.name, c.default_weight) for c in self.channels]
@@ -297,7 +297,8 @@ class HybridRetriever:
         channel ranks: visible ranks and fused scores then say nothing about them.
         """
         preds = parse_filters(filters, allowed_fields=self.library.filter_fields()) if filters else ()
-        key = (preds, include_restricted)
+        # a newer snapshot that withdraws documents changes the mask (Library.restricted_mask)
+        key = (preds, include_restricted, int(getattr(self.library, "generation", 0)))
         if key in self._masks:
             return self._masks[key]
         mask: np.ndarray | None = None
@@ -395,9 +396,15 @@ class HybridRetriever:
         if getattr(query, "language_only", False) and self.language_profile.mixed:
             same = self._row_languages() == query_language(query)  # a variant ranks its own language only
             allowed = same if allowed is None else (allowed & same)
-        n_all = self.library.n_chunks
+        def detail() -> str:
+            # counted over the rows the caller may see: the library's RESTRICTED rows are no number here
+            n_all = self.library.n_chunks
+            if not include_restricted:
+                n_all -= int(np.count_nonzero(self.library.restricted_mask()))
+            return f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed"
+
         tracer.add("mask", "filters" + ("" if include_restricted else "+not-restricted"), tracer.since(t0), query=query,
-                   detail=lambda: f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed")
+                   detail=detail)
         return allowed
 
     def _channel_plan(self, query: str, tracer: Tracer) -> tuple[list, list[float], list[str], FusionPlan | None, float]:

@@ -108,9 +108,9 @@ def _documents_metadata(docs: Any, paths: LibraryPaths, seconds: float) -> dict:
         "errors": md_list(docs.errors),
         "notes": md_list(docs.notes),
         # RESTRICTED documents appear only in the counts: no id, title or text of theirs
-        # reaches the event log
-        "preview": md_table(["doc_id", "title", "entity", "period", "sensitivity"],
-                            [(d.doc_id, d.title, d.entity, d.period, d.sensitivity)
+        # reaches the event log; open ones by id (no title: the log outlives a reclassification)
+        "preview": md_table(["doc_id", "entity", "period", "sensitivity"],
+                            [(d.doc_id, d.entity, d.period, d.sensitivity)
                              for d in docs.documents if not is_restricted(d.sensitivity)],
                             note=withheld_note(sens.get(RESTRICTED_SENSITIVITY, 0), "document")),
     }
@@ -146,10 +146,11 @@ def _chunks_metadata(update: Any, paths: LibraryPaths, seconds: float) -> dict:
 
 def _index_text_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> dict:
     table = read_index_text(ref)
-    # the first open chunks only: RESTRICTED index text never reaches the event log
+    # ids and sizes of the first open chunks, never their text: the event log outlives a
+    # reclassification, and text shown today may be RESTRICTED tomorrow (issue 37)
     preview = [
-        (c, t) for c, t, s in zip(table.column("chunk_id").to_pylist(), table.column("index_text").to_pylist(),
-                                  table.column("sensitivity").to_pylist())
+        (c, len(t)) for c, t, s in zip(table.column("chunk_id").to_pylist(), table.column("index_text").to_pylist(),
+                                       table.column("sensitivity").to_pylist())
         if not is_restricted(s)
     ][:5]
     return {
@@ -157,7 +158,7 @@ def _index_text_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> dict:
         "rows": ref.n_rows,
         "restricted_rows": ref.n_restricted,
         "content_hash": ref.content_hash,
-        "preview": md_table(["chunk_id", "index_text"], [(c[:12], t) for c, t in preview],
+        "preview": md_table(["chunk_id", "characters"], [(c[:12], n) for c, n in preview],
                             note=withheld_note(ref.n_restricted, "chunk")),
     }
 
@@ -189,8 +190,9 @@ def embedding_metadata(ref: Any) -> dict:
 
 def _summary_tree_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> dict:
     per_level = ", ".join(f"L{i}: {n}" for i, n in enumerate(ref.nodes_per_level, start=1)) or "-"
-    # node texts never hold RESTRICTED text (blocking check); the preview shows the top level only
-    preview = md_table(["node", "leaves", "summary (synthesis)"], [list(t) for t in ref.top_level], limit=8,
+    # the top level's nodes and sizes, never their summaries: the event log outlives a
+    # reclassification of the documents they summarise (issue 37)
+    preview = md_table(["node", "leaves"], [list(t)[:2] for t in ref.top_level], limit=8,
                        note=ref.note or f"{ref.restricted_skipped} RESTRICTED chunk(s) are never clustered")
     return {
         "levels": ref.levels,
@@ -220,8 +222,9 @@ def _relation_graph_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> d
         "neighbourhood_of_most_connected": dg.MetadataValue.md(f"```mermaid\n{ref.neighbourhood_mermaid}\n```"
                                                                if ref.neighbourhood_mermaid else "_empty graph_"),
         "communities": ref.communities_count,
-        "largest_communities": md_table(["theme (top entities)", "entities", "member chunks", "summary (quoted)", "cites"],
-                                        [list(c) for c in ref.communities]) if ref.communities
+        # no community summary (quoted text) in the event log, which outlives a reclassification
+        "largest_communities": md_table(["theme (top entities)", "entities", "member chunks"],
+                                        [list(c)[:3] for c in ref.communities]) if ref.communities
         else dg.MetadataValue.md(f"_none: {ref.communities_note or 'no community of 3+ entities'}_"),
         "synonym_edges_built": ref.synonyms_built,
         "restricted_chunks_skipped": ref.restricted_chunks_skipped,

@@ -21,6 +21,12 @@ from dataclasses import dataclass, field
 from io import BytesIO
 
 
+#: The property a converter reports for a sensitivity label that is enabled in the file but
+#: whose name the file does not hold (``docMetadata/LabelInfo.xml``): restricted unless a
+#: sidecar sets the sensitivity (fail closed: the label may be "Highly Confidential").
+UNNAMED_LABEL_PROPERTY = "MSIP_Label_without_name"
+
+
 class ConversionError(Exception):
     """A file that cannot be converted: ``problem`` says why, ``hint`` what to do.
 
@@ -64,8 +70,11 @@ class Converted:
     ``(start, end, fragment)`` ranges of it; ``properties`` are the file's own metadata
     (``("Title", "...")``, ``("Keywords", "...")``, custom properties, HTML ``<meta>``)
     in file order; ``header_lines`` are page header/footer lines that are not part of the
-    text but are read for a sensitivity marking; ``title`` is the best title the file
-    itself gives (property or first heading), ``""`` when none.
+    text but are read for a sensitivity marking; ``marking_lines`` are ``(where, line)``
+    from every other place outside the body a marking can be (watermarks, text boxes,
+    content controls, tracked changes, slide masters, print headers, PDF annotations,
+    the HTML ``<title>``: :mod:`.markings`), read the same way; ``title`` is the best
+    title the file itself gives (property or first heading), ``""`` when none.
     """
 
     text: str
@@ -73,6 +82,7 @@ class Converted:
     properties: tuple[tuple[str, str], ...] = ()
     header_lines: tuple[str, ...] = ()
     title: str = ""
+    marking_lines: tuple[tuple[str, str], ...] = ()
 
 
 class Deadline:

@@ -1,8 +1,9 @@
 """DOCX → Markdown-shaped text with python-docx (MIT): headings as ``#``, list items as
 ``- ``, tables as Markdown tables; one region per heading section (``anchor=<slug>``).
 
-Page headers and footers are not text of the body but are read for a sensitivity
-marking. Macros (``.docm``) are never run: python-docx reads XML parts only, and a
+Page headers and footers (every variant, with their tables and text boxes), watermarks,
+text boxes, content controls and tracked changes are read for a sensitivity marking
+(:mod:`.markings`). Macros (``.docm``) are never run: python-docx reads XML parts only, and a
 macro-enabled package is refused by its content type.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from io import BytesIO
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, slug, TABLE_GROUP_CHARS
+from ragspine_index.converters.markings import docx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
@@ -73,16 +75,9 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
             section.append(text)
             in_list = False
     flush()
-    headers: list[str] = []
-    for sec in document.sections:
-        for part in (sec.header, sec.first_page_header, sec.footer, sec.first_page_footer):
-            try:
-                headers.extend(clean_line(p.text) for p in part.paragraphs if p.text.strip())
-            except Exception:  # noqa: BLE001 - a missing header part
-                continue
     props = package_properties(data)
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
-                     header_lines=tuple(headers),
+                     marking_lines=docx_marking_lines(data),
                      title=next((v for k, v in props if k == "title"), "") or title)
 
 

@@ -18,16 +18,21 @@ Sensitivity fails closed, with the front-matter rules of :mod:`..source_document
 * else a document property that names a sensitivity (``classification``,
   ``sensitivity``, a Microsoft Purview label ``MSIP_Label_<id>_Name``…): its value
   exactly a level → that level; a restricted-type word (``Confidential``, ``Highly
-  Confidential``, ``Secret``…) → ``RESTRICTED``; anything else → an error;
-* else a marking in the sidecar's lines, the properties, the page headers/footers or
-  the first 20 lines of the extracted text: one that names ``RESTRICTED``/
+  Confidential``, ``Secret``…) → ``RESTRICTED``; anything else → an error; a label
+  enabled without its name (``docMetadata/LabelInfo.xml``) → ``RESTRICTED``;
+* else a marking in the sidecar's lines, the properties, the page headers/footers, the
+  other places outside the body a converter reads (:mod:`.markings`: watermarks, text
+  boxes, content controls, tracked changes, slide masters and layouts, print headers,
+  PDF XMP and annotations, the HTML ``<title>``) or the first 20 lines of the extracted
+  text: one that names ``RESTRICTED``/
   ``CONFIDENTIAL``/``SECRET`` (a first-page banner) → ``RESTRICTED``; any other →
   an error;
 * else the folder default (never ``PUBLIC`` unless a ``_library.toml`` says so), else
   ``INTERNAL``.
 
 A level that is set (sidecar or property) must not meet a restricted-type marking in
-the rest: that conflict is an error. Every error names the file (the sidecar or the
+the rest, nor be more open than the folder default (the folder is a floor for every file
+in it, Markdown, text and JSONL too): either conflict is an error. Every error names the file (the sidecar or the
 ``_library.toml`` when the fault is there) and never quotes document text.
 """
 
@@ -51,7 +56,7 @@ from ragspine_index.source_documents.metadata import _make_document, default_doc
 from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ragspine_index.sources.paths import printable_path
-from ragspine_index.converters.converted import ConversionError, ConversionLimits
+from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits
 from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
@@ -104,8 +109,9 @@ class ConvertedFiles:
         extra is missing), ``[]`` for a sidecar (read with its file)."""
         if rel.lower().endswith(SIDECAR_SUFFIX):
             target = rel[: -len(SIDECAR_SUFFIX)]
-            if target in self.files and PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES:
-                return []
+            if rel.endswith(SIDECAR_SUFFIX) and target in self.files and \
+                    PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES:
+                return []  # exactly paired (same letter case): read with its file
             return [DocumentError(shown, "is a metadata sidecar, but there is no convertible file "
                                   f"{PurePosixPath(target).name!r} next to it", field="sidecar",
                                   hint="rename it to <file>.meta.toml of a PDF/DOCX/PPTX/XLSX/HTML/CSV file, or "
@@ -137,6 +143,14 @@ class ConvertedFiles:
                          sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
 
     # -- folder defaults ---------------------------------------------------------------
+    def folder_sensitivity(self, rel: str) -> tuple[str | None, list[DocumentError]]:
+        """The ``[defaults]`` sensitivity for ``rel``'s folder (any format: Markdown, text and
+        JSONL files too), and the errors of those ``_library.toml`` files (a file under a
+        broken one cannot know its floor: the caller withdraws it)."""
+        values, errors, _ = self._folder_defaults(rel)
+        level = values.get("sensitivity")
+        return (level.upper() if level else None), errors
+
     def _folder_defaults(self, rel: str) -> tuple[dict[str, str], list[DocumentError], list[tuple[str, str, str]]]:
         """Merged ``[defaults]`` for ``rel``'s folder: values, errors, marking lines."""
         merged: dict[str, str] = {}
@@ -190,6 +204,39 @@ class ConvertedFiles:
         return result
 
 
+def sidecar_claims(rels: list[str], readable: frozenset[str]) -> dict[str, str]:
+    """Each walked file that a sidecar *could* belong to without being its exact pair,
+    mapped to that sidecar's path: fail closed on pairing.
+
+    A sidecar is any walked name ending in ``.meta.toml`` in any letter case. Its exact pair
+    is ``<file>.meta.toml`` of a convertible file in the same letter case, both readable. Any
+    other sidecar (another letter case, ``S.CSV`` against ``s.csv.meta.toml``, a stem
+    sidecar ``s.meta.toml``, a sidecar of a Markdown/text/JSONL file, or one the walk cannot
+    read: a link leaving the library, a dangling link, an unreadable file) claims every file
+    of its folder whose name matches its target ignoring letter case, or whose stem does;
+    those files are withdrawn with a located error instead of served at a default.
+    """
+    by_folder: dict[str, list[str]] = {}
+    for rel in rels:
+        by_folder.setdefault(str(PurePosixPath(rel).parent), []).append(rel)
+    claims: dict[str, str] = {}
+    for rel in rels:
+        if not rel.lower().endswith(SIDECAR_SUFFIX):
+            continue
+        target = rel[: -len(SIDECAR_SUFFIX)]
+        if (rel.endswith(SIDECAR_SUFFIX) and rel in readable and target in readable
+                and PurePosixPath(target).suffix.lower() in CONVERTED_SUFFIXES):
+            continue
+        name = PurePosixPath(target).name.lower()
+        for other in by_folder.get(str(PurePosixPath(rel).parent), []):
+            if other == rel or other.lower().endswith(SIDECAR_SUFFIX):
+                continue
+            path = PurePosixPath(other)
+            if path.name.lower() == name or path.stem.lower() == name:
+                claims.setdefault(other, rel)
+    return claims
+
+
 def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str, str], list[DocumentError]]:
     """Validate a TOML table of metadata: keys as in front matter, values strings (a TOML
     date is read as ``YYYY-MM-DD``), ``sensitivity`` exactly a level."""
@@ -240,7 +287,11 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     marking: list[tuple[str, str, str]] = list(default_lines)
     # the file's own properties
     explicit: str | None = None
+    unnamed_label = False
     for name, value in converted.properties:
+        if name == UNNAMED_LABEL_PROPERTY:  # LabelInfo.xml: a label, but not its name
+            unnamed_label = True
+            continue
         shown_name = repr(name) if _PLAIN_NAME.fullmatch(name) else "a property"
         where = f"document property {shown_name}"
         if _LABEL_PROPERTY.fullmatch(name) or _sensitivity_like(_norm_key(name)):
@@ -262,6 +313,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     if converted.title:
         meta["title"] = converted.title
     # the sidecar
+    sidecar_decides = False
     if sidecar is not None:
         try:
             table = tomllib.loads(sidecar.decode("utf-8"))
@@ -287,10 +339,14 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
                     f"sensitivity {level}", field="sensitivity",
                     hint="set the sidecar's sensitivity to RESTRICTED, or remove the label from the file"))
             explicit = level
+            sidecar_decides = True
         meta.update(values)
+    if unnamed_label and not sidecar_decides:
+        explicit = RESTRICTED_SENSITIVITY  # the label may be "Highly Confidential": fail closed
     if errors:
         return errors
     marking += [(f"page header/footer line {i}", line, "body") for i, line in enumerate(converted.header_lines, 1)]
+    marking += [(f"{where} {i}", line, "body") for i, (where, line) in enumerate(converted.marking_lines, 1)]
     marking += _first_body_lines(converted.text, _text_where(converted))
     if explicit is None and _first_marking(marking) is not None:
         # a marking nobody set in metadata: a restricted-type one (a banner) makes it
@@ -305,6 +361,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
         meta, converted.text, library_id=library_id, source_path=shown, error_path=shown,
         default_doc_id=default_doc_id(rel), default_title=PurePosixPath(shown).stem,
         marking_lines=marking,
+        folder_sensitivity=default_values["sensitivity"].upper() if "sensitivity" in default_values else None,
         sensitivity_fix=(f"set it in a sidecar {name}{SIDECAR_SUFFIX} (sensitivity = \"RESTRICTED\" or "
                          "PUBLIC/INTERNAL), or as a [defaults] sensitivity in _library.toml when that is what the "
                          "marking means; an explicit sensitivity in the sidecar decides"),
@@ -312,8 +369,6 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     if not isinstance(result, SourceDocument):
         return list(result)
     sensitivity = result.sensitivity
-    if explicit is None and "sensitivity" in default_values:
-        sensitivity = default_values["sensitivity"].upper()
     return [SourceDocument.create(
         library_id=result.library_id, doc_id=result.doc_id, body=result.body, source_path=result.source_path,
         title=result.title, source_locator=result.source_locator, entity=result.entity, topic=result.topic,
@@ -361,5 +416,5 @@ def _text_where(converted) -> Callable[[int], str]:
     return where
 
 
-__all__ = ["CONVERTER_FIELD", "DEFAULTS_TABLE", "ConvertedFiles"]
+__all__ = ["CONVERTER_FIELD", "DEFAULTS_TABLE", "ConvertedFiles", "sidecar_claims"]
 

@@ -6,7 +6,7 @@ tables, ``<pre>`` kept line by line; one region per heading section
 ``<script>``, ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` content (except
 ``<title>``) are dropped, never run; links are kept as their text, never fetched.
 ``<meta name=... content=...>`` are the file's properties (a ``classification`` meta
-marks it). The file is UTF-8 (a ``<meta charset>`` naming another encoding is an error).
+marks it); the ``<title>`` is read for a marking like a first line. The file is UTF-8 (a ``<meta charset>`` naming another encoding is an error).
 """
 
 from __future__ import annotations
@@ -202,7 +202,9 @@ def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
     if not out.text().strip():
         raise ConversionError("has no visible text", "add text, or remove it from the library", field="body")
     title = clean_line("".join(parser.title_parts)) or parser.first_heading
-    return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title)
+    shown_title = clean_line("".join(parser.title_parts))
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title,
+                     marking_lines=(("<title>", shown_title),) if shown_title else ())
 
 
 def _join(blocks: list[str]) -> str:

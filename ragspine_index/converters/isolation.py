@@ -7,16 +7,20 @@ them in one long-lived child process (``forkserver``, as ``workers.py``: never `
 inside Dagster) with ``RLIMIT_AS`` set to :attr:`~.base.ConversionLimits.memory_bytes`.
 A file that passes :attr:`~.base.ConversionLimits.hard_seconds` has its child killed and
 becomes one located error; the next file gets a fresh child. Where no child can start (a
-daemonic process, a ``__main__`` that cannot be imported, ``RAGSPINE_INGEST_WORKERS=1``
-is *not* a reason: isolation is about safety, not speed) conversion runs in-process with
-the cooperative limits only.
+daemonic process; ``RAGSPINE_INGEST_WORKERS=1`` is *not* a reason: isolation is about
+safety, not speed) conversion runs in-process with the cooperative limits only. The child
+starts without importing the caller's ``__main__`` (:func:`_without_main`): a calling
+script without an ``if __name__ == "__main__"`` guard is never run twice.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import sys
+import types
 import weakref
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
@@ -55,16 +59,18 @@ class ConverterProcess:
 
     @staticmethod
     def available() -> bool:
-        """Whether a child process can be started here (the rules of ``workers.py``)."""
-        from ragspine_index.workers import _daemonic, _main_is_importable
+        """Whether a child process can be started here (not from a daemonic process; the
+        caller's ``__main__`` is never needed, see :func:`_without_main`)."""
+        from ragspine_index.workers import _daemonic
 
-        return _main_is_importable() and not _daemonic()
+        return not _daemonic()
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("forkserver")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.limits), daemon=True, name="ragspine-convert")
-        proc.start()
+        with _without_main():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         self._finalizer = weakref.finalize(self, _stop, proc, parent)
@@ -102,6 +108,21 @@ class ConverterProcess:
         if self._finalizer is not None:
             self._finalizer()
         self._proc = self._conn = self._finalizer = None
+
+
+@contextmanager
+def _without_main() -> Iterator[None]:
+    """The caller's ``__main__`` hidden while the child starts. ``spawn`` and ``forkserver``
+    otherwise import the calling script in the child (and the forkserver) to rebuild its
+    ``__main__``, running a script that lacks an ``if __name__ == "__main__"`` guard again;
+    the child runs :func:`_serve` only, which needs nothing from it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def _stop(proc, conn) -> None:

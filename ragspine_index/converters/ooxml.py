@@ -4,25 +4,26 @@
 ``docProps/custom.xml`` (custom properties, where Microsoft Purview sensitivity labels
 live as ``MSIP_Label_<id>_Name``), read with defusedxml when it is installed (the
 stdlib parser otherwise: expat refuses external entities and, from 2.4, entity-expansion
-bombs). The package was size-checked by :func:`~.base.check_zip` first.
+bombs). A part the safe parser refuses is an error for the file (its label could not be
+read), never silently skipped. A label that is enabled (``MSIP_Label_<id>_Enabled`` or
+``docMetadata/LabelInfo.xml``) but whose name the file does not hold is reported as the
+property :data:`~.converted.UNNAMED_LABEL_PROPERTY` (treated as restricted unless a
+sidecar decides). The package was size-checked by :func:`~.base.check_zip` first.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
 from io import BytesIO
 
-from ragspine_index.converters.converted import clean_line
+from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, clean_line
+from ragspine_index.converters.markings import label_ids, parse_part
 
 _CORE_FIELDS = ("title", "subject", "keywords", "category", "contentStatus", "description")
 
 
-def _parse_xml(raw: bytes):
-    try:
-        from defusedxml.ElementTree import fromstring
-    except ImportError:  # pragma: no cover - defusedxml ships with the formats extra
-        from xml.etree.ElementTree import fromstring
-    return fromstring(raw)
+_LABEL = re.compile(r"msip_label_\{?([0-9a-z-]+)\}?_(enabled|name)", re.I)
 
 
 def package_properties(data: bytes) -> tuple[tuple[str, str], ...]:
@@ -31,25 +32,26 @@ def package_properties(data: bytes) -> tuple[tuple[str, str], ...]:
     with zipfile.ZipFile(BytesIO(data)) as archive:
         names = set(archive.namelist())
         if "docProps/core.xml" in names:
-            root = _safe_root(archive.read("docProps/core.xml"))
-            if root is not None:
-                for el in root:
-                    local = el.tag.rsplit("}", 1)[-1]
-                    if local in _CORE_FIELDS and (el.text or "").strip():
-                        out.append((local, clean_line(el.text)))
+            root = parse_part(archive.read("docProps/core.xml"), "docProps/core.xml")
+            for el in root:
+                local = el.tag.rsplit("}", 1)[-1]
+                if local in _CORE_FIELDS and (el.text or "").strip():
+                    out.append((local, clean_line(el.text)))
+        enabled: set[str] = set()
+        named: set[str] = set()
         if "docProps/custom.xml" in names:
-            root = _safe_root(archive.read("docProps/custom.xml"))
-            if root is not None:
-                for prop in root:
-                    name = prop.get("name") or ""
-                    value = " ".join(clean_line(child.text or "") for child in prop).strip()
-                    if name and value:
-                        out.append((name, value))
+            root = parse_part(archive.read("docProps/custom.xml"), "docProps/custom.xml")
+            for prop in root:
+                name = prop.get("name") or ""
+                value = " ".join(clean_line(child.text or "") for child in prop).strip()
+                label = _LABEL.fullmatch(name)
+                if label and label.group(2).lower() == "enabled" and value.lower() in ("true", "1"):
+                    enabled.add(label.group(1).lower())
+                elif label and value:
+                    named.add(label.group(1).lower())
+                if name and value:
+                    out.append((name, value))
+        enabled.update(label_ids(archive))
+        if enabled - named:
+            out.append((UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold"))
     return tuple(out)
-
-
-def _safe_root(raw: bytes):
-    try:
-        return _parse_xml(raw)
-    except Exception:  # noqa: BLE001 - damaged or hostile XML: no properties from it
-        return None

@@ -2,6 +2,7 @@
 opening with ``## Slide N: <title>``, bullet paragraphs as ``- `` items (indented by
 level), tables as Markdown tables, speaker notes under ``Notes:``.
 
+Slide masters and layouts are read for a sensitivity marking (:mod:`.markings`).
 Embedded objects, media, macros and links are never opened or followed.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from io import BytesIO
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table, TABLE_GROUP_CHARS
+from ragspine_index.converters.markings import pptx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 
 VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
@@ -50,6 +52,7 @@ def convert_pptx(data: bytes, limits: ConversionLimits) -> Converted:
     if not out.text().strip():
         raise ConversionError("has no text on any slide", "add text, or remove it from the library", field="body")
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
+                     marking_lines=pptx_marking_lines(data),
                      title=next((v for k, v in props if k == "title"), "") or first_title)
 
 

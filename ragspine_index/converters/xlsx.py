@@ -4,7 +4,8 @@ section per sheet holding its rows as a Markdown table; one region per row
 
 Formulas are never evaluated (the value Excel cached is read), macros (``.xlsm``) and
 external links are never run or followed. A workbook past ``max_cells`` non-empty cells
-is an error (a huge sheet is not a document).
+is an error (a huge sheet is not a document). Print headers/footers and text in drawings
+are read for a sensitivity marking (:mod:`.markings`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from io import BytesIO
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip, TABLE_GROUP_CHARS
+from ragspine_index.converters.markings import xlsx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
@@ -34,6 +36,9 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
     try:
         for sheet in workbook.worksheets:
             deadline.check(f"sheet {sheet.title!r}" if sheet.title.isidentifier() else "a sheet")
+            # the declared <dimension> is not trusted: an inflated one (A1:XFD1048576 in a 4 KB
+            # file) would pad every row to 16,384 cells
+            sheet.reset_dimensions()
             rows: list[tuple[int, list[str]]] = []
             for r, values in enumerate(sheet.iter_rows(values_only=True), start=1):
                 if r % 1000 == 0:
@@ -53,8 +58,9 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
         workbook.close()
     if not out.text().strip():
         raise ConversionError("has no values in any sheet", "add data, or remove it from the library", field="body")
-    return Converted(text=out.text(), regions=tuple(out.regions), properties=package_properties(data),
-                     title=next((v for k, v in package_properties(data) if k == "title"), ""))
+    props = package_properties(data)
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
+                     marking_lines=xlsx_marking_lines(data), title=next((v for k, v in props if k == "title"), ""))
 
 
 def _add_sheet(out: TextBuilder, name: str, rows: list[tuple[int, list[str]]]) -> None:

@@ -26,8 +26,11 @@ JSONL_SUFFIX = ".jsonl"
 MAX_JSON_NUMBER_CHARS = 100
 
 
-def parse_jsonl(data: bytes, rel_path: str, library_id: str) -> list[SourceDocument | DocumentError]:
-    """Parse the bytes of one ``.jsonl`` file: one document (or errors) per non-blank line."""
+def parse_jsonl(data: bytes, rel_path: str, library_id: str,
+                folder_sensitivity: str | None = None) -> list[SourceDocument | DocumentError]:
+    """Parse the bytes of one ``.jsonl`` file: one document (or errors) per non-blank line
+    (``folder_sensitivity``: the ``[defaults]`` sensitivity of its folder, see
+    :func:`.metadata._make_document`)."""
     shown = printable_path(rel_path)
     if not data.strip():
         hint = "add one JSON object per line or delete it"
@@ -42,7 +45,7 @@ def parse_jsonl(data: bytes, rel_path: str, library_id: str) -> list[SourceDocum
         if raw.strip():
             lines.append((raw, lineno, line_offset))
     # a large file's lines are parsed by worker processes, in order (workers.py)
-    jobs = [(part, shown, library_id) for part in batches(lines, JSONL_LINES_PER_TASK)]
+    jobs = [(part, shown, library_id, folder_sensitivity) for part in batches(lines, JSONL_LINES_PER_TASK)]
     return list(chain.from_iterable(ordered_map(_parse_jsonl_lines, jobs, min_items=JSONL_MIN_TASKS_IN_WORKERS)))
 
 
@@ -52,11 +55,13 @@ JSONL_LINES_PER_TASK = 1000
 JSONL_MIN_TASKS_IN_WORKERS = 8
 
 
-def _parse_jsonl_lines(job: tuple[Sequence[tuple[bytes, int, int]], str, str]) -> list[SourceDocument | DocumentError]:
-    lines, shown, library_id = job
+def _parse_jsonl_lines(
+    job: tuple[Sequence[tuple[bytes, int, int]], str, str, str | None],
+) -> list[SourceDocument | DocumentError]:
+    lines, shown, library_id, folder_sensitivity = job
     out: list[SourceDocument | DocumentError] = []
     for raw, lineno, line_offset in lines:
-        result = _parse_jsonl_line(raw, shown, lineno, line_offset, library_id)
+        result = _parse_jsonl_line(raw, shown, lineno, line_offset, library_id, folder_sensitivity)
         if isinstance(result, SourceDocument):
             out.append(result)
         else:
@@ -87,7 +92,7 @@ def _json_number(text: str) -> float:
 
 
 def _parse_jsonl_line(
-    raw: bytes, rel: str, lineno: int, line_offset: int, library_id: str
+    raw: bytes, rel: str, lineno: int, line_offset: int, library_id: str, folder_sensitivity: str | None = None
 ) -> SourceDocument | list[DocumentError]:
     where = f"{rel}#L{lineno}"
     try:
@@ -182,6 +187,7 @@ def _parse_jsonl_line(
         default_doc_id="",
         default_title=meta["doc_id"],
         marking_lines=marking_lines,
+        folder_sensitivity=folder_sensitivity,
         sensitivity_fix=(
             'add "sensitivity": "RESTRICTED" (or PUBLIC/INTERNAL) to the object; '
             "an explicit sensitivity turns this check off"

@@ -45,6 +45,7 @@ _FIX_SENSITIVITY = (
     f"use one of {', '.join(SENSITIVITIES)} (case-insensitive), or omit the key for {DEFAULT_SENSITIVITY}"
 )
 #: The values/identifiers that are safe to quote in an error message.
+_RANK = {"PUBLIC": 0, "INTERNAL": 1, RESTRICTED_SENSITIVITY: 2}
 _QUOTABLE_SENSITIVITY = re.compile(r"[A-Za-z_-]{1,20}")
 _QUOTABLE_DATE = re.compile(r"[0-9./-]{1,12}")
 _QUOTABLE_DOC_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
@@ -72,8 +73,15 @@ def _make_document(
     default_title: str,
     marking_lines: list[tuple[str, str, str]],
     sensitivity_fix: str,
+    folder_sensitivity: str | None = None,
 ) -> SourceDocument | list[DocumentError]:
-    """Validate metadata strings, apply defaults, build the document (or list every problem)."""
+    """Validate metadata strings, apply defaults, build the document (or list every problem).
+
+    ``folder_sensitivity`` is the ``[defaults]`` sensitivity of the ``_library.toml`` files
+    of the document's folder (any format): the document's sensitivity when it sets none
+    (a ``RESTRICTED`` folder needs no marking check then); a sensitivity the document sets
+    that is more open than it is an error (the folder is a floor, never lowered by a file).
+    """
     problems: list[DocumentError] = []
     for key, value in meta.items():  # size limits per field (module docstring)
         if len(value) > MAX_METADATA_VALUE_CHARS:
@@ -124,6 +132,17 @@ def _make_document(
                     hint=f"{_FIX_SENSITIVITY}; nothing else (quotes aside) may follow the value",
                 )
             )
+        elif folder_sensitivity is not None and _RANK[sensitivity] < _RANK[folder_sensitivity]:
+            problems.append(
+                DocumentError(
+                    error_path,
+                    f"sets sensitivity {sensitivity}, more open than the {folder_sensitivity} its folder's "
+                    "_library.toml [defaults] gives every file in it",
+                    field="sensitivity",
+                    hint=f"remove the file's sensitivity (it is then {folder_sensitivity}), or move the file to "
+                    "another folder if the folder default is wrong for it",
+                )
+            )
         elif sensitivity != RESTRICTED_SENSITIVITY:
             where = _first_marking(marking_lines, restricted_only=True)
             if where is not None:
@@ -138,14 +157,14 @@ def _make_document(
                     )
                 )
     else:
-        sensitivity = DEFAULT_SENSITIVITY
-        where = _first_marking(marking_lines)
+        sensitivity = folder_sensitivity or DEFAULT_SENSITIVITY
+        where = None if sensitivity == RESTRICTED_SENSITIVITY else _first_marking(marking_lines)
         if where is not None:
             problems.append(
                 DocumentError(
                     error_path,
                     f"{where} looks like a sensitivity marking, but the document sets no 'sensitivity', "
-                    f"so it would be indexed as {DEFAULT_SENSITIVITY}",
+                    f"so it would be indexed as {sensitivity}",
                     field="sensitivity",
                     hint=sensitivity_fix,
                 )

@@ -30,12 +30,18 @@ The walk and link policy are in :mod:`..sources.walk`, the front-matter grammar 
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 
 from ragspine_core.errors import ConfigError, DocumentError
-from ragspine_core.records import is_restricted
+from ragspine_core.records import METADATA_FIELDS, SENSITIVITIES, is_restricted
+
+from ragspine_index.marking_scan import mentions_restricted
+from ragspine_index.source_documents.folding import _norm_key
+from ragspine_index.source_documents.sensitivity import _LEVEL_WORDS, _sensitivity_like
 
 from ragspine_index.converters import ConvertedFiles
+from ragspine_index.converters.files import sidecar_claims
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.sources.walk import _library_files, _read
 from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
@@ -44,6 +50,40 @@ from ragspine_index.source_documents.model import ParseResult, SourceDocument
 from ragspine_index.source_documents.text_files import DOCUMENT_SUFFIXES, parse_document
 
 SUPPORTED_SUFFIXES = (*DOCUMENT_SUFFIXES, JSONL_SUFFIX)
+#: Names an error may quote for a file that may be RESTRICTED: field names and levels.
+_QUOTABLE = frozenset(METADATA_FIELDS) | frozenset(SENSITIVITIES) | frozenset(s.lower() for s in SENSITIVITIES)
+_QUOTED = re.compile(r"'([^'\n]{1,200})'")
+_FIELD_NORMS = frozenset(_norm_key(f) for f in METADATA_FIELDS)
+_DATE_LIKE = re.compile(r"[0-9./-]{1,12}")
+_MARKING_WORD = re.compile(r"confidential|secret|机密|绝密|秘密|保密", re.I)
+
+
+def _may_be_marked(data: bytes) -> bool:
+    """Whether a text file may be RESTRICTED (its errors then quote no key of it)."""
+    return mentions_restricted(data) or _MARKING_WORD.search(data.decode("utf-8", "ignore")) is not None
+
+
+def _redacted(err: DocumentError) -> DocumentError:
+    """``err`` quoting no name of the document but field names and levels: the keys, property
+    and sheet names of a document that may be RESTRICTED are its text (``'project_nordvolt'``
+    becomes ``<a name of 16 characters>``)."""
+    def one(match: re.Match) -> str:
+        name = match.group(1)
+        norm = _norm_key(name)
+        quotable = (name in _QUOTABLE or norm in _LEVEL_WORDS or norm in _FIELD_NORMS or _sensitivity_like(norm)
+                    or _DATE_LIKE.fullmatch(name) is not None)
+        return match.group(0) if quotable else f"<a name of {len(name)} characters>"
+
+    problem, hint = _QUOTED.sub(one, err.problem), _QUOTED.sub(one, err.hint)
+    field = err.field if err.field is None or err.field in _QUOTABLE or err.field in _ERROR_FIELDS else "metadata"
+    if (problem, hint, field) == (err.problem, err.hint, err.field):
+        return err
+    return DocumentError(err.path, problem, field=field, hint=hint)
+
+
+#: ``field`` values of errors that name a kind of problem, not a key.
+_ERROR_FIELDS = frozenset({"metadata", "body", "content", "path", "encoding", "limits", "encrypted", "ocr",
+                           "sidecar", "defaults", "front_matter", "json", "key"})
 
 
 def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseResult:
@@ -72,13 +112,23 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     documents: dict[str, SourceDocument] = {}
     errors: list[DocumentError] = []
     skipped: list[str] = []
+    reported: set[tuple[str, str | None, str]] = set()
     entries = _library_files(root)
     by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
     converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    claims = sidecar_claims([entry.rel for entry in entries], frozenset(by_rel))
     for entry in entries:
         shown = printable_path(entry.rel)
         if entry.problem:
             errors.append(DocumentError(shown, entry.problem, field="path", hint=entry.hint))
+            continue
+        if entry.rel in claims:  # a sidecar that may be its own is not its exact pair: fail closed
+            sidecar = printable_path(claims[entry.rel])
+            errors.append(DocumentError(
+                shown, f"the metadata sidecar {sidecar} may belong to it but is not its exact pair, so its "
+                "sensitivity cannot be known", field="sensitivity",
+                hint=f"name the sidecar exactly {PurePosixPath(shown).name}.meta.toml (same letter case; PDF, DOCX, "
+                "PPTX, XLSX, HTML and CSV files only), make it a readable plain file, or delete it"))
             continue
         if entry.path is None:  # a folder link that stays inside the library
             skipped.append(shown + "/")
@@ -90,29 +140,45 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 skipped.append(shown)
                 continue
             items: list[SourceDocument | DocumentError] = converted_items
+            items = [_redacted(item) if isinstance(item, DocumentError) else item for item in items]
         else:
+            floor, floor_errors = converted.folder_sensitivity(entry.rel)
+            if floor_errors:  # the folder's default cannot be known: fail closed
+                errors.extend(e for e in floor_errors if (e.path, e.field, str(e)) not in reported)
+                reported.update((e.path, e.field, str(e)) for e in floor_errors)
+                errors.append(DocumentError(shown, "its folder's _library.toml [defaults] cannot be read, so its "
+                                            "sensitivity is unknown", field="sensitivity",
+                                            hint="fix the _library.toml error reported for its folder"))
+                continue
             data = _read(entry, shown)
             if isinstance(data, DocumentError):
                 errors.append(data)
                 continue
             if suffix == JSONL_SUFFIX:
-                items = parse_jsonl(data, entry.rel, lib)
+                items = parse_jsonl(data, entry.rel, lib, floor)
             else:
-                result = parse_document(data, entry.rel, lib)
+                result = parse_document(data, entry.rel, lib, floor)
                 items = [result] if isinstance(result, SourceDocument) else list(result)
+            if any(isinstance(item, DocumentError) for item in items) and _may_be_marked(data):
+                items = [_redacted(item) if isinstance(item, DocumentError) else item for item in items]
         for item in items:
             if isinstance(item, DocumentError):
                 errors.append(item)
                 continue
             first = documents.get(item.doc_id)
             if first is not None:
-                # never name a RESTRICTED document or its path (an existence oracle for guessed ids)
-                other = "another document" if is_restricted(first.sensitivity) else first.source_path
+                # never name a RESTRICTED document or its path, never drop it for an open one that
+                # sorts first (a probe file): the open copy is the one not indexed
+                loser, kept = item, first
+                if is_restricted(item.sensitivity) and not is_restricted(first.sensitivity):
+                    loser, kept = first, item
+                    documents[item.doc_id] = item
+                other = "another document" if is_restricted(kept.sensitivity) else kept.source_path
                 errors.append(
                     DocumentError(
-                        item.source_path,
-                        f"{_doc_id_words(item.doc_id)} is already used by {other}; "
-                        "this copy is not indexed",
+                        loser.source_path,
+                        f"{_doc_id_words(item.doc_id) if not is_restricted(loser.sensitivity) else 'its doc_id'} "
+                        f"is already used by {other}; this copy is not indexed",
                         field="doc_id",
                         hint="give one of the two a distinct doc_id",
                     )

@@ -37,12 +37,15 @@ error for that file, never the default (the decision itself is taken in
     ``STRICTLY CONFIDENTIAL``, ``机密``, ``绝密`` or ``秘密`` right after a ``:`` or
     ``=``; its value after the first or last ``:``/``=`` is exactly one of those words
     or ``SECRET``; it is a banner made of one of them (or an all-capitals line starting
-    with one); or it is ``Sensitivity RESTRICTED`` without a separator. A line holding
+    with one); it is a banner of the grammar of :func:`_is_banner` (``HIGHLY
+    CONFIDENTIAL``, ``Company Confidential``, ``Confidential (Project X)``,
+    ``Restricted distribution``, ``商业秘密``, ``保密``, ``仅限董事会``…); or it is
+    ``Sensitivity RESTRICTED`` without a separator. A line holding
     a carriage return or another line separator is read both joined and split.
 * A document that sets ``PUBLIC`` or ``INTERNAL`` must not carry a marking (the body
   rules above, minus the "right after a ``:``" one; a metadata field's own value does
   not count) that names ``RESTRICTED``, ``CONFIDENTIAL`` or ``SECRET`` (or
-  ``机密``/``绝密``/``秘密``): the conflict is an error. A document that sets
+  ``机密``/``绝密``/``秘密``), or is a banner of that grammar: the conflict is an error. A document that sets
   ``RESTRICTED`` is never inspected.
 """
 
@@ -86,8 +89,33 @@ _EMBEDDED_MARKING = re.compile(
     r"(?:public|internal|restricted|confidential|secret|top\s*secret|strictly\s*confidential)"
 )
 _AFTER_SEPARATOR_MARKING = re.compile(
-    r"[:=][\s*_\"'`\[(]*(?:restricted|confidential|top\s*secret|strictly\s*confidential|机密|绝密|秘密)"
+    # not followed by a letter: ``us-gaap:RestrictedStockMember`` (an XBRL name) is no marking
+    r"[:=][\s*_\"'`\[(]*(?:restricted|confidential|top\s*secret|strictly\s*confidential|机密|绝密|秘密)(?![a-z])"
 )
+# -- the banner grammar (see :func:`_is_banner`) --------------------------------------
+_BANNER_PRE = (r"(?:highly|strictly|very|most|company|commercial(?:ly)?|business|corporate|draft|privileged|"
+               r"proprietary|personal|private|legal(?:ly)?|attorney[\s-]*client|top|and|&|\+|sensitive|"
+               r"board|management|hr|personnel|client|customer|group|internal(?=[\s\-–—:/,|&+]+(?:and|&|\+)))")
+_BANNER_MARK = (r"(?:confidential|restricted|secret|(?:commercial\s+)?in\s+confidence|not\s+for\s+(?:public\s+)?(?:release|distribution|"
+                r"circulation|publication))")
+_BANNER_POST = (r"(?:distribution|information|info|document|documents|material|materials|data|only|use|access|"
+                r"copy|treatment|handling|and|&|\+|privileged|proprietary|draft|do\s+not\s+(?:copy|distribute|"
+                r"forward|share|disclose)|not\s+for\s+(?:distribution|circulation|publication|public\s+release)|"
+                r"internal\s+use\s+only|need\s+to\s+know|eyes\s+only|addressee\s+only)")
+_BANNER_SEP = r"[\s\-–—:/,|.·•]*"
+_BANNER = re.compile(
+    rf"(?:{_BANNER_PRE}{_BANNER_SEP})*{_BANNER_MARK}(?:{_BANNER_SEP}{_BANNER_POST})*[\s.!]*"
+    r"(?:[\-–—:|/(\[【（<].*)?"
+)
+_CN_PUNCT = re.compile(r"[\s【】\[\]（）()：:“”\"'‘’·•★☆※*#_\-–—|/、，,。.！!<>《》]+")
+_CN_BANNER = re.compile(
+    r"(?:公司|商业|严格|高度|绝对|核心|重要|特别|内部)*(?:秘密|机密|绝密|保密|商密)(?:文件|资料|信息|材料|内容|事项|级|等级)?"
+    r"(?:请勿外传|不得外传|严禁外传|禁止外传|注意保密|严禁复制|不得复制|请勿复制|请勿转发|不得转发)?"
+    r"|(?:仅限|仅供|只限|只供)(?:董事会|董事|董事长|管理层|高管|高级管理层|高级管理人员|收件人|指定人员|授权人员|本人|"
+    r"股东|法务|律师|审计委员会|委员会|项目组|项目组成员|总裁|总经理)(?:成员)?(?:阅读|使用|查阅|参阅|传阅|知悉)?"
+)
+#: A banner is a short line: longer ones are prose.
+_BANNER_MAX_CHARS = 160
 _LEADING_MARKUP = "#>*_-+|`'\"[(•·0123456789.)\t "
 
 
@@ -174,7 +202,33 @@ def _looks_like_marking(line: str, *, value_rule: bool = True, strict: bool = Fa
         return True
     shown = unicodedata.normalize("NFKC", line)
     banner = shown == shown.upper() and any(ch.isalpha() for ch in shown)
-    return banner and (words[0] in _MARKING_WORDS or "".join(words[:2]) in _MARKING_WORDS)
+    return banner and (words[0] in _MARKING_WORDS or "".join(words[:2]) in _MARKING_WORDS) or _is_banner(line)
+
+
+def _is_banner(line: str) -> bool:
+    """Whether ``line`` is a banner that marks a document restricted, in the phrasings real
+    documents use (measured in ``tests/leak/test_banner_grammar.py``):
+
+    * English: optional qualifiers, the marking word ``CONFIDENTIAL``/``RESTRICTED``/
+      ``SECRET`` (or ``NOT FOR DISTRIBUTION``…), optional qualifiers after it, then
+      optionally a separator (``-``, ``–``, ``:``, ``|``, ``(``…) and free text:
+      ``HIGHLY CONFIDENTIAL``, ``PRIVILEGED & CONFIDENTIAL``, ``DRAFT - CONFIDENTIAL``,
+      ``Company Confidential``, ``Confidential (Project X)``, ``Restricted distribution``,
+      ``CONFIDENTIAL – Q3 plan``; any letter case, Markdown emphasis and brackets ignored.
+      Prose does not match: ``Confidential information must be protected`` goes on with
+      words that are no qualifier and no separator.
+    * Chinese: ``商业秘密``, ``保密``, ``机密文件``, ``【绝密】``, ``秘密★请勿外传``,
+      ``仅限董事会``, ``仅供收件人阅读``: the whole line (punctuation ignored) is qualifiers
+      and a marking, or "only for" an audience.
+    """
+    if len(line) > _BANNER_MAX_CHARS:
+        return False
+    folded = " ".join(_fold(line).split())
+    text = folded.strip().lstrip(_LEADING_MARKUP).rstrip("*_`'\" ])）】")
+    if text and _BANNER.fullmatch(text):
+        return True
+    cn = _CN_PUNCT.sub("", text)
+    return bool(cn) and len(cn) <= 24 and _CN_BANNER.fullmatch(cn) is not None
 
 
 def _mentions_sensitivity(line: str) -> bool:
@@ -209,7 +263,7 @@ def _first_marking(lines: Iterable[tuple[str, str, str]], *, restricted_only: bo
         if restricted_only:
             if _looks_like_marking(line, value_rule=kind != "field") and any(
                 word in _norm_key(line) for word in _MARKING_WORDS
-            ):
+            ) or kind != "field" and _is_banner(line):
                 return where
         elif (kind != "body" and _mentions_sensitivity(line)) or _looks_like_marking(line, strict=True):
             return where

@@ -19,8 +19,11 @@ DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
-def parse_document(data: bytes, rel_path: str, library_id: str) -> SourceDocument | list[DocumentError]:
-    """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX)."""
+def parse_document(data: bytes, rel_path: str, library_id: str,
+                   folder_sensitivity: str | None = None) -> SourceDocument | list[DocumentError]:
+    """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX;
+    ``folder_sensitivity``: the ``[defaults]`` sensitivity of its folder, see
+    :func:`.metadata._make_document`)."""
     shown = printable_path(rel_path)
     problem = _check_bytes(data, shown)
     if problem is not None:
@@ -56,6 +59,7 @@ def parse_document(data: bytes, rel_path: str, library_id: str) -> SourceDocumen
         default_doc_id=default_doc_id(rel_path),
         default_title=title or Path(shown).stem,
         marking_lines=marking_lines,
+        folder_sensitivity=folder_sensitivity,
         sensitivity_fix=(
             "set it explicitly in front matter at the top of the file ('---', 'sensitivity: RESTRICTED' "
             "or PUBLIC/INTERNAL, '---'); an explicit sensitivity turns this check off"

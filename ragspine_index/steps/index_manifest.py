@@ -37,6 +37,11 @@ def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, b
         extra_rows = store.execute_read(
             f"SELECT DISTINCT extra_json FROM {schema.CHUNK_TABLE} WHERE active = 1 "
             "AND upper(trim(sensitivity)) != 'RESTRICTED'")
+        # a RESTRICTED document's content hash is listed as null: an unsalted hash of a
+        # templated text is an oracle (guess the amount, hash, compare)
+        restricted = {r[0] for r in store.execute_read(
+            f"SELECT DISTINCT doc_id FROM {schema.CHUNK_TABLE} WHERE active = 1 "
+            "AND upper(trim(sensitivity)) = 'RESTRICTED'")}
     extra_fields = sorted({k for r in extra_rows for k in json.loads(r[0] or "{}")} - set(METADATA_FIELDS))
     name, _, version = chunks.chunker.partition("@")
     return {
@@ -59,7 +64,7 @@ def build_manifest(docs: DocumentSet, chunks: ChunkUpdate, text: IndexTextRef, b
             "embedded_chunks": emb.count,
             "parse_errors": len(docs.errors),
         },
-        "documents": {r["doc_id"]: r["content_hash"] for r in doc_rows},
+        "documents": {r["doc_id"]: None if r["doc_id"] in restricted else r["content_hash"] for r in doc_rows},
         "extra_fields": extra_fields,
         "errors": list(docs.errors),
         "code_versions": dict(code_versions),

@@ -3,8 +3,9 @@
 ``MMR = argmax_d [ λ · rel(d) − (1 − λ) · max_{s ∈ selected} sim(d, s) ]``: ``rel`` is the
 hit's score scaled to [0, 1] by the list's best score, ``sim`` the cosine between the
 chunks' stored vectors (the library's embeddings, memory-mapped, never re-embedded).
-A library without vectors — or a hit whose chunk has none — falls back to the Jaccard
-overlap of the chunks' token sets, and ``describe`` says so. λ = 1 is the input order;
+A library without vectors — or a hit whose chunk has none, or a pair of hits from
+libraries whose vectors are of different models or sizes (not comparable) — falls back to
+the Jaccard overlap of the chunks' token sets, and ``describe`` says so. λ = 1 is the input order;
 smaller λ favours diversity. Ties break on the input order (itself deterministic).
 """
 
@@ -27,7 +28,7 @@ class VectorLookup:
 
     def __init__(self, libraries: Mapping[str, Any]) -> None:
         self.libraries = dict(libraries)
-        self._index: dict[str, tuple[dict[str, int], Any] | None] = {}
+        self._index: dict[str, tuple[dict[str, int], Any, tuple[str, int]] | None] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -48,26 +49,41 @@ class VectorLookup:
                 else:
                     ids = lib.chunk_ids()
                     rows = np.asarray(emb.rows)
-                    self._index[library_id] = ({ids[int(r)]: i for i, r in enumerate(rows.tolist())}, emb.vectors)
+                    space = (str(getattr(emb, "model_id", "")), int(np.asarray(emb.vectors).shape[1]))
+                    self._index[library_id] = ({ids[int(r)]: i for i, r in enumerate(rows.tolist())}, emb.vectors,
+                                               space)
             return self._index[library_id]
 
     def vectors(self, hits: Sequence[Hit]) -> tuple[np.ndarray | None, np.ndarray]:
-        """``(unit vectors [n, dim] or None, has_vector bool[n])`` for ``hits``."""
+        """``(unit vectors [n, dim] or None, has_vector bool[n])`` for ``hits``; with
+        libraries of different vector spaces (model or size), zero-padded to the largest size
+        (compare only within one space: :meth:`spaces`)."""
+        mat, has, _ = self.vectors_and_spaces(hits)
+        return mat, has
+
+    def vectors_and_spaces(self, hits: Sequence[Hit]) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """As :meth:`vectors`, plus each hit's vector space as a small int (-1: no vector):
+        two vectors are comparable only when their spaces are equal."""
         found: list[np.ndarray | None] = []
+        spaces: list[Any] = []
         for h in hits:
             entry: Any = self._for(h.chunk.library_id) if self.libraries else None
             i = entry[0].get(h.chunk_id) if entry is not None else None
             found.append(None if i is None else np.asarray(entry[1][i], dtype=np.float32))
+            spaces.append(None if i is None else entry[2])
         has = np.array([v is not None for v in found], dtype=bool)
+        numbering: dict[Any, int] = {}
+        space_ids = np.array([-1 if sp is None else numbering.setdefault(sp, len(numbering)) for sp in spaces],
+                             dtype=np.int64)
         if not has.any():
-            return None, has
-        dim = next(v for v in found if v is not None).shape[0]
+            return None, has, space_ids
+        dim = max(v.shape[0] for v in found if v is not None)
         mat = np.zeros((len(hits), dim), dtype=np.float32)
         for i, v in enumerate(found):
             if v is not None:
                 n = float(np.linalg.norm(v))
-                mat[i] = v / n if n > 0 else v
-        return mat, has
+                mat[i, : v.shape[0]] = v / n if n > 0 else v
+        return mat, has, space_ids
 
 
 def _tokens(hit: Hit) -> frozenset[str]:
@@ -131,13 +147,17 @@ class MMRPostProcessor:
         scores = np.array([float(h.score) for h in hits], dtype=np.float64)
         top = scores.max()
         rel = scores / top if top > 0 else np.ones_like(scores)
-        mat, has = self.lookup.vectors(hits) if self.lookup is not None else (None, np.zeros(len(hits), bool))
+        if self.lookup is not None:
+            mat, has, space = self.lookup.vectors_and_spaces(hits)
+        else:
+            mat, has, space = None, np.zeros(len(hits), bool), np.full(len(hits), -1)
         sim = np.zeros((len(hits), len(hits)), dtype=np.float64)
         if mat is not None:
             sim = (mat @ mat.T).astype(np.float64)
-        if not has.all():  # token overlap where a vector is missing (RESTRICTED rows, bm25-only libraries)
+        comparable = has[:, None] & has[None, :] & (space[:, None] == space[None, :])
+        if not comparable.all():  # token overlap where a vector is missing (RESTRICTED rows, bm25-only
+            # libraries) or two vectors are of different models/sizes
             jac = jaccard_matrix([_tokens(h) for h in hits])
-            missing = ~(has[:, None] & has[None, :])
-            sim[missing] = jac[missing]
+            sim[~comparable] = jac[~comparable]
         order = mmr_order(rel, sim, lam=self.lam, top_n=self.top_n)
         return [hits[i] for i in order]

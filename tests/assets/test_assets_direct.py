@@ -163,3 +163,34 @@ def test_relation_graph_asset_reports_counts_top_entities_and_picture(chain):
     assert checks["no_restricted_graph_labels"].passed
     shown = json.dumps(meta, default=str).lower()
     assert not any(m.lower() in shown for m in RESTRICTED_MARKERS.values())
+
+
+def test_no_chunk_or_summary_text_reaches_the_event_log(chain):
+    """The Dagster event log outlives a reclassification (issue 37): materialization metadata
+    holds ids, counts and sizes, never a chunk's text, a tree node's summary or a community
+    summary, so nothing shown today can be text of a document that is RESTRICTED tomorrow."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ragspine_index.steps.index_text import read_index_text
+
+    data, out = chain
+    shown = json.dumps({name: {k: v.value for k, v in output.metadata.items()} for name, (output, _) in out.items()},
+                       default=str)
+    texts = read_index_text(out["index_text"][0].value).column("index_text").to_pylist()
+    with open_library(data / "artifacts" / LIBRARY) as lib:
+        tree_texts = list(lib.summary_tree().texts) if "summary_tree" in lib.manifest["artifact_sets"] else []
+    communities = Path(out["relation_graph"][0].value.directory) / "communities.parquet"
+    summaries = pq.read_table(communities).column("summary").to_pylist() if communities.is_file() else []
+    # entity labels (glossary names, and extracted names such as a document title) are the
+    # graph's own labels, checked by no_restricted_graph_labels; they are not text shown here
+    labels = pq.read_table(Path(out["relation_graph"][0].value.directory) / "nodes.parquet",
+                           columns=["label"]).column("label").to_pylist()
+    for label in sorted(set(labels), key=len, reverse=True):
+        if len(label) >= 20:
+            shown = shown.replace(label, "")
+    windows = {t[i:i + 40] for t in [*texts, *tree_texts, *summaries] for i in range(0, max(len(t) - 40, 1), 40)
+               if len(t) >= 40}
+    assert len(windows) > 100 and summaries and tree_texts
+    assert not [w for w in windows if w in shown]

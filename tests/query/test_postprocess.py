@@ -114,3 +114,42 @@ def test_postprocessors_run_after_rerank_in_the_pipeline_and_show_in_explain(sam
         assert _is_extractive(s["prompt_text"], s["text"]), s["prompt_text"]
     with pytest.raises(ConfigError):
         QueryIntelligence(postprocessor="nope")
+
+
+class _Vectors:
+    """A library's stored vectors, as ``Library.embeddings()`` gives them."""
+
+    def __init__(self, model_id: str, vectors: np.ndarray) -> None:
+        self.model_id, self.vectors, self.rows = model_id, vectors, np.arange(vectors.shape[0])
+
+
+class _Lib:
+    def __init__(self, ids: list[str], emb: _Vectors) -> None:
+        self._ids, self._emb = ids, emb
+
+    def chunk_ids(self) -> list[str]:
+        return self._ids
+
+    def embeddings(self) -> _Vectors:
+        return self._emb
+
+
+def test_mmr_over_libraries_of_different_vector_sizes_compares_within_one_space_only():
+    """Issue 37: two libraries with 3- and 5-dimensional vectors crashed MMR; vectors of
+    different spaces are not comparable, so such a pair falls back to token overlap."""
+    a = _Lib(["a1", "a2"], _Vectors("m-small", np.array([[1, 0, 0], [1, 0, 0]], dtype=np.float32)))
+    b = _Lib(["b1"], _Vectors("m-large", np.array([[1, 0, 0, 0, 0]], dtype=np.float32)))
+    lookup = VectorLookup({"A": a, "B": b})
+
+    def hit(cid: str, lib: str, text: str, score: float) -> Hit:
+        return Hit(Chunk(cid, lib, "d", 0, text, 0, len(text)), score, {"fused": score})
+
+    hits = [hit("a1", "A", "harbour cranes rotterdam", 1.0), hit("a2", "A", "electric vessels", 0.99),
+            hit("b1", "B", "harbour cranes rotterdam", 0.98)]
+    mat, has, space = lookup.vectors_and_spaces(hits)
+    assert mat is not None and mat.shape == (3, 5) and has.all() and space[0] == space[1] != space[2]
+    # a2 is a vector twin of a1 (same space); b1 is a token twin of a1 (other space)
+    order = [h.chunk_id for h in MMRPostProcessor(lookup, lam=0.5, top_n=None)("q", hits)]
+    assert order[0] == "a1" and len(order) == 3
+    sim_b1 = MMRPostProcessor(lookup, lam=0.0)("q", [hits[0], hits[2]])  # pure diversity: runs, no crash
+    assert [h.chunk_id for h in sim_b1] == ["a1", "b1"]
