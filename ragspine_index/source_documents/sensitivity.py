@@ -92,6 +92,11 @@ _AFTER_SEPARATOR_MARKING = re.compile(
     # not followed by a letter: ``us-gaap:RestrictedStockMember`` (an XBRL name) is no marking
     r"[:=][\s*_\"'`\[(]*(?:restricted|confidential|top\s*secret|strictly\s*confidential|机密|绝密|秘密)(?![a-z])"
 )
+#: A sensitivity key and its separator; the value after it is read on its letters alone, so
+#: stray characters or a comment (``sensitivity: R!ESTRICTED``, ``sensitivity: # was PUBLIC
+#: RESTRICTED``) do not hide a restricted-type word.
+_KEY_THEN_VALUE = re.compile(r"(?:sensitivity|classification|confidentiality|security[\s_-]*level)\W{0,3}[:=](.{0,40})")
+_RESTRICTED_LETTERS = ("restricted", "confidential", "secret")
 # -- the banner grammar (see :func:`_is_banner`) --------------------------------------
 _BANNER_PRE = (r"(?:highly|strictly|very|most|company|commercial(?:ly)?|business|corporate|draft|privileged|"
                r"proprietary|personal|private|legal(?:ly)?|attorney[\s-]*client|top|and|&|\+|sensitive|"
@@ -180,6 +185,11 @@ def _looks_like_marking(line: str, *, value_rule: bool = True, strict: bool = Fa
     """
     folded = _fold(line)
     if _EMBEDDED_MARKING.search(folded) or _EMBEDDED_MARKING.search("".join(folded.split())):
+        return True
+    value = _KEY_THEN_VALUE.search(folded)
+    if value is not None and (strict or any(word in _norm_key(value.group(1)) for word in _RESTRICTED_LETTERS)):
+        # with no sensitivity set, any ``sensitivity:`` line near the top is a marking to
+        # declare properly: its value may be garbled past reading (fail closed)
         return True
     if strict and _AFTER_SEPARATOR_MARKING.search(folded):
         return True
