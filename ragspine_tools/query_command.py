@@ -63,7 +63,7 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--corrective", default=None,
                    help="corrective retrieval off|relevance|dynamic|static|llm (on = relevance; default RAGSPINE_CORRECTIVE or off)")
     p.add_argument("--filters", default=None, dest="filter_extraction",
-                   help="automatic filter extraction off|rules|llm, applied as a preference (default RAGSPINE_FILTER_EXTRACTION or rules)")
+                   help="automatic filter extraction off|rules|llm, applied as a preference (default RAGSPINE_FILTER_EXTRACTION or off)")
     p.add_argument("--router", default=None,
                    help="several libraries: profile (route by glossary entities and library profiles) | all (default RAGSPINE_ROUTER or profile)")
     p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")

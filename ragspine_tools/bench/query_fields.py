@@ -1,0 +1,132 @@
+"""Measure what the query output *says* about a result on a judged set (docs/query-intelligence.md).
+
+For each question of a BEIR-layout judged set over a published library (the sample's
+``data/eval/sample``: ``queries.jsonl``, ``qrels/dev.tsv``, ``unanswerable.jsonl`` and
+``extra-unanswerable.jsonl``), run the narrative chain that ``ragspine query`` builds and
+record nDCG@10 (answerable questions), the top documents, and the confidence score and
+grade. Prints, per configuration: nDCG@10 per kind, the AUROC of the confidence for
+answerable vs unanswerable questions, and the share of each that the corrective loop
+(``relevance``) refuses.
+
+    python -m ragspine_tools.bench.query_fields data/artifacts/sample data/eval/sample \
+        --config filters=off --config filters=rules
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        f = line.split("\t")
+        if i == 0 and f[0] == "query-id":
+            continue
+        if len(f) >= 3:
+            out.setdefault(f[0], {})[f[1]] = int(f[2])
+    return out
+
+
+def auroc(pos: Iterable[float], neg: Iterable[float]) -> float:
+    """P(score of a positive > score of a negative), ties count half (Mann-Whitney U)."""
+    p, n = list(pos), list(neg)
+    if not p or not n:
+        return float("nan")
+    wins = sum((a > b) + 0.5 * (a == b) for a in p for b in n)
+    return wins / (len(p) * len(n))
+
+
+def doc_ranking(snippets: Any) -> list[str]:
+    seen: list[str] = []
+    for s in snippets:
+        d = s.doc_id
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+def ndcg10(ranked: list[str], qrels: dict[str, int]) -> float:
+    from ragspine_tools.eval.metrics import ndcg_at_k
+
+    run = {d: float(len(ranked) - i) for i, d in enumerate(ranked)}
+    return ndcg_at_k(run, qrels, 10)
+
+
+def run_config(library: list[str], questions: list[dict], overrides: dict[str, str], top_k: int) -> list[dict]:
+    from ragspine_core.settings import Settings
+    from ragspine_query.agent_api import build_narrative_retriever
+
+    settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()
+    retriever = build_narrative_retriever(library, settings=settings)
+    rows = []
+    for q in questions:
+        sn = retriever.retrieve(q["text"], top_k=top_k)
+        conf = getattr(sn, "confidence", None)
+        rows.append({"id": q["_id"], "kind": q.get("kind", "unanswerable"), "docs": doc_ranking(sn),
+                     "score": None if conf is None else float(conf.score), "grade": None if conf is None else conf.grade,
+                     "refused": getattr(sn, "refusal", None) is not None})
+    return rows
+
+
+_KEYS = {"filters": "filter_extraction", "corrective": "corrective", "router": "router", "mode": "retrieval_mode"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("library", nargs="+", help="published library directories (several: multi-library)")
+    ap.add_argument("--set", required=True, help="judged set folder (queries.jsonl, qrels/dev.tsv, *unanswerable.jsonl)")
+    ap.add_argument("--config", action="append", default=[], help="KEY=VALUE[,KEY=VALUE] (filters, corrective, router, mode)")
+    ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--dump", default=None, help="write the per-question rows as JSON here")
+    args = ap.parse_args(argv)
+    root = Path(args.set)
+    qrels = read_qrels(root / "qrels" / "dev.tsv")
+    answerable = [q for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels]
+    unanswerable = read_jsonl(root / "unanswerable.jsonl") + read_jsonl(root / "extra-unanswerable.jsonl")
+    dump = {}
+    for spec in args.config or [""]:
+        overrides = {}
+        for kv in filter(None, spec.split(",")):
+            k, _, v = kv.partition("=")
+            overrides[_KEYS.get(k, k)] = v
+        rows = run_config(args.library, answerable + unanswerable, overrides, args.top_k)
+        dump[spec or "default"] = rows
+        ans = [r for r in rows if r["id"] in qrels]
+        una = [r for r in rows if r["id"] not in qrels]
+        kinds: dict[str, list[float]] = {}
+        for r in ans:
+            v = ndcg10(r["docs"], qrels[r["id"]])
+            r["ndcg10"] = v
+            kinds.setdefault(r["kind"], []).append(v)
+            kinds.setdefault("all", []).append(v)
+        line = " ".join(f"{k}={sum(v) / len(v):.4f}(n={len(v)})" for k, v in sorted(kinds.items()))
+        print(f"[{spec or 'default'}] nDCG@10 {line}")
+        if all(r["score"] is not None for r in rows):
+            print(f"  AUROC answerable vs unanswerable: {auroc([r['score'] for r in ans], [r['score'] for r in una]):.4f} "
+                  f"(answerable {len(ans)}, unanswerable {len(una)})")
+            for kind in sorted({r['kind'] for r in una}):
+                sub = [r['score'] for r in una if r['kind'] == kind]
+                print(f"    vs {kind} ({len(sub)}): {auroc([r['score'] for r in ans], sub):.4f}")
+        print(f"  refused: answerable {sum(r['refused'] for r in ans)}/{len(ans)}, unanswerable "
+              f"{sum(r['refused'] for r in una)}/{len(una)}; grades answerable "
+              + str({g: sum(r['grade'] == g for r in ans) for g in ('high', 'medium', 'low')})
+              + " unanswerable " + str({g: sum(r['grade'] == g for r in una) for g in ('high', 'medium', 'low')}))
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(dump, ensure_ascii=False, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
