@@ -541,6 +541,10 @@ class FilterFallbackStage(Stage):
                                                   "(the caller's filters stay)")
             tracer.add("extract", "dropped", 0.0, lambda: hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
             base.caller_filters, base.extraction = state.caller_filters, state.extraction
+            from ragspine_query.pipeline.stages import dropped_filter_records
+
+            base.dropped_filters = tuple(base.dropped_filters) + dropped_filter_records(
+                [p.predicate for p in use], "extracted", "the extracted predicates left no hit")
             return base
         seen = {(h.chunk_id, h.chunk.library_id) for h in res}
         merged = list(res) + [h for h in base.hits if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]

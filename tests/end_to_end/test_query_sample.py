@@ -198,10 +198,16 @@ def test_extra_fields_are_filterable(library, bm25):
     assert hits and all(dict(h.chunk.extra).get("author") == value for h in hits)
 
 
-def test_empty_filter_result_retries_once_without_filters(narrative):
-    unfiltered = narrative.retrieve(QUERY_EU, top_k=5)
-    retried = narrative.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
+def test_empty_filter_result_retries_without_the_callers_filters_only_when_asked(narrative, built_sample):
+    # a caller's filter is a constraint: by default an empty filtered result stays empty
+    kept = narrative.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
+    assert kept == [] and kept.dropped_filters == ()
+    relaxed = build_narrative_retriever(built_sample, embedding_backend=None, reranker=None, mode="auto", relax_filters=True)
+    unfiltered = relaxed.retrieve(QUERY_EU, top_k=5)
+    retried = relaxed.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
     assert retried == unfiltered and retried
+    assert [(d["field"], d["op"], d["value"], d["origin"]) for d in retried.dropped_filters] == [
+        ("entity", "eq", "NO_SUCH_ENTITY", "caller")]
 
 
 def test_no_retry_when_disabled(bm25):

@@ -201,3 +201,29 @@ def test_cli_shows_extraction_in_explain_and_json(sample, capsys):
     assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain",
                        "--filters", "off"]) == 0
     assert "filters" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_dropped_filter_is_said_in_text_and_json(sample, capsys):
+    """A caller's filter is a constraint (no silent retry); whenever any filter is dropped the output says so."""
+    base = ["query", str(sample), "inverter price notice", "--filter", "sensitivity=eq:PUBLIC", "--filter", "entity=eq:HUAXIN"]
+    assert query_main(base) == 0
+    out = capsys.readouterr().out
+    assert "(no results)" in out and "dropped" not in out and "INTERNAL" not in out
+    assert query_main(base + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    # opt-in: retried without them, and said
+    assert query_main(base + ["--relax-filters"]) == 0
+    out = capsys.readouterr().out
+    assert "filter dropped (your --filter): sensitivity=eq:PUBLIC" in out and "filter dropped (your --filter): entity=eq:HUAXIN" in out
+    assert query_main(base + ["--relax-filters", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["results"] and {(d["field"], d["origin"]) for d in doc["dropped_filters"]} == {("sensitivity", "caller"), ("entity", "caller")}
+    # an extracted filter that empties the caller's set is dropped, and said
+    ext = ["query", str(sample), "Acme China revenue in 2031Q1", "--filter", "topic=eq:earnings", "--filters", "rules"]
+    assert query_main(ext) == 0
+    out = capsys.readouterr().out
+    assert "filter dropped (extracted): period=eq:2031Q1" in out
+    assert query_main(ext + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {(d["field"], d["origin"]) for d in doc["dropped_filters"]} >= {("period", "extracted")}
+    assert all(s["topic"] == "earnings" for s in doc["results"])  # the caller's filter stays
