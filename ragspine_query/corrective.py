@@ -217,8 +217,10 @@ class CorrectiveStage(Stage):
         self.provider = provider
         self.act = act
 
-    def _grade(self, query: str, hits: list[Hit]) -> tuple[Grade, list[Hit]]:
+    def _grade(self, query: str, hits: list[Hit], filters: Any = None) -> tuple[Grade, list[Hit]]:
         if self.grader is not None:
+            if getattr(self.grader, "takes_filters", False):  # it reads the rows the run's filters allow
+                return self.grader(query, hits, self.config, filters=filters)
             return self.grader(query, hits, self.config)
         return grade_hits(hits, self.config)
 
@@ -297,7 +299,7 @@ class CorrectiveStage(Stage):
             state.needs_refinement = True
             return state
         t0 = now()
-        g1, kept1 = self._grade(query, list(state.hits))
+        g1, kept1 = self._grade(query, list(state.hits), state.filters)
         tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0,
                    lambda: hit_candidates(kept1 if self.act else list(state.hits)), query=query, detail=g1.describe)
         if not self.act:
@@ -313,7 +315,7 @@ class CorrectiveStage(Stage):
                     continue
                 res2.dropped_filters = tuple(res2.dropped_filters) + self._dropped(state, filters, f2, extract, g1)
                 t0 = now()
-                g2, kept2 = self._grade(str(q2), list(res2.hits))
+                g2, kept2 = self._grade(str(q2), list(res2.hits), res2.filters)
                 tracer.add("grade", f"crag:{rnd}", now() - t0, lambda: hit_candidates(kept2), query=str(q2), detail=g2.describe)
                 if g2.confidence > best[0].confidence or (g2.grade == "correct" and best[0].grade != "correct"):
                     best = (g2, kept2, res2)

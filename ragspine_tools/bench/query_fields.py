@@ -8,8 +8,14 @@ grade. Prints, per configuration: nDCG@10 per kind, the AUROC of the confidence 
 answerable vs unanswerable questions, and the share of each that the corrective loop
 (``relevance``) refuses.
 
-    python -m ragspine_tools.bench.query_fields data/artifacts/sample data/eval/sample \
+    python -m ragspine_tools.bench.query_fields data/artifacts/sample --set data/eval/sample \
         --config filters=off --config filters=rules
+
+``--fit``: instead, compute each question's relevance features
+(:func:`ragspine_query.assessment.relevance_features`, open rows only) and fit the
+confidence's logistic calibration on the *dev* half of the questions (by SHA-256 of the
+id), choosing the grade thresholds there, and report AUROC on the other (test) half and on
+all; it prints the :class:`~ragspine_query.assessment.Calibration` to ship.
 """
 
 from __future__ import annotations
@@ -80,6 +86,82 @@ def run_config(library: list[str], questions: list[dict], overrides: dict[str, s
     return rows
 
 
+def is_dev(qid: str) -> bool:
+    import hashlib
+
+    return hashlib.sha256(qid.encode()).digest()[0] % 2 == 0
+
+
+def question_features(library: list[str], questions: list[dict]) -> list[dict[str, float]]:
+    """Per question, the features of the library whose calibrated probability is highest
+    (one library: its features)."""
+    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_query.assessment import RelevanceGrader
+
+    retriever = build_narrative_retriever(library)
+    grader = RelevanceGrader(retriever.index.source)
+    return [grader.features(q["text"]) for q in questions]
+
+
+def fit_logistic(x, y, l2: float = 1e-2, iters: int = 50):
+    """L2-regularised logistic regression by Newton's method on standardised features:
+    (weights, bias) on the raw features."""
+    import numpy as np
+
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    x = (x - mu) / sd
+
+    X = np.hstack([x, np.ones((x.shape[0], 1))])
+    w = np.zeros(X.shape[1])
+    reg = l2 * np.eye(X.shape[1])
+    reg[-1, -1] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-X @ w))
+        g = X.T @ (p - y) + reg @ w
+        h = (X * (p * (1 - p))[:, None]).T @ X + reg
+        step = np.linalg.solve(h, g)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return w[:-1] / sd, float(w[-1] - (w[:-1] * mu / sd).sum())
+
+
+def fit(library: list[str], answerable: list[dict], unanswerable: list[dict], features: str = "") -> int:
+    import numpy as np
+
+    qs = answerable + unanswerable
+    feats = question_features(library, qs)
+    names = [k.strip() for k in features.split(",") if k.strip()] or sorted({k for f in feats for k in f})
+    x = np.asarray([[f.get(k, 0.0) for k in names] for f in feats])
+    y = np.asarray([1.0] * len(answerable) + [0.0] * len(unanswerable))
+    dev = np.asarray([is_dev(q["_id"]) for q in qs])
+    w, b = fit_logistic(x[dev], y[dev], l2=0.1)
+    p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+    # thresholds on dev: low = the highest that refuses at most 3% of dev answerable questions;
+    # high = the lowest at which >= 90% of dev questions at or above it are answerable
+    pa = np.sort(p[dev & (y == 1)])
+    low = float(pa[int(np.floor(0.03 * len(pa)))]) if len(pa) else 0.3
+    high = 1.0
+    for t in sorted(set(p[dev].tolist())):
+        above = dev & (p >= t)
+        if above.any() and y[above].mean() >= 0.90:
+            high = t
+            break
+    high = max(high, low)
+    for part, m in (("dev", dev), ("test", ~dev), ("all", np.ones_like(dev))):
+        a, u = p[m & (y == 1)], p[m & (y == 0)]
+        print(f"{part}: AUROC {auroc(a.tolist(), u.tolist()):.4f} (answerable {len(a)}, unanswerable {len(u)}); "
+              f"refused (p < low): answerable {int((a < low).sum())}/{len(a)}, unanswerable {int((u < low).sum())}/{len(u)}; "
+              f"high: answerable {int((a >= high).sum())}, unanswerable {int((u >= high).sum())}")
+    for kind in sorted({q.get("kind", "unanswerable") for q in unanswerable}):
+        m = np.asarray([q.get("kind", "unanswerable") == kind for q in qs])
+        print(f"  vs {kind}: AUROC {auroc(p[y == 1].tolist(), p[m].tolist()):.4f}, refused {int((p[m] < low).sum())}/{int(m.sum())}")
+    print("Calibration(name=..., weights=(" + ", ".join(f"({k!r}, {v:.4f})" for k, v in zip(names, w))
+          + f"), bias={b:.4f}, high={high:.4f}, low={low:.4f})")
+    return 0
+
+
 _KEYS = {"filters": "filter_extraction", "corrective": "corrective", "router": "router", "mode": "retrieval_mode"}
 
 
@@ -90,11 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", action="append", default=[], help="KEY=VALUE[,KEY=VALUE] (filters, corrective, router, mode)")
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--dump", default=None, help="write the per-question rows as JSON here")
+    ap.add_argument("--fit", action="store_true", help="fit the confidence calibration (see above) instead")
+    ap.add_argument("--features", default="", help="with --fit: the features, comma-separated (default: all)")
     args = ap.parse_args(argv)
     root = Path(args.set)
     qrels = read_qrels(root / "qrels" / "dev.tsv")
     answerable = [q for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels]
     unanswerable = read_jsonl(root / "unanswerable.jsonl") + read_jsonl(root / "extra-unanswerable.jsonl")
+    if args.fit:
+        return fit(args.library, answerable, unanswerable, args.features)
     dump = {}
     for spec in args.config or [""]:
         overrides = {}
