@@ -162,6 +162,32 @@ def fit(library: list[str], answerable: list[dict], unanswerable: list[dict], fe
     return 0
 
 
+def routing_check(library: list[str], questions: list[dict], qrels: dict, overrides: dict) -> tuple[int, int]:
+    """How many questions have every library that holds a score-2 document routed to."""
+    from ragspine_core.settings import Settings
+    from ragspine_query.library import open_library
+    from ragspine_query.router import make_router
+
+    libs = {open_library(p).library_id: open_library(p) for p in library}
+    holder = {d: lib_id for lib_id, lib in libs.items() for d in set(lib.column("doc_id").tolist())}
+
+    class _R:
+        def __init__(self, lib):
+            self.library = lib
+
+    settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()
+    from ragspine_core.glossary import Glossary
+
+    gpath = next(iter(libs.values())).artifact_path("glossary")
+    router = make_router(settings.router, {k: _R(v) for k, v in libs.items()}, Glossary.load(gpath) if gpath else None)
+    ok = 0
+    for q in questions:
+        need = {holder[d] for d, g in qrels[q["_id"]].items() if g >= 2 and d in holder}
+        chosen = set(libs) if router is None else set(router(q["text"]))
+        ok += need <= chosen
+    return ok, len(questions)
+
+
 _KEYS = {"filters": "filter_extraction", "corrective": "corrective", "router": "router", "mode": "retrieval_mode"}
 
 
@@ -197,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             r["ndcg10"] = v
             kinds.setdefault(r["kind"], []).append(v)
             kinds.setdefault("all", []).append(v)
+        if len(args.library) > 1:
+            routed_all = routing_check(args.library, answerable, qrels, overrides)
+            print(f"  routing: the libraries holding every score-2 answer searched for {routed_all[0]}/{routed_all[1]} questions")
         line = " ".join(f"{k}={sum(v) / len(v):.4f}(n={len(v)})" for k, v in sorted(kinds.items()))
         print(f"[{spec or 'default'}] nDCG@10 {line}")
         if all(r["score"] is not None for r in rows):
