@@ -199,12 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--dump", default=None, help="write the per-question rows as JSON here")
     ap.add_argument("--fit", action="store_true", help="fit the confidence calibration (see above) instead")
+    ap.add_argument("--held-only", action="store_true",
+                    help="questions none of whose score-2 answers the libraries hold count as unanswerable "
+                         "(kind answer-elsewhere): for a library cut from the judged corpus")
     ap.add_argument("--features", default="", help="with --fit: the features, comma-separated (default: all)")
     args = ap.parse_args(argv)
     root = Path(args.set)
     qrels = read_qrels(root / "qrels" / "dev.tsv")
     answerable = [q for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels]
     unanswerable = read_jsonl(root / "unanswerable.jsonl") + read_jsonl(root / "extra-unanswerable.jsonl")
+    if args.held_only:  # a library holding part of the corpus: a question it holds no answer of is unanswerable in it
+        from ragspine_query.library import open_library
+
+        held = {d for p in args.library for d in open_library(p).column("doc_id").tolist()}
+        moved = [q for q in answerable if not any(g >= 2 and d in held for d, g in qrels[q["_id"]].items())]
+        answerable = [q for q in answerable if q not in moved]
+        unanswerable += [{**q, "kind": "answer-elsewhere"} for q in moved]
+        qrels = {k: v for k, v in qrels.items() if k in {q["_id"] for q in answerable}}
     if args.fit:
         return fit(args.library, answerable, unanswerable, args.features)
     dump = {}
