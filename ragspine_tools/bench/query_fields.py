@@ -74,7 +74,7 @@ def run_config(library: list[str], questions: list[dict], overrides: dict[str, s
     from ragspine_core.settings import Settings
     from ragspine_query.agent_api import build_narrative_retriever
 
-    settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()
+    settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()  # type: ignore[arg-type]
     retriever = build_narrative_retriever(library, settings=settings)
     rows = []
     for q in questions:
@@ -99,7 +99,7 @@ def question_features(library: list[str], questions: list[dict]) -> list[dict[st
     from ragspine_query.assessment import RelevanceGrader
 
     retriever = build_narrative_retriever(library)
-    grader = RelevanceGrader(retriever.index.source)
+    grader = RelevanceGrader(getattr(retriever.index, "source"))  # the NarrativeIndex's retriever
     return [grader.features(q["text"]) for q in questions]
 
 
