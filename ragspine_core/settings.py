@@ -79,7 +79,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_POSTPROCESSOR", "postprocessor", "", "post-processors: mmr[:LAMBDA],lost_in_middle,compress or a registered plug-in's name (comma-separated)"),
     EnvVar("RAGSPINE_MMR_LAMBDA", "mmr_lambda", "0.7", "MMR relevance/diversity trade-off in [0, 1]"),
     EnvVar("RAGSPINE_CORRECTIVE", "corrective", "off", "corrective retrieval off|relevance|dynamic|static|llm (on = relevance)"),
-    EnvVar("RAGSPINE_FILTER_EXTRACTION", "filter_extraction", "rules",
+    EnvVar("RAGSPINE_FILTER_EXTRACTION", "filter_extraction", "off",
            "automatic filter extraction off|rules|llm (applied as a preference)"),
     EnvVar("RAGSPINE_ROUTER", "router", "profile", "multi-library routing: profile (glossary entities + library profiles) | all"),
     EnvVar("RAGSPINE_QUERY_CACHE", "query_cache_size", "0", "result cache entries (0 = off)"),
@@ -145,7 +145,7 @@ class Settings:
     postprocessor: str = ""
     mmr_lambda: str = "0.7"
     corrective: str = "off"
-    filter_extraction: str = "rules"
+    filter_extraction: str = "off"
     router: str = "profile"
     query_cache_size: str = "0"
     query_cache_ttl_s: str = "300"

@@ -77,8 +77,10 @@ class NarrativeIndex(QueryPipeline):
 class NarrativeIndexRetriever:
     """``retrieve(query, filters=None, top_k=50) -> Snippets`` (typed :class:`~ragspine_core.records.Snippet` objects) for the agent."""
 
-    def __init__(self, index: SearchIndex, *, retry_without_filters: bool = True) -> None:
+    def __init__(self, index: SearchIndex, *, retry_without_filters: bool = False) -> None:
         self.index = index
+        #: the seed's retry_without_filters, for the *caller's* filters: opt-in (they are a
+        #: constraint); when it runs, the result's ``dropped_filters`` lists them
         self.retry_without_filters = retry_without_filters
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
@@ -94,11 +96,17 @@ class NarrativeIndexRetriever:
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             snippets, res = self._open_snippets(query, filters or None, top_k)
+            dropped: tuple[dict, ...] = ()
             if not snippets and res.refusal is None and filters and self.retry_without_filters:
-                tracer.add("retry", "without-filters", 0.0, query=query, detail="the filtered result was empty")
+                tracer.add("retry", "without-filters", 0.0, query=query,
+                           detail="the caller's filtered result was empty (retry_without_filters is on)")
+                from ragspine_query.pipeline.stages import dropped_filter_records
+
+                dropped = dropped_filter_records(filters, "caller", "the filtered result was empty (retry_without_filters)")
                 snippets, res = self._open_snippets(query, None, top_k)
             ex = tracer.freeze(query).without_restricted() if explain else None
         out = Snippets(snippets, ex, res.refusal).carry(res)
+        out.dropped_filters = dropped + tuple(out.dropped_filters)
         # every snippet carries the result's tier and confidence too (an agent sees only the dicts)
         assessment = result_assessment(out)
         for sn in out:
@@ -118,7 +126,7 @@ class NarrativeIndexRetriever:
         current_tracer().add("snippets", "to_snippet", now() - t0, lambda: hit_candidates(open_hits[:top_k]), query=query)
         meta = SearchResult([], None, refusal)
         if isinstance(results, SearchResult):
-            meta.carry(results)
+            meta.carry(results)  # dropped_filters too
         return snippets, meta
 
 
@@ -145,6 +153,7 @@ def build_narrative_retriever(
     multi_query: bool | None = None,
     postprocessor: Any | None = None,
     router: Any | None | str = "env",
+    relax_filters: bool | None = None,
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
@@ -176,6 +185,11 @@ def build_narrative_retriever(
     :class:`~ragspine_query.router.ProfileRouter` by glossary entities and library
     profiles, every library when nothing matches), ``"all"`` / None (no routing), or a
     callable ``query -> library ids``.
+
+    ``relax_filters`` (default ``intelligence.relax_filters``, off): the caller's filters are
+    a constraint; True lets an empty filtered result be retried without them (the seed's
+    ``retry_without_filters``) and corrective retrieval drop them. Whatever is dropped is
+    listed in the result's ``dropped_filters``.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
@@ -245,9 +259,13 @@ def build_narrative_retriever(
             raise ConfigError(f"RAGSPINE_MULTI_QUERY must be on or off, got {settings.multi_query!r}")
         multi_query = value == "on"
     rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
+    if relax_filters is not None and relax_filters != intelligence.relax_filters:
+        import dataclasses
+
+        intelligence = dataclasses.replace(intelligence, relax_filters=bool(relax_filters))
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
                                                   glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
-                                                  postprocessors=extra_post))
+                                                  postprocessors=extra_post), retry_without_filters=intelligence.relax_filters)
 
 
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False,

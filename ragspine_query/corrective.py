@@ -18,7 +18,8 @@ stripped from what is returned.
 
 The loop is bounded and in the seed's order (drop-filters → rewrite → refuse): a set
 graded ``correct`` is used; otherwise at most two corrective actions run, each graded —
-drop the filters (the caller's and the extracted ones), then rewrite the query (LLM when
+drop the extracted filters (the caller's own only when ``relax_caller_filters``: a caller's
+filter is a constraint), then rewrite the query (LLM when
 given, else the deterministic keyword form); widening to every channel (undoing an
 adaptive tier's restriction) stands in when one of them does not apply. The best-graded
 set is used (``needs_refinement`` unless it is ``correct``); if even that is
@@ -179,8 +180,8 @@ REWRITE_SYSTEM = ("Rewrite the search query so that a search engine finds better
 class CorrectiveStage(Stage):
     """The bounded grade→act loop as one stage, listed after the retrieval stages.
 
-    The seed's order: grade; unless ``correct``, act — **drop the filters** (the caller's
-    and any extracted ones), then **rewrite** the query (LLM when given, else
+    The seed's order: grade; unless ``correct``, act — **drop the filters** (extracted
+    ones; the caller's own only with ``relax_caller_filters``), then **rewrite** the query (LLM when given, else
     :func:`refine_query`), at most ``config.max_rounds`` (2) actions, each graded; a
     *widen* to every channel stands in for a missing action when an adaptive tier had
     restricted the channels. Each action runs the stages listed before this one again
@@ -199,21 +200,27 @@ class CorrectiveStage(Stage):
             :func:`~ragspine_query.intelligence.build_query_pipeline` passes.
         provider: an LLM for the rewrite action (else the deterministic :func:`refine_query`).
         act: run the loop (True) or only grade (False).
+        relax_caller_filters: let the drop-filters action drop the caller's own filters too
+            (opt-in; default: only extracted ones). A result from a run that dropped any
+            filter lists them in ``dropped_filters``.
     """
 
     name = "corrective"
     after_refusal = True
 
     def __init__(self, source: Any = None, *, config: CRAGConfig | None = None, grader: Any | None = None,
-                 provider: Any | None = None, act: bool = True) -> None:
+                 provider: Any | None = None, act: bool = True, relax_caller_filters: bool = False) -> None:
         self.source = source
+        self.relax_caller_filters = relax_caller_filters
         self.config = config or dynamic_crag_config()
         self.grader = grader
         self.provider = provider
         self.act = act
 
-    def _grade(self, query: str, hits: list[Hit]) -> tuple[Grade, list[Hit]]:
+    def _grade(self, query: str, hits: list[Hit], filters: Any = None) -> tuple[Grade, list[Hit]]:
         if self.grader is not None:
+            if getattr(self.grader, "takes_filters", False):  # it reads the rows the run's filters allow
+                return self.grader(query, hits, self.config, filters=filters)
             return self.grader(query, hits, self.config)
         return grade_hits(hits, self.config)
 
@@ -230,24 +237,43 @@ class CorrectiveStage(Stage):
         return None, ""
 
     def _actions(self, query: str, filters: Any, first: QueryState) -> list[tuple[str, Any, Any, bool, str]]:
-        """``(action, query, filters, extract, note)`` in the seed's order: drop-filters, rewrite."""
+        """``(action, query, filters, extract, note)`` in the seed's order: drop-filters, rewrite.
+
+        Dropping filters drops the *extracted* ones; the caller's own filters are a
+        constraint and are dropped only when ``relax_caller_filters`` is set."""
         acts: list[tuple[str, Any, Any, bool, str]] = []
         extracted = getattr(first.applied_filters, "outcome", "none") in ("applied", "filled")
-        dropped = bool(filters) or extracted
+        caller = bool(filters) and self.relax_caller_filters
+        dropped = caller or extracted
+        kept = None if caller else filters
         if dropped:
-            what = " and ".join(x for x, on in (("the caller's filters", bool(filters)), ("the extracted filters", extracted)) if on)
-            acts.append(("drop_filters", query, None, False, f"retry without {what}"))
+            what = " and ".join(x for x, on in (("the caller's filters", caller), ("the extracted filters", extracted)) if on)
+            acts.append(("drop_filters", query, kept, False, f"retry without {what}"))
         rewritten, note = self._rewrite(query)
         if rewritten is not None:
-            acts.append(("rewrite", rewritten, None if dropped else filters, not dropped, note))
+            acts.append(("rewrite", rewritten, kept if dropped else filters, not dropped, note))
         if len(acts) < self.config.max_rounds:
             from ragspine_query.assessment import default_tier
 
             tier = first.tier
             if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
                 acts.append(("widen", ChannelQuery(str(query), channels=None, origin="crag:widen", pinned=True),
-                             None if dropped else filters, not dropped, "every channel"))
+                             kept if dropped else filters, not dropped, "every channel"))
         return acts[: self.config.max_rounds]
+
+    @staticmethod
+    def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict, ...]:
+        """The filters a corrective rerun (``f2``, ``extract``) runs without, as records."""
+        from ragspine_query.pipeline.stages import dropped_filter_records
+
+        why = f"corrective retrieval: the first result graded {g1.grade} ({g1.confidence:.2f})"
+        out: tuple[dict, ...] = ()
+        if filters and not f2:
+            out += dropped_filter_records(filters, "caller", why)
+        ex = first.extraction
+        if not extract and ex is not None and getattr(first.applied_filters, "outcome", "none") in ("applied", "filled"):
+            out += dropped_filter_records([p.predicate for p in ex[1]], "extracted", why)
+        return out
 
     @staticmethod
     def _annotate(out: QueryState, chosen: QueryState, grade: Grade) -> QueryState:
@@ -257,6 +283,7 @@ class CorrectiveStage(Stage):
             value = getattr(chosen, name)
             if value is not None:
                 setattr(out, name, value)
+        out.dropped_filters = tuple(chosen.dropped_filters)
         out.confidence = Confidence.of(grade)
         out.needs_refinement = out.confidence.needs_refinement
         return out
@@ -272,7 +299,7 @@ class CorrectiveStage(Stage):
             state.needs_refinement = True
             return state
         t0 = now()
-        g1, kept1 = self._grade(query, list(state.hits))
+        g1, kept1 = self._grade(query, list(state.hits), state.filters)
         tracer.add("grade", "crag:1" if self.act else "confidence", now() - t0,
                    lambda: hit_candidates(kept1 if self.act else list(state.hits)), query=query, detail=g1.describe)
         if not self.act:
@@ -286,8 +313,9 @@ class CorrectiveStage(Stage):
                 res2 = state.rerun(q2, f2, extract=extract)
                 if res2.refusal is not None:  # e.g. an LLM rewrite that names a competitor
                     continue
+                res2.dropped_filters = tuple(res2.dropped_filters) + self._dropped(state, filters, f2, extract, g1)
                 t0 = now()
-                g2, kept2 = self._grade(str(q2), list(res2.hits))
+                g2, kept2 = self._grade(str(q2), list(res2.hits), res2.filters)
                 tracer.add("grade", f"crag:{rnd}", now() - t0, lambda: hit_candidates(kept2), query=str(q2), detail=g2.describe)
                 if g2.confidence > best[0].confidence or (g2.grade == "correct" and best[0].grade != "correct"):
                     best = (g2, kept2, res2)
@@ -315,14 +343,15 @@ class CorrectiveRetrieval(QueryPipeline):
     Args:
         pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline` (possibly with
             filter extraction) or anything with ``run(query, *, filters, top_k, include_restricted, explain)``.
-        config, grader, provider, act: the :class:`CorrectiveStage`'s.
+        config, grader, provider, act, relax_caller_filters: the :class:`CorrectiveStage`'s.
     """
 
     def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None,
-                 act: bool = True) -> None:
+                 act: bool = True, relax_caller_filters: bool = False) -> None:
         self.pipeline = pipeline
         source, stages = stages_of(pipeline)
-        self.stage = CorrectiveStage(source, config=config, grader=grader, provider=provider, act=act)
+        self.stage = CorrectiveStage(source, config=config, grader=grader, provider=provider, act=act,
+                                     relax_caller_filters=relax_caller_filters)
         self._init_from(source, stages + [self.stage])
 
     @property

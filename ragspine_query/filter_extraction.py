@@ -26,6 +26,7 @@ extraction never broadens past the unfiltered candidate set silently." Here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -76,7 +77,29 @@ _PERIOD_PATTERNS: tuple[tuple[re.Pattern[str], str, float], ...] = (
     (re.compile(rf"{_Y}\s*(?:年度|全年)"), "year", 0.6),
 )
 _ISO_DATE = re.compile(r"(?<![\d-])(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?![\d-])")
+#: a Chinese date, 2024年10月28日 (or 号), read like the ISO date it names
+_ZH_DATE = re.compile(r"(20\d\d)\s*年\s*(1[0-2]|0?[1-9])\s*月\s*(3[01]|[12]\d|0?[1-9])\s*[日号]")
+#: fiscal two-digit years: Q3 FY24, FY24 Q3, FY24
+_FY_PATTERNS: tuple[tuple[re.Pattern[str], str, float], ...] = (
+    (re.compile(r"(?<![\w])Q(?P<n>[1-4])\s*[-_' ]?\s*FY\s*'?(?P<yy>\d\d)(?!\d)", re.I), "quarter", 0.9),
+    (re.compile(r"(?<![\w])FY\s*'?(?P<yy>\d\d)\s*[-_ ]?\s*Q(?P<n>[1-4])(?!\w)", re.I), "quarter", 0.9),
+    (re.compile(r"(?<![\w])FY\s*'?(?P<yy>\d\d)(?![\w])", re.I), "year", 0.6),
+)
+#: relative years, quarters and halves, anchored on the library's latest valid_as_of (else today)
+_REL_YEAR = {"今年": 0, "本年": 0, "去年": -1, "上年": -1, "前年": -2, "this year": 0, "current year": 0, "last year": -1,
+             "previous year": -1, "prior year": -1, "the year before last": -2}
+_REL_YEAR_ALT = "|".join(re.escape(k) for k in sorted(_REL_YEAR, key=len, reverse=True))
+_REL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"(?P<rel>{_REL_YEAR_ALT})\s*(?:的\s*)?(?:第\s*)?(?P<zh>[一二三四1-4])\s*季度"), "quarter"),
+    (re.compile(rf"(?P<rel>{_REL_YEAR_ALT})\s*(?:的\s*)?(?P<zhh>上|下)\s*半年"), "half"),
+    (re.compile(rf"(?<![\w])(?P<ord>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter\s+(?:of\s+|in\s+)?(?P<rel>{_REL_YEAR_ALT})(?!\w)"), "quarter"),
+    (re.compile(rf"(?<![\w])Q(?P<n>[1-4])\s+(?:of\s+|in\s+)?(?P<rel>{_REL_YEAR_ALT})(?!\w)"), "quarter"),
+    (re.compile(rf"(?<![\w])(?P<ord>first|second|1st|2nd)\s+half\s+(?:of\s+|in\s+)?(?P<rel>{_REL_YEAR_ALT})(?!\w)"), "half"),
+    (re.compile(r"(?P<q>上个?季度|上一季度|last quarter|previous quarter|prior quarter)"), "last_quarter"),
+    (re.compile(rf"(?<![\w])(?P<rel>{_REL_YEAR_ALT})(?!\w)"), "year"),
+)
 _BARE_YEAR = re.compile(r"(?<![\w.-])(20\d\d)(?:\s*年)?(?![\w.-])")
+_ISO_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d")
 _BEFORE = re.compile(r"(?:as of|as at|before|until|till|up to|by|截至|截止|之前|以前)\s*$", re.I)
 _AFTER = re.compile(r"(?:after|since|from|starting|自|从)\s*$", re.I)
 
@@ -146,12 +169,16 @@ class RuleFilterExtractor:
         period_values: the ``period`` values the libraries hold; a bare year or a date then
             maps to the held periods of that year (else to the year itself and its quarters
             and halves).
+        anchor: the date relative periods count from (``去年第三季度`` = the third quarter of
+            the year before the anchor's); :func:`make_filter_extractor` passes the libraries'
+            latest ``valid_as_of``. None: today. ``explain`` names the anchor.
+        anchor_source: where the anchor came from, for ``explain``.
     """
 
     name = "rules"
 
     def __init__(self, glossary: "Glossary | None" = None, *, geographies: Mapping[str, Iterable[str]] | None = None,
-                 period_values: Iterable[str] = ()) -> None:
+                 period_values: Iterable[str] = (), anchor: date | None = None, anchor_source: str = "") -> None:
         ents: dict[str, str] = {}
         if glossary is not None:
             for c in glossary.concepts:
@@ -169,6 +196,9 @@ class RuleFilterExtractor:
         self._geos = geos
         self._geo_re = _name_pattern(geos)
         self._periods = tuple(sorted({str(v) for v in period_values if str(v)}))
+        #: what relative periods ("去年第三季度", "last year") count from; None: today, read per query
+        self.anchor = anchor
+        self.anchor_source = anchor_source or ("given" if anchor is not None else "today")
 
     def _year_periods(self, year: str, *, quarter: int | None = None) -> tuple[str, ...]:
         """The held periods of ``year`` (all, or those that contain ``quarter``)."""
@@ -228,25 +258,54 @@ class RuleFilterExtractor:
                     value = year
                 taken.append(_Span(m.start(), m.end()))
                 periods.append((value, conf, m.group(0)))
-        # ISO dates: "as of D" / "since D" bound valid_as_of; a bare date names its periods
-        for m in _ISO_DATE.finditer(text):
+        for pat, kind, conf in _FY_PATTERNS:
+            for m in pat.finditer(text):
+                if free(m.start(), m.end()):
+                    taken.append(_Span(m.start(), m.end()))
+                    year = f"20{m.group('yy')}"
+                    periods.append((f"{year}Q{m.group('n')}" if kind == "quarter" else year, conf, m.group(0)))
+        anchor = self.anchor or date.today()
+        rel_how = f"relative to {anchor.isoformat()} ({self.anchor_source})"
+        for pat, kind in _REL_PATTERNS:
+            for m in pat.finditer(text):
+                if not free(m.start(), m.end()):
+                    continue
+                gd = m.groupdict()
+                if kind == "last_quarter":
+                    q0 = (anchor.month - 1) // 3 + 1
+                    y, qn = (anchor.year, q0 - 1) if q0 > 1 else (anchor.year - 1, 4)
+                    value = f"{y}Q{qn}"
+                else:
+                    y = anchor.year + _REL_YEAR[gd["rel"]]
+                    if kind == "quarter":
+                        qn = int(gd["n"]) if gd.get("n") else (_ORD[gd["ord"]] if gd.get("ord") else _ZH_NUM[gd["zh"]])
+                        value = f"{y}Q{qn}"
+                    elif kind == "half":
+                        value = f"{y}H{1 if gd.get('zhh') == '上' or gd.get('ord') in ('first', '1st') else 2}"
+                    else:
+                        value = str(y)
+                taken.append(_Span(m.start(), m.end()))
+                periods.append((value, 0.5 if kind == "year" else 0.8, f"{m.group(0)}, {rel_how}"))
+        # dates (ISO, or 2024年10月28日): "as of D" / "since D" bound valid_as_of; a bare date names its periods
+        dates = [(m, f"{m.group(1)}-{m.group(2)}-{m.group(3)}") for m in _ISO_DATE.finditer(text)]
+        dates += [(m, f"{m.group(1)}-{int(m.group(2)):02d}-{int(m.group(3)):02d}") for m in _ZH_DATE.finditer(text)]
+        for m, iso in sorted(dates, key=lambda d: d[0].start()):
             if not free(m.start(), m.end()):
                 continue
             taken.append(_Span(m.start(), m.end()))
-            iso = m.group(0)
             try:
                 date.fromisoformat(iso)
             except ValueError:
                 continue
             before = text[: m.start()]
             if _BEFORE.search(before):
-                out.append(ExtractedPredicate(Predicate("valid_as_of", "lte", iso), 0.7, iso, "date bound"))
+                out.append(ExtractedPredicate(Predicate("valid_as_of", "lte", iso), 0.7, m.group(0), "date bound"))
             elif _AFTER.search(before):
-                out.append(ExtractedPredicate(Predicate("valid_as_of", "gte", iso), 0.7, iso, "date bound"))
-            else:
-                q = (int(m.group(2)) - 1) // 3 + 1
-                for v in self._year_periods(m.group(1), quarter=q):
-                    periods.append((v, 0.5, iso))
+                out.append(ExtractedPredicate(Predicate("valid_as_of", "gte", iso), 0.7, m.group(0), "date bound"))
+            else:  # the periods that contain the date (an extracted predicate keeps rows without a period)
+                q = (int(iso[5:7]) - 1) // 3 + 1
+                for v in self._year_periods(iso[:4], quarter=q):
+                    periods.append((v, 0.7, m.group(0)))
         for m in _BARE_YEAR.finditer(text):
             if free(m.start(), m.end()):
                 taken.append(_Span(m.start(), m.end()))
@@ -353,7 +412,12 @@ def make_filter_extractor(mode: str, *, glossary: "Glossary | None" = None, sour
     if m not in EXTRACTION_MODES:
         raise ConfigError(f"unknown filter extraction {mode!r}; allowed: {', '.join(EXTRACTION_MODES)}")
     values = library_values(source) if source is not None else {}
-    rules = RuleFilterExtractor(glossary, period_values=values.get("period", ()))
+    anchor, anchor_source = None, "today"
+    if source is not None:
+        stamps = [v for v in library_values(source, ("valid_as_of",)).get("valid_as_of", ()) if _ISO_PREFIX.match(v)]
+        if stamps:
+            anchor, anchor_source = date.fromisoformat(max(stamps)[:10]), "the libraries' latest valid_as_of"
+    rules = RuleFilterExtractor(glossary, period_values=values.get("period", ()), anchor=anchor, anchor_source=anchor_source)
     if m == "llm":
         return LLMFilterExtractor(provider, rules, values=values)
     return rules
@@ -441,7 +505,8 @@ class ExtractFiltersStage(Stage):
                    detail=lambda: f"{ex.describe()} [{ex.note}] -> applying {len(use)} as a preference"
                                   + (f"; not applied: {skipped}" if skipped else ""))
         state.extraction = (self, use)
-        state.filters = _user_predicates(filters) + tuple(p.predicate for p in use)
+        # an extracted predicate never excludes a row lacking its field (Predicate.keep_missing)
+        state.filters = _user_predicates(filters) + tuple(dataclasses.replace(p.predicate, keep_missing=True) for p in use)
         return state
 
 
@@ -476,6 +541,10 @@ class FilterFallbackStage(Stage):
                                                   "(the caller's filters stay)")
             tracer.add("extract", "dropped", 0.0, lambda: hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
             base.caller_filters, base.extraction = state.caller_filters, state.extraction
+            from ragspine_query.pipeline.stages import dropped_filter_records
+
+            base.dropped_filters = tuple(base.dropped_filters) + dropped_filter_records(
+                [p.predicate for p in use], "extracted", "the extracted predicates left no hit")
             return base
         seen = {(h.chunk_id, h.chunk.library_id) for h in res}
         merged = list(res) + [h for h in base.hits if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]

@@ -8,6 +8,12 @@ predicate on that field, not even ``ne`` or ``nin``. ``{"entity": {"ne": "ACME"}
 therefore means "has an entity, and it is not ACME"; a row without an entity is not
 returned. No predicate selects rows lacking a field (``eq ""`` matches nothing).
 
+The one exception is a predicate built with ``keep_missing=True``: what filter extraction
+(:mod:`ragspine_query.filter_extraction`) reads off a query. A row that lacks the field
+passes it (the query named a company or a period; a memo with no ``entity`` field may be
+about that company), so an *extracted* filter never excludes a document lacking the field.
+A caller's filter never has it.
+
 Accepted forms::
 
     {"entity": "ACME_CN"}                               # eq
@@ -37,6 +43,8 @@ class Predicate:
     field: str
     op: str
     value: str | tuple[str, ...]
+    #: a row lacking the field passes (extracted predicates only; a caller's filter narrows)
+    keep_missing: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in OPERATORS:
@@ -57,8 +65,11 @@ class Predicate:
         """Boolean mask of rows of ``column`` (a numpy str array) satisfying the predicate.
 
         Filters only narrow: a row whose value is empty (it lacks the field) never matches,
-        whatever the operator (``ne`` and ``nin`` included).
+        whatever the operator (``ne`` and ``nin`` included) — unless ``keep_missing``
+        (an extracted predicate), when it always does.
         """
+        if self.keep_missing:
+            return self._raw_mask(column) | (column == "")
         return self._raw_mask(column) & (column != "")
 
     def _raw_mask(self, column: np.ndarray) -> np.ndarray:

@@ -13,8 +13,11 @@ documents are about.
 :class:`ProfileRouter` scores each library for a query: +2 when it holds a glossary
 entity the query names (a parent entity also matches the libraries of its
 subsidiaries), +1 when it holds a topic the query names (``supply_chain`` matches
-"supply chain"). The libraries that score are searched; when none does — or the router
-fails — every library is (the seed's fallback). A library with no row in the query's
+"supply chain"). Only a named entity narrows the route: the libraries that hold it are
+searched, **and every library with open rows lacking an entity** (the profile cannot rule
+it out: an untagged memo may be about that entity). A topic alone is a low-confidence
+signal (topics are coarse and often missing): every library is searched. When no library
+holds the entity — or the router fails — every library is (the seed's fallback). A library with no row in the query's
 language and no dense channel (it could not match the query at all) is left out unless
 that would leave nothing.
 """
@@ -43,6 +46,9 @@ class LibraryProfile:
     topics: frozenset[str] = frozenset()
     geographies: frozenset[str] = frozenset()
     dense: bool = False
+    #: the profile fields (``entities``, ``topics``) some open row has no value for: a query
+    #: naming an entity (topic) cannot rule this library out, so it is searched
+    untagged: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, library: Any) -> "LibraryProfile":
@@ -54,15 +60,22 @@ class LibraryProfile:
             def vals(key: str) -> frozenset[str]:
                 v = declared.get(key) or ()
                 return frozenset(str(x) for x in ([v] if isinstance(v, str) else v) if str(x))
-            return cls(library.library_id, vals("entities"), vals("languages"), vals("topics"), vals("geographies"), dense)
+            missing = frozenset(k for k in ("entities", "topics") if not vals(k))
+            return cls(library.library_id, vals("entities"), vals("languages"), vals("topics"), vals("geographies"), dense,
+                       missing)
         open_rows = ~library.restricted_mask()
 
         def values(field: str) -> frozenset[str]:
             col = library.column(field)
             return frozenset(str(v) for v in set(col[open_rows].tolist()) if v) if col.size else frozenset()
 
+        def lacks(field: str) -> bool:  # some open row has no value (or the library has no such column)
+            col = library.column(field)
+            return not col.size or bool((col[open_rows] == "").any())
+
         langs = values("language") or frozenset({"en"})
-        return cls(library.library_id, values("entity"), langs, values("topic"), values("geography"), dense)
+        untagged = frozenset(k for k, f in (("entities", "entity"), ("topics", "topic")) if lacks(f))
+        return cls(library.library_id, values("entity"), langs, values("topic"), values("geography"), dense, untagged)
 
 
 def _word_pattern(phrases: Iterable[str]) -> re.Pattern[str] | None:
@@ -125,11 +138,16 @@ class ProfileRouter:
 
         ents, topics = self.entities_in(query), self.topics_in(query)
         scores = {lib: 2 * bool(p.entities & ents) + bool(p.topics & topics) for lib, p in self.profiles.items()}
-        chosen = [lib for lib, s in scores.items() if s > 0]
-        if not chosen:
-            why = "no library profile holds an entity or topic the query names" if (ents or topics) else \
-                "the query names no glossary entity or library topic"
+        if not ents:  # a topic alone is a low-confidence route (topics are coarse and often untagged)
+            why = ("the query names only a topic (" + ",".join(sorted(topics)) + "): a low-confidence route") if topics else \
+                "the query names no glossary entity"
             return list(self.profiles), f"every library ({why})"
+        # an entity named: the libraries that hold it, and every library with rows lacking an entity
+        # (it cannot be ruled out: an untagged memo may be about that entity)
+        unknown = [lib for lib, p in self.profiles.items() if "entities" in p.untagged and not (p.entities & ents)]
+        chosen = [lib for lib, p in self.profiles.items() if p.entities & ents or lib in unknown]
+        if not [lib for lib in chosen if lib not in unknown]:
+            return list(self.profiles), "every library (no library profile holds an entity the query names)"
         lang = detect_language(str(query))
         able = [lib for lib in chosen if lang in self.profiles[lib].languages or self.profiles[lib].dense]
         chosen = able or chosen
@@ -138,7 +156,9 @@ class ProfileRouter:
             parts.append("entities " + ",".join(sorted(ents)))
         if topics:
             parts.append("topics " + ",".join(sorted(topics)))
-        return chosen, f"by {' and '.join(parts)}: " + ", ".join(f"{lib}={scores[lib]}" for lib in chosen)
+        return chosen, (f"by {' and '.join(parts)}: " + ", ".join(f"{lib}={scores[lib]}" for lib in chosen if lib not in unknown)
+                        + (f"; untagged rows, searched: {', '.join(lib for lib in chosen if lib in unknown)}"
+                           if any(lib in unknown for lib in chosen) else ""))
 
     def __call__(self, query: str) -> list[str]:
         return self.decide(query)[0]

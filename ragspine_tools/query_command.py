@@ -63,9 +63,12 @@ def add_query_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--corrective", default=None,
                    help="corrective retrieval off|relevance|dynamic|static|llm (on = relevance; default RAGSPINE_CORRECTIVE or off)")
     p.add_argument("--filters", default=None, dest="filter_extraction",
-                   help="automatic filter extraction off|rules|llm, applied as a preference (default RAGSPINE_FILTER_EXTRACTION or rules)")
+                   help="automatic filter extraction off|rules|llm, applied as a preference (default RAGSPINE_FILTER_EXTRACTION or off)")
     p.add_argument("--router", default=None,
                    help="several libraries: profile (route by glossary entities and library profiles) | all (default RAGSPINE_ROUTER or profile)")
+    p.add_argument("--relax-filters", action="store_true",
+                   help="let an empty (or, with --corrective, low-confidence) result be retried without your --filter "
+                        "predicates (default: they are a constraint); the output lists any filter dropped")
     p.add_argument("--no-gate", action="store_true", help="do not refuse queries naming a glossary competitor (default RAGSPINE_GATE or on)")
     p.add_argument("--tree", default=None, choices=("collapsed", "traversal", "off"),
                    help="summary-tree channel fused with the others (default RAGSPINE_TREE or off); --explain shows its node hits")
@@ -224,18 +227,21 @@ def run_query(args: argparse.Namespace) -> int:
 
         settings = dataclasses.replace(settings, **overrides)
     retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker,
-                                          settings=settings)
+                                          settings=settings, relax_filters=bool(getattr(args, "relax_filters", False)))
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     refusal = getattr(snippets, "refusal", None)
     from ragspine_query.agent_api import result_assessment
 
     assessment = result_assessment(snippets)
     applied = getattr(snippets, "filters", None)
+    dropped = list(getattr(snippets, "dropped_filters", ()) or ())
     if args.json:
-        if explain or refusal is not None:
+        if explain or refusal is not None or dropped:  # an object whenever a filter was dropped
             out: dict = {"results": list(snippets), **assessment}
             if applied is not None:
                 out["filters"] = applied.to_dict()
+            if dropped:
+                out["dropped_filters"] = dropped
             if refusal is not None:
                 out["refusal"] = refusal.to_dict()
             if explain:
@@ -253,6 +259,10 @@ def run_query(args: argparse.Namespace) -> int:
           f"needs_refinement={'-' if refine is None else 'yes' if refine else 'no'}")
     if applied is not None and applied.predicates:
         print(f"  filters ({applied.outcome}): {printable('; '.join(p.describe() for p in applied.predicates))}")
+    for d in dropped:
+        value = ",".join(d["value"]) if isinstance(d["value"], list) else d["value"]
+        print(f"  filter dropped ({'your --filter' if d['origin'] == 'caller' else 'extracted'}): "
+              f"{printable(d['field'])}={d['op']}:{printable(value)} — {printable(d['why'])}")
     if refusal is not None:
         print(f"  refused ({refusal.kind}): {printable(refusal.reason)}")
     elif not snippets:

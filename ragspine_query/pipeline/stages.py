@@ -63,6 +63,16 @@ VARIANTS_OWN_LANGUAGE_ONLY = False
 _R = TypeVar("_R")
 
 
+def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict, ...]:
+    """``{field, op, value, origin, why}`` of each dropped predicate (``origin``: ``caller`` or
+    ``extracted``): what :attr:`SearchResult.dropped_filters` holds."""
+    from ragspine_query.filters import parse_filters
+
+    preds = parse_filters(predicates) if predicates else ()
+    return tuple({"field": p.field, "op": p.op, "value": list(p.value) if isinstance(p.value, tuple) else p.value,
+                  "origin": origin, "why": why} for p in preds)
+
+
 class SearchResult(list):
     """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
@@ -73,10 +83,12 @@ class SearchResult(list):
     every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
     ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
     :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),
-    ``needs_refinement`` and ``filters`` (the extracted filters' outcome, or None).
+    ``needs_refinement``, ``filters`` (the extracted filters' outcome, or None) and
+    ``dropped_filters``: every filter a fallback or retry dropped to produce this result, as
+    dicts ``{field, op, value, origin: caller | extracted, why}`` (empty when none was).
     """
 
-    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters")
+    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
 
     def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(hits)
@@ -86,13 +98,17 @@ class SearchResult(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
+        self.dropped_filters: tuple[dict, ...] = ()
 
     def carry(self: _R, other: Any) -> _R:
-        """Copy ``other``'s tier, confidence, needs_refinement and filters onto this result."""
+        """Copy ``other``'s tier, confidence, needs_refinement, filters and dropped filters onto this result."""
         for name in ("tier", "confidence", "needs_refinement", "filters"):
             value = getattr(other, name, None)
             if value is not None:
                 setattr(self, name, value)
+        dropped = tuple(getattr(other, "dropped_filters", ()) or ())
+        if dropped:
+            setattr(self, "dropped_filters", tuple(getattr(self, "dropped_filters", ())) + dropped)
         return self
 
     def to_frame(self):
@@ -102,9 +118,9 @@ class SearchResult(list):
 
 class Snippets(list):
     """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
-    ``confidence``, ``needs_refinement``, ``filters`` (see :class:`SearchResult`) and ``to_frame()``."""
+    ``confidence``, ``needs_refinement``, ``filters``, ``dropped_filters`` (see :class:`SearchResult`) and ``to_frame()``."""
 
-    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters")
+    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
 
     def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(snippets)
@@ -114,6 +130,7 @@ class Snippets(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
+        self.dropped_filters: tuple[dict, ...] = ()
 
     carry = SearchResult.carry
 
@@ -139,14 +156,15 @@ class QueryState:
     ``include_restricted``, ``extract`` (whether filter extraction may run), then what
     stages fill in: ``variants``, ``tier``, ``hits``, ``refusal``, ``applied_filters``,
     ``extraction`` (the predicates a filter stage applied, for its fallback),
-    ``confidence`` and ``needs_refinement``.
+    ``confidence``, ``needs_refinement`` and ``dropped_filters`` (see :class:`SearchResult`).
 
     A stage that must run the stages before it again (the filter fallback, corrective
     retrieval) calls :meth:`rerun`; the pipeline sets what that runs.
     """
 
     __slots__ = ("query", "caller_filters", "filters", "top_k", "include_restricted", "extract", "variants", "tier",
-                 "hits", "refusal", "applied_filters", "extraction", "confidence", "needs_refinement", "_rerun")
+                 "hits", "refusal", "applied_filters", "extraction", "confidence", "needs_refinement", "dropped_filters",
+                 "_rerun")
 
     def __init__(self, query: Any, filters: Any, top_k: int, include_restricted: bool, *, extract: bool = True,
                  tier: str | None = None) -> None:
@@ -164,6 +182,7 @@ class QueryState:
         self.extraction: Any = None
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
+        self.dropped_filters: tuple[dict, ...] = ()
         self._rerun: Callable[..., "QueryState"] | None = None
 
     def rerun(self, query: Any, filters: Any, *, extract: bool = True, after: Any = None) -> "QueryState":
@@ -180,6 +199,7 @@ class QueryState:
         res.confidence = self.confidence
         res.needs_refinement = self.needs_refinement
         res.filters = self.applied_filters
+        res.dropped_filters = tuple(self.dropped_filters)
         return res
 
 
@@ -411,6 +431,7 @@ class PipelineStage(Stage):
         state.confidence = getattr(res, "confidence", None)
         state.needs_refinement = getattr(res, "needs_refinement", None)
         state.applied_filters = getattr(res, "filters", None)
+        state.dropped_filters = tuple(getattr(res, "dropped_filters", ()) or ())
         return state
 
 

@@ -31,7 +31,8 @@ def query_json(built_sample, tmp_path, text: str, *extra: str) -> list[dict]:
 
 def test_query_json_english_and_chinese(built_sample, tmp_path):
     en = query_json(built_sample, tmp_path, "why did Acme Europe revenue decline in Q3 2024", "--top-k", "5")
-    assert en[0]["doc_id"] == "acme-eu-2024q3-earnings" and 0 < len(en) <= 5
+    # top 3 (filter extraction is off by default since issue 36: the group history's chunk on it may lead)
+    assert "acme-eu-2024q3-earnings" in [s["doc_id"] for s in en[:3]] and 0 < len(en) <= 5
     assert {"text", "doc_id", "title", "source_locator", "chunk_id", "library_id", "scores"} <= set(en[0])
     zh = query_json(built_sample, tmp_path, "数据出境 第五条")
     assert zh[0]["doc_id"] == "acme-data-security-measures"
@@ -83,7 +84,7 @@ def test_ingest_then_query_from_the_shell(tmp_path):
     assert (tmp_path / "dagster_home" / "dagster.yaml").is_file()  # runs land in DAGSTER_HOME
     proc = ragspine("query", "data/artifacts/sample", "why did Acme Europe revenue decline in Q3 2024", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["doc_id"] == "acme-eu-2024q3-earnings"
+    assert "acme-eu-2024q3-earnings" in [s["doc_id"] for s in json.loads(proc.stdout)[:3]]
 
 
 def test_ingest_of_a_missing_folder_exits_2(tmp_path):

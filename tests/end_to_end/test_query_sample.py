@@ -89,7 +89,9 @@ def assert_no_restricted(snippets: list[dict]) -> None:
 def test_english_and_chinese_queries_return_the_expected_document_first(narrative, query, doc_id):
     snippets = narrative.retrieve(query, top_k=5)
     assert snippets, query
-    assert snippets[0]["doc_id"] == doc_id
+    # in the top 3: with filter extraction off by default (issue 36) the group history's "weak demand from
+    # German machine builders" chunk (judged relevant, 1, to the same question in data/eval/sample) may lead
+    assert doc_id in [s.doc_id for s in snippets[:3]]
     assert_no_restricted(snippets)
 
 
@@ -198,10 +200,16 @@ def test_extra_fields_are_filterable(library, bm25):
     assert hits and all(dict(h.chunk.extra).get("author") == value for h in hits)
 
 
-def test_empty_filter_result_retries_once_without_filters(narrative):
-    unfiltered = narrative.retrieve(QUERY_EU, top_k=5)
-    retried = narrative.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
+def test_empty_filter_result_retries_without_the_callers_filters_only_when_asked(narrative, built_sample):
+    # a caller's filter is a constraint: by default an empty filtered result stays empty
+    kept = narrative.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
+    assert kept == [] and kept.dropped_filters == ()
+    relaxed = build_narrative_retriever(built_sample, embedding_backend=None, reranker=None, mode="auto", relax_filters=True)
+    unfiltered = relaxed.retrieve(QUERY_EU, top_k=5)
+    retried = relaxed.retrieve(QUERY_EU, filters={"entity": {"eq": "NO_SUCH_ENTITY"}}, top_k=5)
     assert retried == unfiltered and retried
+    assert [(d["field"], d["op"], d["value"], d["origin"]) for d in retried.dropped_filters] == [
+        ("entity", "eq", "NO_SUCH_ENTITY", "caller")]
 
 
 def test_no_retry_when_disabled(bm25):

@@ -87,21 +87,30 @@ GOOD = [_hit("x", 0.032, bm25=9, vector=0.9), _hit("y", 0.031, bm25=8, vector=0.
 BAD = [_hit("n", 0.01, bm25=0.1), _hit("m", 0.009, vector=0.05)]
 
 
-def test_seed_order_drop_filters_then_rewrite_then_refuse_at_most_two_actions():
+def test_a_callers_filter_is_kept_by_the_loop_unless_relaxed():
     p = ScriptedPipeline([AMB, GOOD])
     out = CorrectiveRetrieval(p).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
+    # no drop-filters action: the rewrite runs under the caller's filter
+    assert p.calls == [("What is the margin?", {"entity": "ACME_CN"}, False), ("margin", {"entity": "ACME_CN"}, False)]
+    assert [s.name for s in out.explain.stages if s.stage == "correct"] == ["rewrite"] and out.dropped_filters == ()
+
+
+def test_seed_order_drop_filters_then_rewrite_then_refuse_at_most_two_actions():
+    p = ScriptedPipeline([AMB, GOOD])
+    out = CorrectiveRetrieval(p, relax_caller_filters=True).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
     assert p.calls == [("What is the margin?", {"entity": "ACME_CN"}, False), ("What is the margin?", None, False)]
     assert [h.chunk_id for h in out] == ["x", "y", "z"] and [s.name for s in out.explain.stages if s.stage == "correct"] == ["drop_filters"]
     assert out.confidence.grade == "high" and out.needs_refinement is False
+    assert [(d["field"], d["value"], d["origin"]) for d in out.dropped_filters] == [("entity", "ACME_CN", "caller")]
     # still ambiguous after dropping the filters: the rewrite runs (without the filters), then the best set is used
     p = ScriptedPipeline([AMB, AMB, GOOD])
-    out = CorrectiveRetrieval(p).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
+    out = CorrectiveRetrieval(p, relax_caller_filters=True).run("What is the margin?", filters={"entity": "ACME_CN"}, explain=True)
     assert [c[:2] for c in p.calls] == [("What is the margin?", {"entity": "ACME_CN"}), ("What is the margin?", None), ("margin", None)]
     assert [s.name for s in out.explain.stages if s.stage == "correct"] == ["drop_filters", "rewrite"]
     assert [h.chunk_id for h in out] == ["x", "y", "z"]
     # an incorrect grade is corrected too (it used to refuse at once), and refused only when nothing helps
     p = ScriptedPipeline([BAD, BAD, BAD])
-    out = CorrectiveRetrieval(p, config=CRAGConfig(dynamic=False)).run("What is the margin?", filters={"entity": "X"}, explain=True)
+    out = CorrectiveRetrieval(p, config=CRAGConfig(dynamic=False), relax_caller_filters=True).run("What is the margin?", filters={"entity": "X"}, explain=True)
     assert len(p.calls) == 3 and list(out) == [] and out.refusal is not None and out.refusal.kind == "low_confidence"
     assert "after drop filters, then rewrite" in out.refusal.reason and out.confidence.grade == "low" and out.needs_refinement
     p = ScriptedPipeline([BAD, GOOD])
@@ -120,13 +129,15 @@ def test_seed_order_drop_filters_then_rewrite_then_refuse_at_most_two_actions():
 
 def test_relevance_grader_drops_a_wrong_filter(sample):
     """The issue's case: irrelevant hits restricted by a wrong filter must not grade 'correct'."""
-    r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(corrective="relevance", filters="off"))
+    r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(corrective="relevance", filters="off",
+                                                                                   relax_filters=True))
     res = r.retrieve("anti-bribery policy gifts to public officials", filters={"entity": "ACME_ENERGY", "topic": "earnings"},
                      top_k=5, explain=True)
     grades = [s.detail for s in res.explain.stages if s.stage == "grade"]
     assert grades[0].startswith(("ambiguous", "incorrect")), grades
     assert [s.name for s in res.explain.stages if s.stage == "correct"][0] == "drop_filters"
     assert res and res.refusal is None and any("bribery" in s["doc_id"] for s in res)
+    assert {(d["field"], d["origin"]) for d in res.dropped_filters} == {("entity", "caller"), ("topic", "caller")}
 
 
 def test_llm_grader_sees_no_restricted_text_and_falls_back_on_failure():

@@ -61,10 +61,51 @@ def test_years_and_dates_map_to_held_periods_with_lower_confidence():
     op, value, conf = preds("Acme US revenue in 2024")["period"]
     assert op == "in" and value == ("2024", "2024Q1", "2024Q2", "2024Q3", "2024Q4") and conf == 0.5
     assert preds("FY2023 results")["period"][:2] == ("eq", "2023")
-    assert preds("what happened on 2024-10-28")["period"][:2] == ("in", ("2024", "2024Q4"))
+    assert preds("what happened on 2024-10-28")["period"] == ("in", ("2024", "2024Q4"), 0.7)  # applied (>= 0.7)
+    assert preds("2024年10月28日发生了什么")["period"] == ("in", ("2024", "2024Q4"), 0.7)
+    assert preds("截至2024年12月31日的订单")["valid_as_of"][:2] == ("lte", "2024-12-31")
     assert preds("risks as of 2024-06-30")["valid_as_of"][:2] == ("lte", "2024-06-30")
     assert preds("changes since 2025-01-01")["valid_as_of"][:2] == ("gte", "2025-01-01")
     assert preds("why did margins fall") == {}
+
+
+def test_fiscal_and_relative_periods_name_their_anchor():
+    from datetime import date
+
+    assert preds("margin in Q3 FY24")["period"][:2] == ("eq", "2024Q3")
+    assert preds("FY24 Q2 margin")["period"][:2] == ("eq", "2024Q2")
+    ex = RuleFilterExtractor(GLOSSARY, period_values=PERIODS, anchor=date(2025, 6, 30), anchor_source="library valid_as_of")
+    got = {p.predicate.field: p for p in ex.extract("艾克美中国去年第三季度的营收").predicates}
+    assert (got["period"].predicate.op, got["period"].predicate.value) == ("eq", "2024Q3")
+    assert "relative to 2025-06-30 (library valid_as_of)" in got["period"].describe()  # what --explain shows
+    assert {p.predicate.value for p in ex.extract("the third quarter of last year").predicates} == {"2024Q3"}
+    assert {p.predicate.value for p in ex.extract("去年上半年").predicates} == {"2024H1"}
+    assert {p.predicate.value for p in ex.extract("sales last quarter").predicates} == {"2025Q1"}
+    today = RuleFilterExtractor(GLOSSARY).extract("去年第三季度")
+    assert f"relative to {date.today().isoformat()} (today)" in today.describe()
+
+
+def test_an_extracted_filter_never_excludes_a_row_lacking_the_field(sample):
+    import numpy as np
+
+    from ragspine_query.filters import Predicate as P
+
+    col = np.asarray(["ACME_CN", "ACME_US", ""])
+    assert P("entity", "eq", "ACME_CN").mask(col).tolist() == [True, False, False]  # a caller's filter narrows
+    assert P("entity", "eq", "ACME_CN", keep_missing=True).mask(col).tolist() == [True, False, True]
+    # the contract-dispute memo (a .txt without an entity field) survives "Acme China" in rules mode
+    # (strict: the result is the filtered candidate set alone)
+    on = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="rules", filter_fill=False))
+    for q in ("Acme China contract dispute with Dongyue Auto", "艾克美中国与东岳汽车的合同争议"):
+        res = on.retrieve(q, top_k=500)
+        assert res.filters.outcome == "applied" and {s.entity for s in res} == {"ACME_CN", ""}
+        assert "acme-cn-contract-dispute-memo" in {s.doc_id for s in res}
+
+
+def test_filter_extraction_is_off_by_default(sample):
+    assert QueryIntelligence().filters == "off"
+    res = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence()).retrieve("Acme China revenue in 2024Q3")
+    assert res.filters is None
 
 
 def test_make_filter_extractor_modes_and_protocol(sample):
@@ -104,16 +145,21 @@ def test_preference_applies_fills_and_drops_but_never_widens(sample):
     q = "Acme China revenue in 2024Q3"
     res = on.retrieve(q, top_k=8, explain=True)
     assert res.filters.outcome in ("applied", "filled")
-    matching = [s for s in res if s["entity"] == "ACME_CN" and s["period"] == "2024Q3"]
-    assert matching and res[: len(matching)] == matching  # the preferred rows come first
+    # the preferred rows (matching, or lacking the field: an extracted filter keeps those) come first
+    matching = [s for s in res if s["entity"] in ("ACME_CN", "") and s["period"] in ("2024Q3", "")]
+    assert matching and res[: len(matching)] == matching
     extract = [s for s in res.explain.stages if s.stage == "extract"]
     assert extract and "entity=ACME_CN" in extract[0].detail and "period=2024Q3" in extract[0].detail
     # the off pipeline ranks the Q3 report lower: extraction changes the order, not the candidate set
     assert _ids(res) != _ids(off.retrieve(q, top_k=8))
     # a period no library holds empties the filtered set: the predicates are dropped
-    dropped = on.retrieve("Acme China revenue in 2031Q1", top_k=5, explain=True)
+    # (rows without a period pass an extracted period, so a caller's topic holding only dated rows is used)
+    unheld = on.retrieve("Acme China revenue in 2031Q1", top_k=5)
+    assert unheld and all(s.period == "" for s in unheld[: len(unheld) if unheld.filters.outcome == "applied" else 0])
+    earn = {"topic": "earnings"}
+    dropped = on.retrieve("Acme China revenue in 2031Q1", filters=earn, top_k=5, explain=True)
     assert dropped.filters.outcome == "dropped" and len(dropped) == 5
-    assert _ids(dropped) == _ids(off.retrieve("Acme China revenue in 2031Q1", top_k=5))
+    assert _ids(dropped) == _ids(off.retrieve("Acme China revenue in 2031Q1", filters=earn, top_k=5))
     assert any(s.name == "dropped" for s in dropped.explain.stages)
     # with the caller's own filter, nothing outside it ever comes back (extracted or dropped)
     for text in (q, "Acme China revenue in 2031Q1", "Acme US revenue in 2024Q2"):
@@ -126,7 +172,9 @@ def test_preference_applies_fills_and_drops_but_never_widens(sample):
 def test_strict_preference_keeps_a_short_filtered_result(sample):
     strict = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="rules", filter_fill=False))
     res = strict.retrieve("Acme China revenue in 2024Q3", top_k=50)
-    assert res.filters.outcome == "applied" and res and all(s["entity"] == "ACME_CN" and s["period"] == "2024Q3" for s in res)
+    assert res.filters.outcome == "applied" and res
+    assert all(s["entity"] in ("ACME_CN", "") and s["period"] in ("2024Q3", "") for s in res)
+    assert any(s["entity"] == "ACME_CN" and s["period"] == "2024Q3" for s in res)
 
 
 def test_a_failing_extractor_never_fails_or_widens_the_query(sample):
@@ -142,13 +190,40 @@ def test_a_failing_extractor_never_fails_or_widens_the_query(sample):
 
 
 def test_cli_shows_extraction_in_explain_and_json(sample, capsys):
-    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--explain"]) == 0
+    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--explain", "--filters", "rules"]) == 0
     out = capsys.readouterr().out
     assert "filters (" in out and "entity=ACME_CN" in out and " extract " in out
-    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain"]) == 0
+    assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain",
+                       "--filters", "rules"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["filters"]["outcome"] in ("applied", "filled")
     assert {(p["field"], p["value"]) for p in doc["filters"]["predicates"]} == {("entity", "ACME_CN"), ("period", "2024Q3")}
     assert query_main(["query", str(sample), "Acme China revenue in 2024Q3", "--top-k", "3", "--json", "--explain",
                        "--filters", "off"]) == 0
     assert "filters" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_dropped_filter_is_said_in_text_and_json(sample, capsys):
+    """A caller's filter is a constraint (no silent retry); whenever any filter is dropped the output says so."""
+    base = ["query", str(sample), "inverter price notice", "--filter", "sensitivity=eq:PUBLIC", "--filter", "entity=eq:HUAXIN"]
+    assert query_main(base) == 0
+    out = capsys.readouterr().out
+    assert "(no results)" in out and "dropped" not in out and "INTERNAL" not in out
+    assert query_main(base + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    # opt-in: retried without them, and said
+    assert query_main(base + ["--relax-filters"]) == 0
+    out = capsys.readouterr().out
+    assert "filter dropped (your --filter): sensitivity=eq:PUBLIC" in out and "filter dropped (your --filter): entity=eq:HUAXIN" in out
+    assert query_main(base + ["--relax-filters", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["results"] and {(d["field"], d["origin"]) for d in doc["dropped_filters"]} == {("sensitivity", "caller"), ("entity", "caller")}
+    # an extracted filter that empties the caller's set is dropped, and said
+    ext = ["query", str(sample), "Acme China revenue in 2031Q1", "--filter", "topic=eq:earnings", "--filters", "rules"]
+    assert query_main(ext) == 0
+    out = capsys.readouterr().out
+    assert "filter dropped (extracted): period=eq:2031Q1" in out
+    assert query_main(ext + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {(d["field"], d["origin"]) for d in doc["dropped_filters"]} >= {("period", "extracted")}
+    assert all(s["topic"] == "earnings" for s in doc["results"])  # the caller's filter stays

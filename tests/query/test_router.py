@@ -39,6 +39,7 @@ def test_profiles_come_from_open_rows(libs):
     lib = open_library(libs["us_eu"])
     declared = Library(lib.snapshot_dir, {**lib.manifest, "profile": {"entities": ["X"], "languages": "en", "topics": []}})
     assert LibraryProfile.of(declared).entities == {"X"} and LibraryProfile.of(declared).languages == {"en"}
+    assert LibraryProfile.of(declared).untagged == {"topics"}  # a declared profile without topics cannot rule a topic out
 
 
 def holding(router, entity):
@@ -46,19 +47,34 @@ def holding(router, entity):
 
 
 def test_routes_by_entity_in_either_language_and_topic(router):
+    # cn and group hold .txt files without an entity field: a named entity cannot rule them out
+    untagged = sorted(n for n, p in router.profiles.items() if "entities" in p.untagged)
+    assert untagged == ["cn", "group"] and "entities" not in router.profiles["us_eu"].untagged
     cn = holding(router, "ACME_CN")
     assert "cn" in cn and "us_eu" not in cn  # (the press releases of `group` name Acme China too)
-    assert router("Why did Acme China revenue fall?") == cn
-    assert router("艾克美中国为什么营收下滑？") == cn
-    assert router("Acme US and Acme Europe margins") == sorted(set(holding(router, "ACME_US")) | set(holding(router, "ACME_EU")))
-    assert "us_eu" in router("Acme US and Acme Europe margins") and "cn" not in router("Acme US and Acme Europe margins")
-    assert router("Acme Energy sodium-ion briefing") == holding(router, "ACME_ENERGY") == ["group"]
+    assert router("Why did Acme China revenue fall?") == sorted(set(cn) | set(untagged)) == ["cn", "group"]
+    assert router("艾克美中国为什么营收下滑？") == ["cn", "group"]
+    assert router("Acme US and Acme Europe margins") == ["cn", "group", "us_eu"]  # us_eu holds them; cn is untagged
+    libs, why = router.decide("Acme US and Acme Europe margins")
+    assert "untagged rows, searched: cn" in why
     # a parent entity reaches the libraries of its subsidiaries
     assert router("Acme Group revenue by unit") == ["cn", "group", "us_eu"]
     libs, why = router.decide("What does the anti-bribery policy say about gifts?")
     assert libs == ["cn", "group", "us_eu"] and "every library" in why
-    holders = [n for n, p in router.profiles.items() if "supply_chain" in p.topics]
-    assert holders and router("supply chain localisation") == holders
+    # a topic alone is a low-confidence route: every library
+    libs, why = router.decide("supply chain localisation")
+    assert libs == ["cn", "group", "us_eu"] and "low-confidence" in why
+
+
+def test_a_library_without_the_profile_field_is_never_skipped():
+    """The issue's case: a second library whose files carry no topic (nor entity) holds the answer."""
+    tagged = LibraryProfile("sample", entities=frozenset({"ACME_ENERGY"}), topics=frozenset({"risk"}))
+    bare = LibraryProfile("second", untagged=frozenset({"entities", "topics"}))
+    r = ProfileRouter({"sample": tagged, "second": bare}, GLOSSARY)
+    assert r("cobalt supply risk") == ["sample", "second"]  # topic only: every library
+    assert r("Acme Energy cobalt supply risk") == ["sample", "second"]  # the untagged library is searched
+    full = LibraryProfile("us", entities=frozenset({"ACME_US"}), topics=frozenset({"legal"}))
+    assert ProfileRouter({"sample": tagged, "us": full}, GLOSSARY)("Acme Energy cobalt supply risk") == ["sample"]
 
 
 def test_cli_several_libraries_use_the_router_and_fall_back(libs, capsys):
@@ -66,7 +82,7 @@ def test_cli_several_libraries_use_the_router_and_fall_back(libs, capsys):
             "--library", str(libs["group"]), "--top-k", "5"]
     assert query_main([*args, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out and "us_eu" not in {s["library_id"] for s in out}
+    assert out and "us_eu" not in {s["library_id"] for s in out}  # us_eu is fully tagged and holds no ACME_CN
     assert query_main([*args, "--explain"]) == 0
     text = capsys.readouterr().out
     assert "ProfileRouter" in text and "entities ACME_CN" in text
