@@ -11,6 +11,7 @@ RESTRICTED text to the judge.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Mapping, Protocol, Sequence
 
 from ragspine_query.fusion import DEFAULT_RRF_K
@@ -250,6 +251,25 @@ def build_narrative_retriever(
                                                   postprocessors=extra_post))
 
 
+_SHARED_BACKENDS: dict[Any, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedding_backend(spec: Any, *, threads: int | None = None) -> Any | None:
+    """The query-time backend of ``spec`` (an :class:`~ragspine_core.dense.embedding.EmbeddingSpec`)
+    with ``threads``, built once per process: every retriever of the process (several
+    libraries, a notebook's repeated ``build_narrative_retriever``, the agent API) shares
+    one onnxruntime session per model and, with it, its cached query vectors
+    (:mod:`ragspine_core.dense.query_vectors`). A failed build is not remembered."""
+    from ragspine_core.dense.embedding import EMBEDDING_BACKENDS, build_embedding_backend
+
+    key = (spec, threads, EMBEDDING_BACKENDS.get(spec.backend))  # a re-registered factory builds anew
+    with _SHARED_LOCK:  # held while building: two threads never load the same model twice
+        if key not in _SHARED_BACKENDS:
+            _SHARED_BACKENDS[key] = build_embedding_backend(spec, threads=threads)
+        return _SHARED_BACKENDS[key]
+
+
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False,
                         settings: Settings | None = None) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
@@ -273,14 +293,18 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     spec = (spec or settings.embedding or "auto").lower()
     if spec == "none":
         return None
-    from ragspine_core.dense.embedding import make_embedding_backend
+    from dataclasses import replace
+
+    from ragspine_core.dense.embedding import EmbeddingSpec
     from ragspine_core.runtime.threads import query_threads
 
     backend_spec = emb.get("backend", spec)
     try:
+        resolved = EmbeddingSpec.from_settings(settings, backend=backend_spec)
+        if emb.get("model_dir"):
+            resolved = replace(resolved, model_dir=emb["model_dir"])
         # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
-        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, settings=settings,
-                                      threads=query_threads(settings=settings))
+        return shared_embedding_backend(resolved, threads=query_threads(settings=settings))
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None

@@ -293,16 +293,19 @@ class DenseChannel(Channel):
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         from ragspine_core.dense.ann import ann_for_library, search_dense
+        from ragspine_core.dense.query_vectors import query_vectors
 
         emb = self.library.embeddings()
         if emb is None or self.backend is None:
             return _empty()
+        # embedded once per model and text in this process (prefetched for all variants by
+        # HybridRetriever.prefetch_queries): ragspine_core.dense.query_vectors
         if self.part is None:
-            qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
+            qv = query_vectors(self.backend, [query])[0]
             scale = 1.0
         else:
             qv = np.zeros(emb.dim, dtype=np.float32)
-            qv[self.part.start : self.part.stop] = np.asarray(self.part.backend.embed([query], kind="query"), dtype=np.float32)[0]
+            qv[self.part.start : self.part.stop] = query_vectors(self.part.backend, [query])[0]
             scale = float(np.sqrt(len(self.backend.parts)))
         rows, identity = self._rows(emb)
         mask = None if allowed is None else (allowed if identity else allowed[rows])
@@ -313,6 +316,11 @@ class DenseChannel(Channel):
         scores = np.asarray(scores, dtype=np.float32)
         return (np.asarray(idx).astype(np.int64, copy=False) if identity else rows[idx].astype(np.int64),
                 scores if scale == 1.0 else scores * np.float32(scale))
+
+    @property
+    def model(self) -> Any:
+        """The backend that embeds this channel's query (the part's model in an ensemble)."""
+        return self.part.backend if self.part is not None else self.backend
 
     def _rows(self, emb: Any) -> tuple[np.ndarray, bool]:
         """The matrix's chunk rows (a plain array) and whether they are simply 0..n-1, the
