@@ -336,8 +336,6 @@ class HybridRetriever:
         the searches then read the vectors back. Same channels and texts as
         :meth:`search` plans (a channel the language plan weighs 0 embeds nothing).
         Returns the number of texts handed to the models."""
-        from ragspine_core.dense.query_vectors import query_vectors
-
         wanted: dict[int, tuple[Any, dict[str, None]]] = {}
         for q in queries:
             channels, _, texts, _, _ = self._channel_plan(q, NULL_TRACER)
@@ -345,6 +343,10 @@ class HybridRetriever:
                 model = getattr(ch, "model", None) if isinstance(ch, DenseChannel) else None
                 if model is not None:
                     wanted.setdefault(id(model), (model, {}))[1][str(text)] = None
+        if not wanted:  # BM25 only: nothing to embed (and the dense package is not imported)
+            return 0
+        from ragspine_core.dense.query_vectors import query_vectors
+
         n = 0
         for model, distinct in wanted.values():
             query_vectors(model, list(distinct))

@@ -13,6 +13,7 @@ from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for 
 
 from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
+from ragspine_index.step_meter import measure_step
 
 if TYPE_CHECKING:
     from ragspine_dagster.progress import RateMeter
@@ -161,6 +162,7 @@ def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineCon
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
     _tag_run_host(context)
     try:
-        return step.function(step_context(context, ragspine, llm=llm), **inputs)
+        with measure_step(step.name):  # `ragspine bench --ingest` (a no-op otherwise)
+            return step.function(step_context(context, ragspine, llm=llm), **inputs)
     except BlockingCheckError as exc:
         raise dg.Failure(str(exc)) from exc
