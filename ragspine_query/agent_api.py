@@ -11,7 +11,6 @@ RESTRICTED text to the judge.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Mapping, Protocol, Sequence
 
 from ragspine_query.fusion import DEFAULT_RRF_K
@@ -251,25 +250,6 @@ def build_narrative_retriever(
                                                   postprocessors=extra_post))
 
 
-_SHARED_BACKENDS: dict[Any, Any] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_embedding_backend(spec: Any, *, threads: int | None = None) -> Any | None:
-    """The query-time backend of ``spec`` (an :class:`~ragspine_core.dense.embedding.EmbeddingSpec`)
-    with ``threads``, built once per process: every retriever of the process (several
-    libraries, a notebook's repeated ``build_narrative_retriever``, the agent API) shares
-    one onnxruntime session per model and, with it, its cached query vectors
-    (:mod:`ragspine_core.dense.query_vectors`). A failed build is not remembered."""
-    from ragspine_core.dense.embedding import EMBEDDING_BACKENDS, build_embedding_backend
-
-    key = (spec, threads, EMBEDDING_BACKENDS.get(spec.backend))  # a re-registered factory builds anew
-    with _SHARED_LOCK:  # held while building: two threads never load the same model twice
-        if key not in _SHARED_BACKENDS:
-            _SHARED_BACKENDS[key] = build_embedding_backend(spec, threads=threads)
-        return _SHARED_BACKENDS[key]
-
-
 def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False,
                         settings: Settings | None = None) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
@@ -295,7 +275,7 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
         return None
     from dataclasses import replace
 
-    from ragspine_core.dense.embedding import EmbeddingSpec
+    from ragspine_core.dense.embedding import EmbeddingSpec, shared_embedding_backend
     from ragspine_core.runtime.threads import query_threads
 
     backend_spec = emb.get("backend", spec)
