@@ -33,6 +33,7 @@ from ragspine_index.locks import claim_library, release_library
 from ragspine_index.repair import call_step
 from ragspine_index.steps.relation_graph import RELATION_GRAPH_CHECKS, RELATION_GRAPH_VERSION, relation_graph_step
 from ragspine_index.step_api import BlockingCheckError, CheckSpec, StepContext, StepResult
+from ragspine_index.step_meter import measure_step
 from ragspine_index.steps.summary_tree import SUMMARY_TREE_CHECKS, summary_tree_step
 
 
@@ -82,7 +83,8 @@ CODE_VERSIONS: dict[str, str] = {s.name: s.code_version for s in STEPS}
 
 def run_step(step: Step, ctx: StepContext, values: Mapping[str, Any]) -> StepResult:
     """Run one step on the upstream ``values``; raise when one of its blocking checks fails."""
-    result = call_step(step, ctx, {name: values[name] for name in step.inputs})  # names the step, locates SQLite damage
+    with measure_step(step.name):  # `ragspine bench --ingest` (a no-op otherwise)
+        result = call_step(step, ctx, {name: values[name] for name in step.inputs})  # names the step, locates SQLite damage
     failed = result.failed_blocking()
     if failed:
         serving = current_snapshot_id(ctx.paths) or "nothing (never published)"

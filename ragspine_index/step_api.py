@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ragspine_core.dense.embedding import EmbeddingSpec, build_embedding_backend
+from ragspine_core.dense.embedding import EmbeddingSpec, shared_embedding_backend
 from ragspine_core.errors import RagspineError
 
 from ragspine_index.artifacts import LibraryPaths
@@ -103,7 +103,8 @@ class StepContext:
     ``build_library(embedding=...)``; a bare backend name is taken as a spec of that name
     alone); a library's own ``_library.toml`` ``embedding`` replaces its backend
     (:func:`~.library_settings.resolve_library_settings`). :meth:`backend` builds the
-    backend of a resolved spec with :func:`~ragspine_core.dense.embedding.build_embedding_backend`;
+    backend of a resolved spec with :func:`~ragspine_core.dense.embedding.shared_embedding_backend` (built
+    once per process, so the steps of a run share its models);
     ``make_backend(name)``, when given, builds it instead (an override for tests and scripts).
     """
 
@@ -143,4 +144,4 @@ class StepContext:
         resolved = spec if isinstance(spec, EmbeddingSpec) else self.embedding.with_backend(spec)
         if self.make_backend is not None:
             return self.make_backend(resolved.backend)
-        return build_embedding_backend(resolved)
+        return shared_embedding_backend(resolved)  # the steps of a run share one backend per model

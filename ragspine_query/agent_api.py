@@ -291,14 +291,18 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     spec = (spec or settings.embedding or "auto").lower()
     if spec == "none":
         return None
-    from ragspine_core.dense.embedding import make_embedding_backend
+    from dataclasses import replace
+
+    from ragspine_core.dense.embedding import EmbeddingSpec, shared_embedding_backend
     from ragspine_core.runtime.threads import query_threads
 
     backend_spec = emb.get("backend", spec)
     try:
+        resolved = EmbeddingSpec.from_settings(settings, backend=backend_spec)
+        if emb.get("model_dir"):
+            resolved = replace(resolved, model_dir=emb["model_dir"])
         # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
-        return make_embedding_backend(backend_spec, model_dir=emb.get("model_dir") or None, settings=settings,
-                                      threads=query_threads(settings=settings))
+        return shared_embedding_backend(resolved, threads=query_threads(settings=settings))
     except ImportError:
         if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
             return None

@@ -34,7 +34,7 @@ from ragspine_query.library import Library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
-from ragspine_query.pipeline.explain import Candidate, Tracer, hit_candidates
+from ragspine_query.pipeline.explain import NULL_TRACER, Candidate, Tracer, hit_candidates
 from ragspine_query.pipeline.trace import tracing
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from ragspine_query.graph.graph_channel import GraphChannelConfig
@@ -331,6 +331,30 @@ class HybridRetriever:
     #: records its mask, channel and fuse stages into the trace in progress (:mod:`~ragspine_query.pipeline.trace`)
     traces_itself = True
 
+    def prefetch_queries(self, queries: Sequence[str]) -> int:
+        """Embed, ahead of :meth:`search`, the texts ``queries`` (a query's variants) will
+        give this retriever's dense channels: one batched call per model for the texts it
+        has not embedded yet in this process (:mod:`ragspine_core.dense.query_vectors`);
+        the searches then read the vectors back. Same channels and texts as
+        :meth:`search` plans (a channel the language plan weighs 0 embeds nothing).
+        Returns the number of texts handed to the models."""
+        wanted: dict[int, tuple[Any, dict[str, None]]] = {}
+        for q in queries:
+            channels, _, texts, _, _ = self._channel_plan(q, NULL_TRACER)
+            for ch, text in zip(channels, texts):
+                model = getattr(ch, "model", None) if isinstance(ch, DenseChannel) else None
+                if model is not None:
+                    wanted.setdefault(id(model), (model, {}))[1][str(text)] = None
+        if not wanted:  # BM25 only: nothing to embed (and the dense package is not imported)
+            return 0
+        from ragspine_core.dense.query_vectors import query_vectors
+
+        n = 0
+        for model, distinct in wanted.values():
+            query_vectors(model, list(distinct))
+            n += len(distinct)
+        return n
+
     def search(
         self,
         query: str,
@@ -601,6 +625,13 @@ class MultiIndexRetriever:
     pipeline = HybridRetriever.pipeline
 
     traces_itself = True
+
+    def prefetch_queries(self, queries: Sequence[str]) -> int:
+        """:meth:`HybridRetriever.prefetch_queries` for every library the queries route to."""
+        libs: dict[str, None] = {}
+        for q in queries:
+            libs.update(dict.fromkeys(self.route(q)))
+        return sum(self.retrievers[lib].prefetch_queries(queries) for lib in libs)
 
     def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
         """Route, search every chosen library (each records its own stages when traced),

@@ -103,6 +103,11 @@ def _bench(args: argparse.Namespace) -> int:
         from ragspine_tools.bench.bench_scale import main as scale_main
 
         return scale_main([a for a in args.rest if a != "--"])
+    ingest = _ingest_bench_args(args.rest)
+    if ingest is not None:  # per-step wall/CPU/memory of one real ingest (pins no thread pool)
+        from ragspine_tools.bench.bench_ingest import main as ingest_main
+
+        return ingest_main(ingest)
     if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
         from ragspine_tools.bench.bench_embedding import main as embedding_main
 
@@ -110,6 +115,19 @@ def _bench(args: argparse.Namespace) -> int:
     from ragspine_tools.bench.bench_lexical import main as bench_main
 
     return bench_main(args.rest)
+
+
+def _ingest_bench_args(rest: list[str]) -> list[str] | None:
+    """``--ingest LIBRARY`` (a folder) or ``--ingest --synthetic N``: the ingest benchmark's
+    arguments; None otherwise (the lexical benchmark's own ``--ingest`` flag)."""
+    if "--ingest" not in rest:
+        return None
+    i = rest.index("--ingest")
+    after = rest[i + 1] if i + 1 < len(rest) else ""
+    if any(a == "--synthetic" or a.startswith("--synthetic=") for a in rest) or (after and not after.startswith("-")
+                                                                              and Path(after).is_dir()):
+        return [a for j, a in enumerate(rest) if j != i and a != "--"]
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
-                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
+                                      "--ingest LIBRARY or --ingest --synthetic N: per-step wall/CPU/memory of one ingest)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 

@@ -15,6 +15,7 @@ from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
 from ragspine_index.locks import claim_library, release_library
 from ragspine_index.repair import call_step
+from ragspine_index.step_meter import measure_step
 
 if TYPE_CHECKING:
     from ragspine_assets.progress import RateMeter
@@ -187,7 +188,8 @@ def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineCon
     _tag_run_host(context)
     try:
         ctx = step_context(context, ragspine, llm=llm)  # claims the library for this run (locks.claim_library)
-        result = call_step(step, ctx, inputs)  # names the step, locates SQLite damage
+        with measure_step(step.name):  # `ragspine bench --ingest` (a no-op otherwise)
+            result = call_step(step, ctx, inputs)  # names the step, locates SQLite damage
     except BlockingCheckError as exc:
         raise dg.Failure(str(exc)) from exc
     if step.name == "index_manifest":  # published: the run's writing is over

@@ -214,17 +214,16 @@ def _summary_tree_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> dic
 
 
 def _relation_graph_metadata(ref: Any, paths: LibraryPaths, seconds: float) -> dict:
-    # labels only from the glossary and non-RESTRICTED text (the blocking check re-verifies it)
+    # counts and sizes only: the event log outlives a reclassification, and an entity label
+    # may be text of a document (a title, a heading) that is RESTRICTED tomorrow (issue 37);
+    # `ragspine graph` shows the labels, read from the current snapshot
     return {
         **{f"nodes_{k}": int(v) for k, v in sorted(ref.node_counts.items())},
         **{f"edges_{k}": int(v) for k, v in sorted(ref.edge_counts.items())},
-        "top_entities_by_degree": md_table(["entity", "degree"], list(ref.top_entities)),
-        "neighbourhood_of_most_connected": dg.MetadataValue.md(f"```mermaid\n{ref.neighbourhood_mermaid}\n```"
-                                                               if ref.neighbourhood_mermaid else "_empty graph_"),
+        "top_entity_degrees": [int(d) for _, d in ref.top_entities],
         "communities": ref.communities_count,
-        # no community summary (quoted text) in the event log, which outlives a reclassification
-        "largest_communities": md_table(["theme (top entities)", "entities", "member chunks"],
-                                        [list(c)[:3] for c in ref.communities]) if ref.communities
+        "largest_communities": md_table(["community", "entities", "member chunks"],
+                                        [[i + 1, *list(c)[1:3]] for i, c in enumerate(ref.communities)]) if ref.communities
         else dg.MetadataValue.md(f"_none: {ref.communities_note or 'no community of 3+ entities'}_"),
         "synonym_edges_built": ref.synonyms_built,
         "restricted_chunks_skipped": ref.restricted_chunks_skipped,

@@ -23,6 +23,7 @@ older name-and-settings form. The variables are listed in ``docs/configuration.m
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
@@ -62,6 +63,7 @@ __all__ = [
     "embedding_spec_choices",
     "parse_embedding_dim",
     "register_embedding_backend",
+    "shared_embedding_backend",
     "ENSEMBLE_MAX_CJK_SHARE",
     "auto_backend_for_chunk_shares",
     "canonical_embedding_spec",
@@ -346,6 +348,28 @@ def build_embedding_backend(spec: EmbeddingSpec, *, threads: int | None = None) 
     if not isinstance(spec, EmbeddingSpec):
         raise ConfigError(f"build_embedding_backend takes an EmbeddingSpec, got {type(spec).__name__}")
     return EMBEDDING_BACKENDS.get(spec.backend)(spec, threads)
+
+
+_SHARED: dict[tuple, EmbeddingBackend | None] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedding_backend(spec: EmbeddingSpec, *, threads: int | None = None) -> EmbeddingBackend | None:
+    """:func:`build_embedding_backend`, once per process for each ``(spec, threads)`` and
+    registered factory: one onnxruntime session (and one loaded USE) per model and process.
+
+    The query side (every retriever of a process: several libraries, a notebook's repeated
+    ``build_narrative_retriever``, the agent API) shares it, and so its cached query vectors
+    (:mod:`ragspine_core.dense.query_vectors`); at index time the ``chunk_embeddings`` and
+    ``summary_tree`` steps of a run share it instead of loading the models twice. The
+    models then stay loaded for the life of the process. A failed build is not
+    remembered; re-registering a backend name builds anew.
+    """
+    key = (spec, threads, EMBEDDING_BACKENDS.get(spec.backend))
+    with _SHARED_LOCK:  # held while building: two threads never load the same model twice
+        if key not in _SHARED:
+            _SHARED[key] = build_embedding_backend(spec, threads=threads)
+        return _SHARED[key]
 
 
 def make_embedding_backend(

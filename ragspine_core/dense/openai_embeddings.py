@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from ragspine_core.errors import ConfigError, ProviderError
-from ragspine_core.net.openai_http import OpenAIHttpClient, excerpt, openai_endpoint
 from ragspine_core.dense.backend import BaseEmbeddingBackend, EmbeddingKind, check_batch_size
 
 _PROBE_TEXT = "dimension probe"
@@ -25,6 +24,8 @@ def embeddings_url(base_url: str) -> str:
     >>> embeddings_url("http://localhost:8000/v1/")
     'http://localhost:8000/v1/embeddings'
     """
+    from ragspine_core.net.openai_http import openai_endpoint  # http.client and ssl load with the backend, not the package
+
     return openai_endpoint(base_url, "embeddings", what="embedding")
 
 
@@ -70,6 +71,8 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
             raise ConfigError(f"dim must be a positive integer or None, got {dim!r}")
         self.url = embeddings_url(base_url)
+        from ragspine_core.net.openai_http import OpenAIHttpClient
+
         self._client = OpenAIHttpClient(self.url, api_key=api_key, what=f"embedding request (model {model!r})",
                                         timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
                                         max_retry_after_s=max_retry_after_s)
@@ -103,6 +106,8 @@ class OpenAIEmbeddingBackend(BaseEmbeddingBackend):
         return vectors
 
     def _parse(self, payload: Any, *, expected: int) -> np.ndarray:
+        from ragspine_core.net.openai_http import excerpt
+
         where = f"embedding response from {self.url}"
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):

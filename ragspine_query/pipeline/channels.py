@@ -290,27 +290,23 @@ class DenseChannel(Channel):
         self.cross_lingual = bool(getattr(model, "cross_lingual", False))
         self._ann: Any = _UNSET
         self._rows_of: tuple[Any, np.ndarray, bool] | None = None
-        #: the last few query vectors (text -> vector): a query is embedded once per channel
-        self._qv: dict[str, np.ndarray] = {}
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         from ragspine_core.dense.ann import ann_for_library, search_dense
+        from ragspine_core.dense.query_vectors import query_vectors
 
         emb = self.library.embeddings()
         if emb is None or self.backend is None:
             return _empty()
-        key = str(query)
-        qv = self._qv.get(key)  # the confidence grader asks again for the same query (assessment.py)
-        if qv is None:
-            if self.part is None:
-                qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
-            else:
-                qv = np.zeros(emb.dim, dtype=np.float32)
-                qv[self.part.start : self.part.stop] = np.asarray(self.part.backend.embed([query], kind="query"), dtype=np.float32)[0]
-            if len(self._qv) >= 16:
-                self._qv.clear()
-            self._qv[key] = qv
-        scale = 1.0 if self.part is None else float(np.sqrt(len(self.backend.parts)))
+        # embedded once per model and text in this process (prefetched for all variants by
+        # HybridRetriever.prefetch_queries): ragspine_core.dense.query_vectors
+        if self.part is None:
+            qv = query_vectors(self.backend, [query])[0]
+            scale = 1.0
+        else:
+            qv = np.zeros(emb.dim, dtype=np.float32)
+            qv[self.part.start : self.part.stop] = query_vectors(self.part.backend, [query])[0]
+            scale = float(np.sqrt(len(self.backend.parts)))
         rows, identity = self._rows(emb)
         mask = None if allowed is None else (allowed if identity else allowed[rows])
         ann = self._ann
@@ -320,6 +316,11 @@ class DenseChannel(Channel):
         scores = np.asarray(scores, dtype=np.float32)
         return (np.asarray(idx).astype(np.int64, copy=False) if identity else rows[idx].astype(np.int64),
                 scores if scale == 1.0 else scores * np.float32(scale))
+
+    @property
+    def model(self) -> Any:
+        """The backend that embeds this channel's query (the part's model in an ensemble)."""
+        return self.part.backend if self.part is not None else self.backend
 
     def _rows(self, emb: Any) -> tuple[np.ndarray, bool]:
         """The matrix's chunk rows (a plain array) and whether they are simply 0..n-1, the

@@ -304,6 +304,19 @@ class RetrieveStage(Stage):
         tracer.add("search", type(self.source).__name__, tracer.since(t0), lambda: hit_candidates(hits), query=q)
         return hits
 
+    def _prefetch(self, variants: list[Any]) -> None:
+        """Embed every variant's dense-channel texts in one batched call per model before the
+        per-variant searches (a source with ``prefetch_queries``; they then hit the cache)."""
+        prefetch = getattr(self.source, "prefetch_queries", None)
+        if prefetch is None:
+            return
+        tracer = current_tracer()
+        t0 = tracer.clock()
+        n = prefetch(variants)
+        tracer.add("embed", "query vectors", tracer.since(t0),
+                   detail=lambda: f"{n} model texts of {len(variants)} variants; the ones not embedded yet in this "
+                                      "process go to each model in one batched call")
+
     def __call__(self, state: QueryState) -> QueryState:
         variants, query = state.variants, state.query
         if len(variants) > 1:  # every variant is planned in the user's query's language (see in_language_of)
@@ -314,6 +327,7 @@ class RetrieveStage(Stage):
         if len(variants) == 1:
             state.hits = self._search(variants[0], state, depth)
             return state
+        self._prefetch(variants)
         per_variant: list[list[tuple[str, str]]] = []  # a list: two variants may share their text (HyDE probes)
         best: dict[tuple[str, str], Hit] = {}
         for q in variants:
