@@ -145,6 +145,7 @@ def build_narrative_retriever(
     multi_query: bool | None = None,
     postprocessor: Any | None = None,
     router: Any | None | str = "env",
+    max_sensitivity: str | None = None,
 ) -> NarrativeIndexRetriever:
     """Wire the default chain over one or more published libraries.
 
@@ -176,6 +177,10 @@ def build_narrative_retriever(
     :class:`~ragspine_query.router.ProfileRouter` by glossary entities and library
     profiles, every library when nothing matches), ``"all"`` / None (no routing), or a
     callable ``query -> library ids``.
+
+    ``max_sensitivity`` (``PUBLIC`` or ``INTERNAL``; None = every open row): a caller's
+    ceiling, applied in every library's candidate mask before any channel ranks
+    (:attr:`~ragspine_query.retriever.RetrievalConfig.max_sensitivity`); no filter retry relaxes it.
     """
     paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
     settings = settings or Settings.from_env()
@@ -193,7 +198,8 @@ def build_narrative_retriever(
         from ragspine_query.graph.graph_channel import GraphChannelConfig
 
         graph_cfg = GraphChannelConfig(store=settings.graph_store)
-    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg)
+    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg,
+                             max_sensitivity=max_sensitivity)
     intelligence = intelligence if intelligence is not None else QueryIntelligence.from_settings(settings)
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None

@@ -111,11 +111,27 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from ragspine_tools.serve.cli import run_serve
+
+    return run_serve(args)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from ragspine_tools.serve.cli import run_mcp
+
+    return run_mcp(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
     add_graph_parser(sub)
+    from ragspine_tools.serve.cli import add_mcp_parser, add_serve_parser
+
+    add_serve_parser(sub)
+    add_mcp_parser(sub)
 
     p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)",
                        description="Materialize each library through the Dagster assets in this process. Dagster's "
@@ -155,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "bench":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + list(args.rest)
-    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench,
+                "serve": _serve, "mcp": _mcp}
     try:
         return handlers[args.command](args)
     except RagspineError as exc:
