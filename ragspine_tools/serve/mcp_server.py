@@ -15,6 +15,8 @@ import os
 from typing import Any
 
 import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from ragspine_tools.serve.access import AccessDenied, Caller, KeyStore
@@ -75,9 +77,6 @@ def _hit(s: dict, snapshots: dict[str, str]) -> Hit:
 
 
 def build_server(service: SearchService, keys: KeyStore, *, stdio_key: str | None = None) -> Any:
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-
     stdio_caller = keys.authenticate(stdio_key) if stdio_key or not keys.enabled else None
     server = MCPServer("ragspine", instructions="Search published RAGSpine libraries; every result is cited "
                                                 "(library, document, locator, chunk, snapshot). RESTRICTED text is never returned.")
