@@ -98,6 +98,10 @@ def _eval(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     # the benchmarks are modules of this package (ragspine_tools.bench), imported on demand:
     # importing one pins numeric libraries' thread pools for the measurement
+    if "--serve" in args.rest:  # the HTTP service under load, with a publish and a rollback mid-run
+        from ragspine_tools.bench.bench_serve import main as serve_main
+
+        return serve_main([a for a in args.rest if a not in ("--", "--serve")])
     if any(a == "--scale" or a.startswith("--scale=") for a in args.rest):  # ingest + query at N chunks
         from ragspine_tools.bench.bench_scale import main as scale_main
 
@@ -159,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
-                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
+                                      "--serve: the HTTP service under load with a publish and a rollback)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 

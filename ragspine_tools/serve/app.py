@@ -71,7 +71,8 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         metrics.observe(endpoint, status, time.perf_counter() - t0, error=kind)
         return JSONResponse({"error": {"status": status, "kind": kind, "message": message}}, status_code=status)
 
-    @app.post("/v1/search", summary="search published libraries; cited snippets as `ragspine query --json`")
+    @app.post("/v1/search", summary="search published libraries; cited snippets as `ragspine query --json`",
+              response_model=None)
     async def search(body: SearchBody, request: Request) -> Any:
         t0 = time.perf_counter()
         try:
@@ -94,7 +95,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             log.error("search failed: %s", type(exc).__name__)
             return fail("search", 500, "internal", f"internal error ({type(exc).__name__}); see the service log", t0)
         metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
-        return out
+        return JSONResponse(out)  # plain dicts and lists: no re-encoding pass
 
     @app.get("/v1/libraries", summary="the libraries this key may read: snapshot, counts, embedding, languages")
     async def libraries(request: Request) -> Any:
@@ -147,5 +148,7 @@ def app_from_env() -> FastAPI:
     settings = Settings.from_env()  # this worker's one read of the environment
     keys = KeyStore.load(cfg.get("keys_file") or os.environ.get("RAGSPINE_API_KEYS_FILE"), os.environ.get("RAGSPINE_API_KEYS"))
     service = SearchService(cfg["libraries"], settings=settings, limits=Limits(**cfg.get("limits", {})))
-    service.warm(cfg.get("warm_modes") or ["auto"])
+    modes = cfg.get("warm_modes") or ["auto"]
+    service.warm(modes)
+    service.watch(float(cfg.get("watch_s", 0.5)), modes)
     return create_app(service, keys)

@@ -119,10 +119,12 @@ class SearchService:
             previous = self._current.get(lib.library_id)
             if previous != snap.name:
                 self._current[lib.library_id] = snap.name
-                # older snapshots are forgotten here; a request in flight still holds its objects
-                for old in [k for k in self._snapshots if k[0] == lib.library_id and k[1] != snap.name]:
+                # the previous snapshot stays open (a rollback is then instant), older ones are
+                # forgotten here; a request in flight still holds its objects
+                keep = {snap.name, previous}
+                for old in [k for k in self._snapshots if k[0] == lib.library_id and k[1] not in keep]:
                     del self._snapshots[old]
-                for old in [k for k in self._pipelines if (lib.library_id, previous) in k[0]]:
+                for old in [k for k in self._pipelines if any(lid == lib.library_id and sid not in keep for lid, sid in k[0])]:
                     del self._pipelines[old]
         if previous != snap.name and self.on_swap is not None:
             self.on_swap(lib.library_id, previous, snap.name)
@@ -183,6 +185,24 @@ class SearchService:
             for mode in modes:
                 for ceiling in ceilings:
                     self._pipeline([lib], ceiling, mode)
+
+    def watch(self, interval_s: float = 0.5, modes: Sequence[str] = ("auto",),
+              ceilings: Sequence[str] = ("PUBLIC", "INTERNAL")) -> threading.Event:
+        """Follow every library's ``current`` in a daemon thread every ``interval_s`` seconds and build
+        the new snapshot's pipelines (``modes`` × ``ceilings``) as soon as it moves, so the first
+        requests after a publish find them warm. (Requests do not wait for it: each one reads
+        ``current`` itself.) Set the returned event to stop."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(interval_s):
+                try:
+                    self.warm(modes, ceilings)
+                except Exception:  # a half-published or damaged snapshot: requests report it themselves
+                    continue
+
+        threading.Thread(target=loop, name="ragspine-serve-watch", daemon=True).start()
+        return stop
 
     # -- the verbs ------------------------------------------------------------------------
     def readable(self, caller: Caller, requested: Sequence[str] | None) -> list[str]:
