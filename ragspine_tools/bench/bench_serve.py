@@ -14,15 +14,17 @@ thirds it rolls back (:func:`ragspine_index.publish.rollback`).
 
 Checked on every response: HTTP 200; the snapshot it names is one of the two; every
 chunk it returns belongs to that snapshot (no answer mixes two snapshots); a request
-started after the publish and before the rollback was answered on the second snapshot
-and never returns the withdrawn document. Reported: queries/s and p50/p95/p99 latency per
-mode and client count, errors, the checks, and the in-process p50 of the same queries
-through the same service object (one client, warm) next to the one-client HTTP p50.
+sent after the publish and answered before the rollback began was answered on the second
+snapshot and never returns the withdrawn document (a request sent before the rollback
+may be answered after it, on the first snapshot, rightly). Reported: queries/s and p50/p95/p99 latency per
+mode and client count, errors, the checks, and — after the load, in ``--rounds`` alternating
+rounds so that a shared machine's background load falls on both alike — the warm p50 of
+the same queries in-process (the same service object, one caller) and over HTTP (one client).
 
 Usage::
 
     ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
-                           [--withdraw investor-faq.md] [--workers 1] [--json] [--report PATH]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--json] [--report PATH]
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ async def _drive(base: str, key: str, mode: str, clients: int, queries: Sequence
                     level.errors += 1
                     continue
                 level.latencies.append(dt)
-                checks["responses"].append((started, r.json()))
+                checks["responses"].append((started, time.monotonic(), r.json()))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
@@ -160,14 +162,15 @@ async def _drive(base: str, key: str, mode: str, clients: int, queries: Sequence
 def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: str, chunk_ids: dict[str, set[str]]) -> dict[str, int]:
     mixed = unknown = stale = withdrawn_after = 0
     published, rolled = checks.get("published_at"), checks.get("rolled_back_at")
-    for started, out in checks["responses"]:
+    for started, finished, out in checks["responses"]:
         sid = out["snapshots"].get(lib_id)
         if sid not in chunk_ids:
             unknown += 1
             continue
         if any(s["chunk_id"] not in chunk_ids[sid] for s in out["results"]):
             mixed += 1
-        if published is not None and rolled is not None and published <= started < rolled:
+        # sent after the publish and answered before the rollback began: the service read current in between
+        if published is not None and rolled is not None and published <= started and finished < rolled:
             if sid != new:
                 stale += 1
             if any(s["doc_id"] == withdrawn for s in out["results"]):
@@ -176,20 +179,31 @@ def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: s
             "old_snapshot_after_publish": stale, "withdrawn_served_after_publish": withdrawn_after}
 
 
-def _in_process_p50(library: Path, mode: str, queries: Sequence[str], n: int) -> float:
+def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int, rounds: int) -> tuple[float, float]:
+    """(in-process p50, HTTP p50) in seconds: ``rounds`` alternating rounds of ``n`` queries each way, one caller."""
+    import httpx
+
     from ragspine_tools.serve.access import ANONYMOUS
     from ragspine_tools.serve.service import SearchService
 
     service = SearchService([library])
     service.warm([mode], ceilings=["INTERNAL"])
-    for q in queries[:3]:
-        service.search(ANONYMOUS, q, mode=mode, top_k=10)
-    lat = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        service.search(ANONYMOUS, queries[i % len(queries)], mode=mode, top_k=10)
-        lat.append(time.perf_counter() - t0)
-    return statistics.median(lat)
+    local: list[float] = []
+    remote: list[float] = []
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
+        for q in queries[:3]:  # warm both paths
+            service.search(ANONYMOUS, q, mode=mode, top_k=10)
+            client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+        for r in range(rounds):
+            for i in range(n):
+                q = queries[(r * n + i) % len(queries)]
+                t0 = time.perf_counter()
+                service.search(ANONYMOUS, q, mode=mode, top_k=10)
+                local.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+                remote.append(time.perf_counter() - t0)
+    return statistics.median(local), statistics.median(remote)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -244,9 +258,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if swap is not None:
                         swaps.append({"mode": mode, "clients": clients, **result})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        default = "auto" if "auto" in modes else modes[0]
-        in_proc = _in_process_p50(library, default, queries, args.requests)
-    http_p50 = next((r["p50_ms"] for r in rows if r["mode"] == default and r["clients"] == 1), None)
+            default = "auto" if "auto" in modes else modes[0]
+            in_proc, http_p50_s = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
+    http_p50 = round(http_p50_s * 1000, 1)
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
             "errors": sum(r["errors"] for r in rows),
@@ -268,7 +282,7 @@ def format_report(rep: dict[str, Any]) -> str:
                   f"snapshot after the publish, {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it; "
                   f"{rep['errors']} errors"]
     for mode, p50 in rep["in_process_p50_ms"].items():
-        lines.append(f"warm {mode} p50: in-process {p50} ms, HTTP (1 client) {rep['http_p50_ms'][mode]} ms, "
+        lines.append(f"warm {mode} p50 (one caller, alternating rounds): in-process {p50} ms, HTTP {rep['http_p50_ms'][mode]} ms, "
                      f"ratio {rep['http_over_in_process']}")
     return "\n".join(lines)
 
@@ -280,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--clients", default="1,4,16", help="comma-separated concurrent client counts (default 1,4,16)")
     p.add_argument("--requests", type=int, default=64, help="requests per (mode, clients) level (default 64)")
     p.add_argument("--withdraw", default="investor-faq.md", help="the document file the second snapshot withdraws")
+    p.add_argument("--rounds", type=int, default=4, help="alternating rounds of the in-process / HTTP comparison (default 4)")
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")

@@ -79,8 +79,13 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             caller = caller_of(request)
 
             def run() -> dict:
-                return service.search(caller, body.query, libraries=body.libraries, filters=body.filters,
-                                      mode=body.mode, top_k=body.top_k, explain=body.explain)
+                t1 = time.perf_counter()
+                found = service.search(caller, body.query, libraries=body.libraries, filters=body.filters,
+                                       mode=body.mode, top_k=body.top_k, explain=body.explain)
+                timing["search"] = time.perf_counter() - t1
+                return found
+
+            timing: dict[str, float] = {}
 
             with anyio.fail_after(service.limits.timeout_s):
                 out = await anyio.to_thread.run_sync(run, limiter=limiter, abandon_on_cancel=True)
@@ -95,7 +100,9 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             log.error("search failed: %s", type(exc).__name__)
             return fail("search", 500, "internal", f"internal error ({type(exc).__name__}); see the service log", t0)
         metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
-        return JSONResponse(out)  # plain dicts and lists: no re-encoding pass
+        # plain dicts and lists: no re-encoding pass; Server-Timing: the search itself, and the whole request
+        return JSONResponse(out, headers={"Server-Timing": f"search;dur={timing['search'] * 1000:.1f}, "
+                                                           f"total;dur={(time.perf_counter() - t0) * 1000:.1f}"})
 
     @app.get("/v1/libraries", summary="the libraries this key may read: snapshot, counts, embedding, languages")
     async def libraries(request: Request) -> Any:
