@@ -15,7 +15,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
-from ragspine_query.library import open_library
+from ragspine_query.library import Library, open_library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.explain import hit_candidates, now
 from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
@@ -131,7 +131,7 @@ def result_assessment(result: Any) -> dict[str, Any]:
 
 
 def build_narrative_retriever(
-    libraries: str | os.PathLike | Sequence[str | os.PathLike],
+    libraries: str | os.PathLike | Library | Sequence[str | os.PathLike | Library],
     provider: Any | None = None,
     *,
     embedding_backend: Any | None | str = "env",
@@ -147,7 +147,8 @@ def build_narrative_retriever(
     router: Any | None | str = "env",
     max_sensitivity: str | None = None,
 ) -> NarrativeIndexRetriever:
-    """Wire the default chain over one or more published libraries.
+    """Wire the default chain over one or more published libraries (paths, or opened
+    :class:`~ragspine_query.library.Library` snapshots, which several chains may share).
 
     Defaults come from ``settings`` (default :meth:`Settings.from_env`, the one place the
     environment is read; see docs/configuration.md): retrieval mode from
@@ -182,7 +183,7 @@ def build_narrative_retriever(
     ceiling, applied in every library's candidate mask before any channel ranks
     (:attr:`~ragspine_query.retriever.RetrievalConfig.max_sensitivity`); no filter retry relaxes it.
     """
-    paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
+    paths = [libraries] if isinstance(libraries, (str, os.PathLike, Library)) else list(libraries)
     settings = settings or Settings.from_env()
     mode = mode or settings.retrieval_mode
     from ragspine_query.intelligence import QueryIntelligence
@@ -204,7 +205,7 @@ def build_narrative_retriever(
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None
     for p in paths:
-        lib = open_library(p)
+        lib = p if isinstance(p, Library) else open_library(p)  # an opened snapshot is shared, not reopened
         backend = embedding_backend
         if backend == "env":
             backend = backend_for_library(lib, config.mode, settings.embedding, settings=settings)

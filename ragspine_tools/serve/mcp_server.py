@@ -129,6 +129,9 @@ def build_server(service: SearchService, keys: KeyStore, *, stdio_key: str | Non
 def run(args: argparse.Namespace, keys: KeyStore, *, loopback: bool) -> int:
     service = SearchService([os.path.abspath(p) for p in args.libraries],
                             limits=Limits(max_top_k=args.max_top_k, timeout_s=args.timeout))
+    modes = [service.settings.retrieval_mode or "auto"]
+    service.warm(modes)  # before the first call, as `ragspine serve` does
+    service.watch(0.5, modes)
     if args.transport == "stdio":
         server = build_server(service, keys, stdio_key=os.environ.get("RAGSPINE_API_KEY"))
         server.run("stdio")

@@ -168,7 +168,7 @@ class SearchService:
                 return found
             backends = {id(b): b for b in (self._backend(lib, mode) for lib in libs)}
             backend: Any = next(iter(backends.values())) if len(backends) == 1 else "env"
-            pipeline = build_narrative_retriever([lib.snapshot_dir for lib in libs], mode=mode,
+            pipeline = build_narrative_retriever(list(libs), mode=mode,
                                                  embedding_backend=backend, settings=self.settings,
                                                  max_sensitivity=ceiling)
             with self._lock:
