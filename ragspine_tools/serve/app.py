@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import asdict
 from typing import Any
@@ -23,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 from ragspine_tools.serve.access import AccessDenied, Caller, KeyStore
 from ragspine_tools.serve.metrics import Metrics
@@ -56,13 +56,13 @@ def _key_of(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None) -> FastAPI:
+def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None, threads: int = 8) -> FastAPI:
     metrics = metrics or Metrics()
     service.on_swap = metrics.swapped
     for lib_id, sid in service.snapshot_ids().items():
         metrics.swapped(lib_id, None, sid)
     app = FastAPI(title="RAGSpine", version="1", description="Cited, RESTRICTED-free search over published RAGSpine libraries.")
-    limiter = anyio.CapacityLimiter(int(os.environ.get("RAGSPINE_SERVE_THREADS", "8")))
+    limiter = anyio.CapacityLimiter(threads)
 
     def caller_of(request: Request) -> Caller:
         return keys.authenticate(_key_of(request))
@@ -145,17 +145,22 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
     return app
 
 
-def serve_config(libraries: list[str], *, keys_file: str | None, limits: Limits, warm_modes: list[str]) -> str:
-    return json.dumps({"libraries": libraries, "keys_file": keys_file, "limits": asdict(limits), "warm_modes": warm_modes})
+def serve_config(libraries: list[str], *, keys_file: str | None, limits: Limits, warm_modes: list[str], workers: int = 1,
+                 threads: int = 8) -> str:
+    return json.dumps({"libraries": libraries, "keys_file": keys_file, "limits": asdict(limits), "warm_modes": warm_modes,
+                       "workers": workers, "threads": threads})
 
 
 def app_from_env() -> FastAPI:
     """A worker's app (uvicorn ``factory=True``): the configuration the CLI put in ``RAGSPINE_SERVE_CONFIG``."""
-    cfg = json.loads(os.environ[CONFIG_ENV])
     settings = Settings.from_env()  # this worker's one read of the environment
-    keys = KeyStore.load(cfg.get("keys_file") or os.environ.get("RAGSPINE_API_KEYS_FILE"), os.environ.get("RAGSPINE_API_KEYS"))
+    if not settings.serve_config:
+        raise ConfigError(f"{CONFIG_ENV} is not set: start the service with `ragspine serve LIBRARY…`")
+    cfg = json.loads(settings.serve_config)
+    keys = KeyStore.load(cfg.get("keys_file") or settings.api_keys_file or None, settings.api_keys or None)
     service = SearchService(cfg["libraries"], settings=settings, limits=Limits(**cfg.get("limits", {})))
     modes = cfg.get("warm_modes") or ["auto"]
     service.warm(modes)
     service.watch(float(cfg.get("watch_s", 0.5)), modes)
-    return create_app(service, keys)
+    return create_app(service, keys, metrics=Metrics(multiprocess=int(cfg.get("workers", 1)) > 1),
+                      threads=int(cfg.get("threads", 8)))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
 from ragspine_core.errors import ConfigError, MissingExtraError
+from ragspine_core.settings import Settings
 from ragspine_tools.serve.access import KeyStore, check_bind, hash_key, is_loopback, new_key
 
 
@@ -44,6 +46,7 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1); each opens the libraries once "
                                                           "(their memory-mapped files are shared by the page cache)")
     p.add_argument("--allow-anonymous", action="store_true", help="serve beyond loopback without keys (every caller sees INTERNAL)")
+    p.add_argument("--threads", type=int, default=8, help="searches one worker runs at once (default 8)")
     p.add_argument("--warm", default="auto", help="comma-separated modes whose pipelines each worker builds at start (default auto)")
     return p
 
@@ -73,8 +76,8 @@ def _print_new_key(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keys(args: argparse.Namespace) -> KeyStore:
-    return KeyStore.load(args.keys or os.environ.get("RAGSPINE_API_KEYS_FILE"), os.environ.get("RAGSPINE_API_KEYS"))
+def _keys(args: argparse.Namespace, settings: Settings) -> KeyStore:
+    return KeyStore.load(args.keys or settings.api_keys_file or None, settings.api_keys or None)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -88,21 +91,28 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragspine_tools.serve.app import CONFIG_ENV, serve_config
     from ragspine_tools.serve.service import Limits, SearchService
 
-    keys = _keys(args)
+    settings = Settings.from_env()  # the one read of the environment for this command
+    keys = _keys(args, settings)
     check_bind(args.host, keys, args.allow_anonymous)
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     limits = Limits(max_top_k=args.max_top_k, timeout_s=args.timeout)
     libraries = [os.path.abspath(p) for p in args.libraries]
-    SearchService(libraries, limits=limits)  # fail here, once, with a clear error, not in every worker
+    SearchService(libraries, settings=settings, limits=limits)  # fail here, once, with a clear error, not in every worker
     os.environ[CONFIG_ENV] = serve_config(libraries, keys_file=os.path.abspath(args.keys) if args.keys else None, limits=limits,
-                                          warm_modes=[m.strip() for m in args.warm.split(",") if m.strip()])
-    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ragspine-metrics-")
+                                          warm_modes=[m.strip() for m in args.warm.split(",") if m.strip()],
+                                          workers=args.workers, threads=args.threads)
+    made = None
+    if args.workers > 1:  # the workers' metrics meet in a fresh folder (prometheus_client's multiprocess mode)
+        made = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ragspine-metrics-")
     print(f"serving {len(libraries)} librar{'y' if len(libraries) == 1 else 'ies'} on http://{args.host}:{args.port} "
           f"({args.workers} worker{'s' if args.workers > 1 else ''}; keys: {'on' if keys.enabled else 'off'})", flush=True)
-    uvicorn.run("ragspine_tools.serve.app:app_from_env", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level="warning", access_log=False)
+    try:
+        uvicorn.run("ragspine_tools.serve.app:app_from_env", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level="warning", access_log=False)
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
 
 
@@ -117,9 +127,10 @@ def run_mcp(args: argparse.Namespace) -> int:
         raise MissingExtraError("`ragspine mcp`", "serve", "mcp") from None
     from ragspine_tools.serve.mcp_server import run
 
-    keys = _keys(args)
+    settings = Settings.from_env()  # the one read of the environment for this command
+    keys = _keys(args, settings)
     if args.transport == "http":
         check_bind(args.host, keys, args.allow_anonymous)
-    elif keys.enabled and not os.environ.get("RAGSPINE_API_KEY"):
+    elif keys.enabled and not settings.api_key:
         raise ConfigError("keys are configured: set RAGSPINE_API_KEY to the key this MCP client uses")
-    return run(args, keys, loopback=is_loopback(args.host))
+    return run(args, keys, settings, loopback=is_loopback(args.host))

@@ -19,6 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
+from ragspine_core.settings import Settings
 from ragspine_tools.serve.access import AccessDenied, Caller, KeyStore
 from ragspine_tools.serve.service import Limits, RequestError, SearchService
 
@@ -126,14 +127,14 @@ def build_server(service: SearchService, keys: KeyStore, *, stdio_key: str | Non
     return server
 
 
-def run(args: argparse.Namespace, keys: KeyStore, *, loopback: bool) -> int:
-    service = SearchService([os.path.abspath(p) for p in args.libraries],
+def run(args: argparse.Namespace, keys: KeyStore, settings: Settings, *, loopback: bool) -> int:
+    service = SearchService([os.path.abspath(p) for p in args.libraries], settings=settings,
                             limits=Limits(max_top_k=args.max_top_k, timeout_s=args.timeout))
     modes = [service.settings.retrieval_mode or "auto"]
     service.warm(modes)  # before the first call, as `ragspine serve` does
     service.watch(0.5, modes)
     if args.transport == "stdio":
-        server = build_server(service, keys, stdio_key=os.environ.get("RAGSPINE_API_KEY"))
+        server = build_server(service, keys, stdio_key=settings.api_key or None)
         server.run("stdio")
         return 0
     server = build_server(service, keys)

@@ -7,8 +7,6 @@ worker writes its samples there; ``/metrics`` then aggregates all workers
 
 from __future__ import annotations
 
-import os
-
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 #: latency buckets (seconds): a warm BM25 query is milliseconds, a cold dense one up to seconds
@@ -16,8 +14,9 @@ BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    def __init__(self, *, multiprocess: bool = False) -> None:
+        # several workers: prometheus_client writes every sample under PROMETHEUS_MULTIPROC_DIR (set by `ragspine serve`)
+        self.multiprocess = multiprocess
         self.registry = CollectorRegistry() if not self.multiprocess else None
         reg = self.registry
         kw = {"registry": reg} if reg is not None else {}

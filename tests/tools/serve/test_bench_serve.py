@@ -21,6 +21,6 @@ def test_bench_serve_runs_and_checks(built_sample, tmp_path, capsys):
     assert [(r["mode"], r["clients"], r["requests"], r["errors"]) for r in rep["levels"]] == [("bm25", 1, 12, 0), ("bm25", 3, 12, 0)]
     assert all(r["p99_ms"] is not None and r["qps"] > 0 for r in rep["levels"])
     checks = rep["checks"]
-    assert checks["responses"] == 24 and checks["withdrawn_served_before_publish"] > 0
+    assert checks["responses"] == 24 and checks["withdrawn_served_on_first_snapshot"] > 0
     assert checks["mixed_snapshots"] == checks["old_snapshot_after_publish"] == checks["withdrawn_served_after_publish"] == 0
     assert rep["swaps"][0]["clients"] == 3 and rep["http_over_in_process"] > 0
