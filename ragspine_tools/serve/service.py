@@ -101,6 +101,7 @@ class SearchService:
             if lib.library_id in self._roots:
                 raise ConfigError(f"library {lib.library_id!r} is given twice ({self._roots[lib.library_id]} and {d})")
             self._roots[lib.library_id] = lib_root
+            self._served(lib, lib_root)
 
     # -- snapshots --------------------------------------------------------------------
     @property
@@ -108,31 +109,44 @@ class SearchService:
         return sorted(self._roots)
 
     def _open(self, library_id: str, snap: Path) -> Library:
+        """The opened snapshot ``snap`` of a library (opened once, then held)."""
         key = (library_id, snap.name)
         with self._lock:
             held = self._snapshots.get(key)
-        if held is not None:
-            return held.library
-        lib = open_library(snap)
-        with self._lock:
-            held = self._snapshots.setdefault((lib.library_id, snap.name), _Snapshot(lib))
-            previous = self._current.get(lib.library_id)
-            if previous != snap.name:
-                self._current[lib.library_id] = snap.name
-                # the previous snapshot stays open (a rollback is then instant), older ones are
-                # forgotten here; a request in flight still holds its objects
-                keep = {snap.name, previous}
-                for old in [k for k in self._snapshots if k[0] == lib.library_id and k[1] not in keep]:
-                    del self._snapshots[old]
-                for old in [k for k in self._pipelines if any(lid == lib.library_id and sid not in keep for lid, sid in k[0])]:
-                    del self._pipelines[old]
-        if previous != snap.name and self.on_swap is not None:
-            self.on_swap(lib.library_id, previous, snap.name)
+        if held is None:
+            lib = open_library(snap)
+            with self._lock:
+                held = self._snapshots.setdefault((lib.library_id, snap.name), _Snapshot(lib))
         return held.library
+
+    def _served(self, lib: Library, root: Path) -> None:
+        """Record ``lib`` as the snapshot its library serves, if ``current`` still names it (a
+        request that read the pointer just before it moved does not move the record back)."""
+        with self._lock:
+            previous = self._current.get(lib.library_id)
+        if previous == lib.snapshot_id or resolve_snapshot_dir(root).name != lib.snapshot_dir.name:
+            return
+        with self._lock:
+            previous = self._current.get(lib.library_id)
+            if previous == lib.snapshot_id:
+                return
+            self._current[lib.library_id] = lib.snapshot_id
+            # the previous snapshot stays open (a rollback is then instant), older ones are
+            # forgotten here; a request in flight still holds its objects
+            keep = {lib.snapshot_dir.name, previous}
+            for old in [k for k in self._snapshots if k[0] == lib.library_id and k[1] not in keep]:
+                del self._snapshots[old]
+            for old in [k for k in self._pipelines if any(lid == lib.library_id and sid not in keep for lid, sid in k[0])]:
+                del self._pipelines[old]
+        if self.on_swap is not None:
+            self.on_swap(lib.library_id, previous, lib.snapshot_id)
 
     def current(self, library_id: str) -> Library:
         """The library's snapshot that ``current`` names now (opened on first use)."""
-        return self._open(library_id, resolve_snapshot_dir(self._roots[library_id]))
+        root = self._roots[library_id]
+        lib = self._open(library_id, resolve_snapshot_dir(root))
+        self._served(lib, root)
+        return lib
 
     def snapshot_ids(self) -> dict[str, str]:
         with self._lock:

@@ -39,5 +39,9 @@ def test_swap_is_seen_by_the_next_request(served):
             swap_pointer(paths, served.old)  # a rollback
             sid, docs = ask()
             assert sid == served.old and WITHDRAWN in docs
+            metrics = httpx.get(base + "/metrics", timeout=30).text
+            assert f'ragspine_library_snapshot{{library="sample",snapshot="{served.old}"}} 1.0' in metrics
+            assert f'ragspine_library_snapshot{{library="sample",snapshot="{served.new}"}} 0.0' in metrics
+            assert 'ragspine_snapshot_swaps_total{library="sample"} 2.0' in metrics
         finally:
             swap_pointer(paths, served.old)
