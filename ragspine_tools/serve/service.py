@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -62,14 +61,6 @@ class RequestError(Exception):
         self.message = message
 
 
-@dataclass
-class _Snapshot:
-    """One opened snapshot of one library (shared by every pipeline over it)."""
-
-    library: Library
-    opened_at: float = field(default_factory=time.time)
-
-
 class SearchService:
     """The libraries a worker serves (by id), their current snapshots and the warm pipelines."""
 
@@ -84,7 +75,7 @@ class SearchService:
         self._roots: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._build_locks: dict[tuple, threading.Lock] = {}
-        self._snapshots: dict[tuple[str, str], _Snapshot] = {}
+        self._snapshots: dict[tuple[str, str], Library] = {}  # (library, snapshot) -> opened, shared by its pipelines
         self._current: dict[str, str] = {}
         self._pipelines: OrderedDict[tuple, Any] = OrderedDict()
         self._backends: dict[tuple[str, str], Any] = {}
@@ -116,8 +107,8 @@ class SearchService:
         if held is None:
             lib = open_library(snap)
             with self._lock:
-                held = self._snapshots.setdefault((lib.library_id, snap.name), _Snapshot(lib))
-        return held.library
+                held = self._snapshots.setdefault((lib.library_id, snap.name), lib)
+        return held
 
     def _served(self, lib: Library, root: Path) -> None:
         """Record ``lib`` as the snapshot its library serves, if ``current`` still names it (a
