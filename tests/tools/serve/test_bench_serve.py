@@ -22,5 +22,6 @@ def test_bench_serve_runs_and_checks(built_sample, tmp_path, capsys):
     assert all(r["p99_ms"] is not None and r["qps"] > 0 for r in rep["levels"])
     checks = rep["checks"]
     assert checks["responses"] == 24 and checks["withdrawn_served_on_first_snapshot"] > 0
+    assert checks["answered_between_publish_and_rollback"] > 0  # the after-publish checks saw answers
     assert checks["mixed_snapshots"] == checks["old_snapshot_after_publish"] == checks["withdrawn_served_after_publish"] == 0
-    assert rep["swaps"][0]["clients"] == 3 and rep["http_over_in_process"] > 0
+    assert rep["swaps"][0]["clients"] == 3 and rep["swaps"][0]["rollback_under_load"] and rep["http_over_in_process"] > 0
