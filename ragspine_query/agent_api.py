@@ -15,7 +15,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
-from ragspine_query.library import open_library
+from ragspine_query.library import Library, open_library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.explain import hit_candidates, now
 from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
@@ -139,7 +139,7 @@ def result_assessment(result: Any) -> dict[str, Any]:
 
 
 def build_narrative_retriever(
-    libraries: str | os.PathLike | Sequence[str | os.PathLike],
+    libraries: str | os.PathLike | Library | Sequence[str | os.PathLike | Library],
     provider: Any | None = None,
     *,
     embedding_backend: Any | None | str = "env",
@@ -154,8 +154,10 @@ def build_narrative_retriever(
     postprocessor: Any | None = None,
     router: Any | None | str = "env",
     relax_filters: bool | None = None,
+    max_sensitivity: str | None = None,
 ) -> NarrativeIndexRetriever:
-    """Wire the default chain over one or more published libraries.
+    """Wire the default chain over one or more published libraries (paths, or opened
+    :class:`~ragspine_query.library.Library` snapshots, which several chains may share).
 
     Defaults come from ``settings`` (default :meth:`Settings.from_env`, the one place the
     environment is read; see docs/configuration.md): retrieval mode from
@@ -190,8 +192,12 @@ def build_narrative_retriever(
     a constraint; True lets an empty filtered result be retried without them (the seed's
     ``retry_without_filters``) and corrective retrieval drop them. Whatever is dropped is
     listed in the result's ``dropped_filters``.
+
+    ``max_sensitivity`` (``PUBLIC`` or ``INTERNAL``; None = every open row): a caller's
+    ceiling, applied in every library's candidate mask before any channel ranks
+    (:attr:`~ragspine_query.retriever.RetrievalConfig.max_sensitivity`); no filter retry relaxes it.
     """
-    paths = [libraries] if isinstance(libraries, (str, os.PathLike)) else list(libraries)
+    paths = [libraries] if isinstance(libraries, (str, os.PathLike, Library)) else list(libraries)
     settings = settings or Settings.from_env()
     mode = mode or settings.retrieval_mode
     from ragspine_query.intelligence import QueryIntelligence
@@ -207,12 +213,13 @@ def build_narrative_retriever(
         from ragspine_query.graph.graph_channel import GraphChannelConfig
 
         graph_cfg = GraphChannelConfig(store=settings.graph_store)
-    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg)
+    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg,
+                             max_sensitivity=max_sensitivity)
     intelligence = intelligence if intelligence is not None else QueryIntelligence.from_settings(settings)
     retrievers: dict[str, HybridRetriever] = {}
     glossary_obj: Glossary | None = None
     for p in paths:
-        lib = open_library(p)
+        lib = p if isinstance(p, Library) else open_library(p)  # an opened snapshot is shared, not reopened
         backend = embedding_backend
         if backend == "env":
             backend = backend_for_library(lib, config.mode, settings.embedding, settings=settings)

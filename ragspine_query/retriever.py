@@ -39,7 +39,7 @@ from ragspine_query.pipeline.trace import tracing
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from ragspine_query.graph.graph_channel import GraphChannelConfig
 from ragspine_query.pipeline.stages import SearchResult
-from ragspine_core.records import Hit, lazy_hits, ranked_hits
+from ragspine_core.records import SENSITIVITIES, Hit, lazy_hits, ranked_hits
 from ragspine_core.text.language import LanguageProfile, query_language
 from ragspine_core.runtime.kernels import query_kernels
 from ragspine_core.runtime.threads import pin_query_threads
@@ -103,9 +103,19 @@ class RetrievalConfig:
     tree: Any = DEFAULT_TREE_MODE
     #: the graph channel's knobs in ``graph`` mode (a :class:`~ragspine_query.graph.GraphChannelConfig`; None = defaults)
     graph: Any = None
+    #: the highest sensitivity this retriever may rank (``PUBLIC`` or ``INTERNAL``; None = every
+    #: open row): rows above it, or with a sensitivity it does not know, leave the candidate mask
+    #: before any channel ranks, whatever the filters (a hard constraint no retry relaxes)
+    max_sensitivity: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", normalize_mode(self.mode))
+        if self.max_sensitivity is not None:
+            level = str(self.max_sensitivity).strip().upper()
+            if level not in SENSITIVITIES[:-1]:
+                raise ConfigError(f"max_sensitivity must be one of {', '.join(SENSITIVITIES[:-1])} "
+                                  f"(RESTRICTED is never served), got {self.max_sensitivity!r}")
+            object.__setattr__(self, "max_sensitivity", level)
         object.__setattr__(self, "tree", TreeConfig.of(self.tree))
         if not (math.isfinite(self.decay_half_life_days) and self.decay_half_life_days >= 0):
             raise ConfigError(f"decay_half_life_days must be a finite number >= 0 (0 = off), got {self.decay_half_life_days}")
@@ -220,6 +230,7 @@ class HybridRetriever:
         self._profile: LanguageProfile | None = None
         self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
         self._row_language: np.ndarray | None = None
+        self._hidden: np.ndarray | None = None  # see hidden_mask
 
     @property
     def language_profile(self) -> LanguageProfile:
@@ -229,7 +240,7 @@ class HybridRetriever:
         eval JSON show, say nothing about them."""
         if self._profile is None:
             langs = self._row_languages()
-            restricted = self.library.restricted_mask()
+            restricted = self.hidden_mask()
             self._profile = LanguageProfile.from_labels((langs[~restricted] if restricted.any() else langs).tolist())
         return self._profile
 
@@ -288,6 +299,18 @@ class HybridRetriever:
         return "vector" if self.config.mode == "vector" else "hybrid"
 
     # -- candidate mask ----------------------------------------------------------------
+    def hidden_mask(self) -> np.ndarray:
+        """Rows this retriever never ranks for a caller: RESTRICTED ones and, under a
+        ``max_sensitivity`` ceiling, every row above it or of an unknown sensitivity (fails closed)."""
+        if self._hidden is None:
+            hidden = self.library.restricted_mask()
+            if self.config.max_sensitivity is not None:
+                seen = SENSITIVITIES[: SENSITIVITIES.index(self.config.max_sensitivity) + 1]
+                hidden = hidden | ~np.isin(np.char.upper(self.library.column("sensitivity")), np.asarray(seen))
+                hidden.setflags(write=False)
+            self._hidden = hidden
+        return self._hidden
+
     def allowed_mask(
         self, filters: Mapping[str, Any] | Sequence[Predicate] | None, *, include_restricted: bool = True
     ) -> np.ndarray | None:
@@ -305,8 +328,8 @@ class HybridRetriever:
         if preds:
             cols = {p.field: self.library.column(p.field) for p in preds}
             mask = combined_mask(preds, cols, self.library.n_chunks)
-        if not include_restricted:
-            restricted = self.library.restricted_mask()
+        if not include_restricted or self.config.max_sensitivity is not None:  # a ceiling holds even for an admin search
+            restricted = self.library.restricted_mask() if self.config.max_sensitivity is None else self.hidden_mask()
             if restricted.any():
                 mask = ~restricted if mask is None else (mask & ~restricted)
         if mask is not None:

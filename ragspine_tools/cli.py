@@ -99,6 +99,10 @@ def _eval(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     # the benchmarks are modules of this package (ragspine_tools.bench), imported on demand:
     # importing one pins numeric libraries' thread pools for the measurement
+    if "--serve" in args.rest:  # the HTTP service under load, with a publish and a rollback mid-run
+        from ragspine_tools.bench.bench_serve import main as serve_main
+
+        return serve_main([a for a in args.rest if a not in ("--", "--serve")])
     if any(a == "--scale" or a.startswith("--scale=") for a in args.rest):  # ingest + query at N chunks
         from ragspine_tools.bench.bench_scale import main as scale_main
 
@@ -130,11 +134,27 @@ def _ingest_bench_args(rest: list[str]) -> list[str] | None:
     return None
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from ragspine_tools.serve.cli import run_serve
+
+    return run_serve(args)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from ragspine_tools.serve.cli import run_mcp
+
+    return run_mcp(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
     sub = parser.add_subparsers(dest="command", required=True)
     add_query_parser(sub)
     add_graph_parser(sub)
+    from ragspine_tools.serve.cli import add_mcp_parser, add_serve_parser
+
+    add_serve_parser(sub)
+    add_mcp_parser(sub)
 
     p = sub.add_parser("ingest", help="materialize libraries through the Dagster assets (in-process)",
                        description="Materialize each library through the Dagster assets in this process. Dagster's "
@@ -163,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
                                       "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
-                                      "--ingest LIBRARY or --ingest --synthetic N: per-step wall/CPU/memory of one ingest)")
+                                      "--ingest LIBRARY or --ingest --synthetic N: per-step wall/CPU/memory of one ingest; "
+                                      "--serve: the HTTP service under load with a publish and a rollback)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
@@ -195,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "bench":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + list(args.rest)
-    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench,
+                "serve": _serve, "mcp": _mcp}
     try:
         return handlers[args.command](args)
     except RagspineError as exc:

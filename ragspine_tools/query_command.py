@@ -237,17 +237,7 @@ def run_query(args: argparse.Namespace) -> int:
     dropped = list(getattr(snippets, "dropped_filters", ()) or ())
     if args.json:
         if explain or refusal is not None or dropped:  # an object whenever a filter was dropped
-            out: dict = {"results": list(snippets), **assessment}
-            if applied is not None:
-                out["filters"] = applied.to_dict()
-            if dropped:
-                out["dropped_filters"] = dropped
-            if refusal is not None:
-                out["refusal"] = refusal.to_dict()
-            if explain:
-                assert snippets.explain is not None  # retrieve(explain=True) always sets it
-                out["explain"] = snippets.explain.to_rows()
-            print(json.dumps(out, ensure_ascii=False, indent=2))
+            print(json.dumps(result_object(snippets, explain), ensure_ascii=False, indent=2))
         else:
             print(json.dumps(snippets, ensure_ascii=False, indent=2))
         return 0
@@ -280,6 +270,28 @@ def run_query(args: argparse.Namespace) -> int:
         print()
         print(printable_block(snippets.explain.format_table()))
     return 0
+
+
+def result_object(snippets, explain: bool) -> dict:
+    """The JSON object ``ragspine query --json --explain`` prints, and ``POST /v1/search``
+    returns: ``results`` (the snippet dicts), ``tier``, ``confidence``, ``needs_refinement``,
+    and ``filters`` / ``dropped_filters`` / ``refusal`` / ``explain`` when the result has them."""
+    from ragspine_query.agent_api import result_assessment
+
+    out: dict = {"results": list(snippets), **result_assessment(snippets)}
+    applied = getattr(snippets, "filters", None)
+    refusal = getattr(snippets, "refusal", None)
+    dropped = list(getattr(snippets, "dropped_filters", ()) or ())
+    if applied is not None:
+        out["filters"] = applied.to_dict()
+    if dropped:
+        out["dropped_filters"] = dropped
+    if refusal is not None:
+        out["refusal"] = refusal.to_dict()
+    if explain:
+        assert snippets.explain is not None  # retrieve(explain=True) always sets it
+        out["explain"] = snippets.explain.to_rows()
+    return out
 
 
 def printable_block(text: str) -> str:

@@ -1,0 +1,328 @@
+"""``ragspine bench --serve``: the real HTTP service under load, with a publish and a rollback mid-run.
+
+On a copy of a library's data root (raw documents, glossary, embedding cache, artifacts;
+the original is never touched), the benchmark first builds a second snapshot without one
+document (``--withdraw``, the real pipeline, :func:`ragspine_index.pipeline.build_library`,
+with the library's embedding model) and points ``current`` back at the first. It then
+starts ``ragspine serve`` on a free loopback port (a child process, an INTERNAL key) and
+drives it with bounded concurrent clients (an async ``httpx`` loop), for every mode in
+``--modes`` and every client count in ``--clients``: ``--requests`` searches per level, the
+queries of ``data/eval/<library>/queries.jsonl`` in turn, every fourth one a query for the
+withdrawn document. During each mode's largest level, after a third of the requests it
+publishes (``current`` → the second snapshot, the publication's last step) and, once a
+sixth of the requests sent after the publish have been answered, it rolls back
+(:func:`ragspine_index.publish.rollback`).
+
+Checked on every response: HTTP 200; the snapshot it names is one of the two; every
+chunk it returns belongs to that snapshot (no answer mixes two snapshots); a request
+sent after the publish and answered before the rollback began was answered on the second
+snapshot and never returns the withdrawn document (a request sent before the rollback
+may be answered after it, on the first snapshot, rightly). Reported: queries/s and p50/p95/p99 latency per
+mode and client count, errors, the checks, and — after the load, in ``--rounds`` alternating
+rounds so that a shared machine's background load falls on both alike — the warm p50 of
+the same queries in-process (the same service object, one caller) and over HTTP (one client).
+
+Usage::
+
+    ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--json] [--report PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+FALLBACK_QUERIES = ("Acme Group revenue 2024", "gross margin by business unit", "supply chain risk battery",
+                    "product launch China 2024", "anti-bribery policy gifts")
+
+
+@dataclass
+class Level:
+    mode: str
+    clients: int
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    wall_s: float = 0.0
+
+    def row(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+
+        def pct(p: float) -> float | None:
+            if not lat:
+                return None
+            return round(lat[min(len(lat) - 1, max(0, int(round(p / 100 * len(lat) + 0.5)) - 1))] * 1000, 1)
+
+        return {"mode": self.mode, "clients": self.clients, "requests": len(lat) + self.errors, "errors": self.errors,
+                "qps": round(len(lat) / self.wall_s, 1) if self.wall_s else None,
+                "p50_ms": pct(50), "p95_ms": pct(95), "p99_ms": pct(99)}
+
+
+def _queries(data: Path, library: str, probe: str) -> list[str]:
+    path = data / "eval" / library / "queries.jsonl"
+    texts = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.is_file() else list(FALLBACK_QUERIES)
+    out: list[str] = []
+    for i, q in enumerate(texts):
+        out.append(q)
+        if i % 3 == 2:
+            out.append(probe)
+    return out
+
+
+def _prepare(library_dir: Path, workdir: Path, withdraw: str) -> tuple[Path, str, str, str, dict[str, set[str]]]:
+    """A copy of the data root with two snapshots (the second without ``withdraw``); current on the first."""
+    from ragspine_core.errors import ConfigError
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.pipeline import build_library
+    from ragspine_index.publish import current_snapshot_id, rollback
+    from ragspine_query.library import open_library
+
+    library_dir = library_dir.resolve()
+    data, lib_id = library_dir.parents[1], library_dir.name
+    raw = data / "raw" / lib_id
+    if not (raw / withdraw).is_file():
+        raise ConfigError(f"--withdraw {withdraw!r}: no such file in {raw}; name a document file of the library")
+    copy = workdir / "data"
+    (copy / "raw").mkdir(parents=True)
+    shutil.copytree(raw, copy / "raw" / lib_id)
+    shutil.copytree(library_dir, copy / "artifacts" / lib_id, symlinks=True,
+                    ignore=shutil.ignore_patterns(".ingest.lock", ".publish.lock"))
+    for name in ("glossary.toml",):
+        if (data / name).is_file():
+            shutil.copy2(data / name, copy / name)
+    if (data / "eval" / lib_id).is_dir():
+        shutil.copytree(data / "eval" / lib_id, copy / "eval" / lib_id)
+    (copy / "cache").mkdir()
+    if (data / "cache" / "embeddings.sqlite").is_file():  # the embeddings of unchanged chunks are not recomputed
+        shutil.copy2(data / "cache" / "embeddings.sqlite", copy / "cache" / "embeddings.sqlite")
+    paths = LibraryPaths(lib_id, copy / "raw" / lib_id, copy / "artifacts" / lib_id)
+    old = current_snapshot_id(paths)
+    with open_library(paths.root) as lib:
+        emb = (lib.manifest.get("embedding") or {}).get("backend") or "none"
+        withdrawn = {str(d) for d, loc in zip(lib.column("doc_id"), lib.column("source_locator"))
+                     if Path(str(loc)).name == withdraw or str(d) == Path(withdraw).stem}
+    if not withdrawn:
+        withdrawn = {Path(withdraw).stem}
+    (paths.raw / withdraw).unlink()
+    t0 = time.perf_counter()
+    build_library(paths, embedding=emb, cache_path=copy / "cache" / "embeddings.sqlite",
+                  glossary_path=copy / "glossary.toml" if (copy / "glossary.toml").is_file() else None)
+    print(f"built the second snapshot (without {withdraw}, embedding {emb}) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    new = current_snapshot_id(paths)
+    if not old or not new or new == old:
+        raise ConfigError(f"withdrawing {withdraw} did not publish a new snapshot of {lib_id}")
+    rollback(paths, old, pin=False)
+    chunk_ids: dict[str, set[str]] = {}
+    for sid in (old, new):
+        with open_library(paths.snapshots / sid) as lib:
+            chunk_ids[sid] = set(lib.chunk_ids())
+    return paths.root, old, new, next(iter(sorted(withdrawn))), chunk_ids
+
+
+async def _drive(base: str, key: str, mode: str, clients: int, queries: Sequence[str], n: int,
+                 swap: Any, checks: dict[str, Any], level: Level) -> None:
+    import httpx
+
+    counter = iter(range(n))
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120,
+                                 limits=httpx.Limits(max_connections=clients)) as client:
+        async def one_client() -> None:
+            for i in counter:
+                if swap is not None:
+                    await swap(i)
+                started = time.monotonic()
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post("/v1/search", json={"query": queries[i % len(queries)], "mode": mode, "top_k": 10})
+                except Exception:
+                    level.errors += 1
+                    continue
+                dt = time.perf_counter() - t0
+                if r.status_code != 200:
+                    level.errors += 1
+                    continue
+                level.latencies.append(dt)
+                checks["responses"].append((started, time.monotonic(), r.json()))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(clients)))
+        level.wall_s = time.perf_counter() - t0
+
+
+def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: str, chunk_ids: dict[str, set[str]]) -> dict[str, int]:
+    mixed = unknown = stale = withdrawn_after = withdrawn_before = between = 0
+    published, rolled = checks.get("published_at"), checks.get("rolled_back_at")
+    for started, finished, out in checks["responses"]:
+        sid = out["snapshots"].get(lib_id)
+        if sid not in chunk_ids:
+            unknown += 1
+            continue
+        if any(s["chunk_id"] not in chunk_ids[sid] for s in out["results"]):
+            mixed += 1
+        # sent after the publish and answered before the rollback began: the service read current in between
+        if sid == old and any(s["doc_id"] == withdrawn for s in out["results"]):
+            withdrawn_before += 1  # the check below is meaningful only if the first snapshot serves the document
+        if published is not None and rolled is not None and published <= started and finished < rolled:
+            between += 1
+            if sid != new:
+                stale += 1
+            if any(s["doc_id"] == withdrawn for s in out["results"]):
+                withdrawn_after += 1
+    return {"responses": len(checks["responses"]), "mixed_snapshots": mixed, "unknown_snapshot": unknown,
+            "old_snapshot_after_publish": stale, "withdrawn_served_after_publish": withdrawn_after,
+            "withdrawn_served_on_first_snapshot": withdrawn_before, "answered_between_publish_and_rollback": between}
+
+
+def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int, rounds: int) -> tuple[float, float]:
+    """(in-process p50, HTTP p50) in seconds: ``rounds`` alternating rounds of ``n`` queries each way, one caller."""
+    import httpx
+
+    from ragspine_tools.serve.access import ANONYMOUS
+    from ragspine_tools.serve.service import SearchService
+
+    service = SearchService([library])
+    service.warm([mode], ceilings=["INTERNAL"])
+    local: list[float] = []
+    remote: list[float] = []
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
+        for q in queries[:3]:  # warm both paths
+            service.search(ANONYMOUS, q, mode=mode, top_k=10)
+            client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+        for r in range(rounds):
+            for i in range(n):
+                q = queries[(r * n + i) % len(queries)]
+                t0 = time.perf_counter()
+                service.search(ANONYMOUS, q, mode=mode, top_k=10)
+                local.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+                remote.append(time.perf_counter() - t0)
+    return statistics.median(local), statistics.median(remote)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from ragspine_index.publish import rollback, swap_pointer
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_tools.serve.access import hash_key, new_key
+    from ragspine_tools.serve.launch import running
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    levels = [int(c) for c in args.clients.split(",") if c.strip()]
+    with tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-") as tmp:
+        library, old, new, withdrawn, chunk_ids = _prepare(Path(args.library_dir), Path(tmp), args.withdraw)
+        lib_id = library.name
+        paths = LibraryPaths(lib_id, library.parents[1] / "raw" / lib_id, library)
+        probe = f"{withdrawn.replace('-', ' ')}"
+        queries = _queries(library.parents[1], lib_id, probe)
+        key = new_key()
+        env = {k: v for k, v in os.environ.items()}
+        env["RAGSPINE_API_KEYS"] = json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
+                                                 "max_sensitivity": "INTERNAL"}])
+        rows: list[dict[str, Any]] = []
+        swaps: list[dict[str, Any]] = []
+        checks_all: dict[str, int] = {}
+        with running("serve", [str(library), "--warm", ",".join(modes), "--workers", str(args.workers),
+                               "--max-top-k", "10", "--timeout", "60"], env=env, startup_s=600,
+                     log_path=os.path.join(tmp, "serve.log")) as base:
+            for mode in modes:
+                for clients in levels:
+                    asyncio.run(_drive(base, key, mode, min(clients, 2), queries, 2 * min(clients, 2), None,
+                                       {"responses": []}, Level(mode, clients)))  # warm the connection pool and the caches
+                    checks: dict[str, Any] = {"responses": []}
+                    swap = None
+                    if clients == max(levels):
+                        state = {"step": 0}
+
+                        async def swap(i: int, state=state, checks=checks) -> None:
+                            if state["step"] == 0 and i >= args.requests // 3:
+                                state["step"] = 1
+                                swap_pointer(paths, new)  # the publication's last step: current -> the new snapshot
+                                checks["published_at"] = time.monotonic()
+                            elif state["step"] == 1 and sum(1 for st, _, _ in checks["responses"]
+                                                             if st >= checks["published_at"]) >= max(1, args.requests // 6):
+                                # rolled back once a sixth of the requests, all sent after the publish, were answered
+                                state["step"] = 2
+                                checks["rolled_back_at"] = time.monotonic()
+                                rollback(paths, old, pin=False)
+
+                    level = Level(mode, clients)
+                    asyncio.run(_drive(base, key, mode, clients, queries, args.requests, swap, checks, level))
+                    mid_run = swap is None or state["step"] == 2
+                    if not mid_run:  # too few requests left for the rollback to happen under load: do it now
+                        checks["rolled_back_at"] = time.monotonic()
+                        rollback(paths, old, pin=False)
+                    rows.append(level.row())
+                    result = _check(checks, lib_id, old, new, withdrawn, chunk_ids)
+                    for k, v in result.items():
+                        checks_all[k] = checks_all.get(k, 0) + v
+                    if swap is not None:
+                        swaps.append({"mode": mode, "clients": clients, "rollback_under_load": mid_run, **result})
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            default = "auto" if "auto" in modes else modes[0]
+            in_proc, http_p50_s = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
+    http_p50 = round(http_p50_s * 1000, 1)
+    return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
+            "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
+            "errors": sum(r["errors"] for r in rows),
+            "in_process_p50_ms": {default: round(in_proc * 1000, 1)}, "http_p50_ms": {default: http_p50},
+            "http_over_in_process": round(http_p50 / (in_proc * 1000), 2) if http_p50 else None}
+
+
+def format_report(rep: dict[str, Any]) -> str:
+    lines = [f"# ragspine bench --serve: {rep['library']}", "",
+             f"{rep['workers']} worker(s), {rep['requests_per_level']} requests per level; publish and rollback during each "
+             f"mode's largest level (withdrawn document: {rep['withdrawn']})", "",
+             "| mode | clients | requests | errors | qps | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
+    for r in rep["levels"]:
+        lines.append(f"| {r['mode']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['qps']} | {r['p50_ms']} | "
+                     f"{r['p95_ms']} | {r['p99_ms']} |")
+    c = rep["checks"]
+    lines += ["", f"checks over {c.get('responses', 0)} responses: {c.get('mixed_snapshots', 0)} mixing snapshots, "
+                  f"{c.get('unknown_snapshot', 0)} naming an unknown snapshot, {c.get('old_snapshot_after_publish', 0)} on the old "
+                  f"snapshot after the publish and {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it "
+                  f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
+                  f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
+                  f"{rep['errors']} errors"]
+    for mode, p50 in rep["in_process_p50_ms"].items():
+        lines.append(f"warm {mode} p50 (one caller, alternating rounds): in-process {p50} ms, HTTP {rep['http_p50_ms'][mode]} ms, "
+                     f"ratio {rep['http_over_in_process']}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ragspine bench --serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("library_dir", nargs="?", default="data/artifacts/sample", help="a published library (default data/artifacts/sample)")
+    p.add_argument("--modes", default="bm25,auto", help="comma-separated retrieval modes (default bm25,auto)")
+    p.add_argument("--clients", default="1,4,16", help="comma-separated concurrent client counts (default 1,4,16)")
+    p.add_argument("--requests", type=int, default=64, help="requests per (mode, clients) level (default 64)")
+    p.add_argument("--withdraw", default="investor-faq.md", help="the document file the second snapshot withdraws")
+    p.add_argument("--rounds", type=int, default=4, help="alternating rounds of the in-process / HTTP comparison (default 4)")
+    p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--report", default=None, help="also write the Markdown report here")
+    args = p.parse_args(list(argv) if argv is not None else None)
+    if args.requests < 6:
+        p.error("--requests must be >= 6 (the publish happens after a third, the rollback after a sixth more are answered)")
+    rep = run(args)
+    text = format_report(rep)
+    print(json.dumps(rep, indent=2) if args.json else text)
+    if args.report:
+        Path(args.report).write_text(text + "\n", encoding="utf-8")
+    bad = rep["errors"] + sum(v for k, v in rep["checks"].items() if k not in ("responses", "withdrawn_served_on_first_snapshot",
+                                                                                "answered_between_publish_and_rollback"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

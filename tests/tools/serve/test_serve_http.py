@@ -1,0 +1,153 @@
+"""``ragspine serve`` over real HTTP: the endpoints, the request bounds, and every access rule at the edge.
+
+One real service (uvicorn in a child process on a free loopback port) with three keys;
+a real client (httpx)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+from ragspine_query.library import open_library  # noqa: E402
+from ragspine_tools.cli import main  # noqa: E402
+from ragspine_tools.serve.launch import running  # noqa: E402
+from tests.conftest import RESTRICTED_MARKERS  # noqa: E402
+
+QUERY = "Acme revenue gross margin 2024"  # INTERNAL chunks rank at the top of it for an INTERNAL key
+
+
+@pytest.fixture(scope="module")
+def service(served, tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve_log") / "serve.log"
+    with running("serve", [str(served.library), "--warm", "bm25", "--max-top-k", "20"], env=served.env(),
+                 log_path=str(log)) as base:
+        yield base, log
+
+
+def _post(base, key, **body):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(base + "/v1/search", json=body, headers=headers, timeout=60)
+
+
+def _sensitivity_ids(library_dir, level):
+    with open_library(library_dir) as lib:
+        sens = np.char.upper(lib.column("sensitivity"))
+        ids = np.asarray(lib.chunk_ids())
+        return set(ids[sens == level].tolist()), set(lib.column("doc_id")[sens == level].tolist())
+
+
+def test_search_returns_cited_snippets_like_the_cli(service, served):
+    base, _ = service
+    r = _post(base, served.internal_key, query=QUERY, mode="bm25", top_k=5)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["snapshots"] == {"sample": served.old} and out["mode"] == "bm25"
+    assert len(out["results"]) == 5 and out["confidence"]["grade"] in ("high", "medium", "low")
+    for s in out["results"]:  # the --json snippet record: text, provenance, citation, scores
+        assert {"text", "doc_id", "title", "locator", "source_locator", "chunk_id", "library_id", "sensitivity", "span",
+                "scores", "tier", "confidence"} <= set(s)
+    # the same answer as the in-process service (the CLI's stage list, nothing added or lost at the edge)
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import Caller
+    from ragspine_tools.serve.service import SearchService
+
+    local = SearchService([served.library], settings=Settings.from_env({}))
+    want = local.search(Caller("x", frozenset({"*"}), "INTERNAL"), QUERY, mode="bm25", top_k=5)
+    assert [s["chunk_id"] for s in out["results"]] == [s.chunk_id for s in want["results"]]
+    assert [s["scores"]["fused"] for s in out["results"]] == pytest.approx([s.scores["fused"] for s in want["results"]])
+
+
+def test_public_key_never_sees_internal_rows(service, served):
+    base, _ = service
+    internal_ids, internal_docs = _sensitivity_ids(served.library / "current", "INTERNAL")
+    full = _post(base, served.internal_key, query=QUERY, mode="bm25", top_k=10).json()
+    assert any(s["chunk_id"] in internal_ids for s in full["results"])  # the query does reach INTERNAL text
+    for body in ({"query": QUERY, "mode": "bm25", "top_k": 10}, {"query": QUERY, "top_k": 10}):
+        r = _post(base, served.public_key, **body)
+        assert r.status_code == 200, r.text
+        res = r.json()["results"]
+        assert res and all(s["sensitivity"] == "PUBLIC" for s in res)
+        assert not ({s["chunk_id"] for s in res} & internal_ids) and not ({s["doc_id"] for s in res} & internal_docs)
+    # a filter asking for INTERNAL rows matches nothing under the ceiling; the caller's filter is a
+    # constraint (issue 36), so nothing is retried without it, and nothing INTERNAL comes back
+    r = _post(base, served.public_key, query=QUERY, mode="bm25", top_k=10, filters={"sensitivity": "INTERNAL"})
+    assert r.status_code == 200, r.text
+    assert r.json()["results"] == []
+    # counts and languages: what the key can see, not the library's totals
+    libs = httpx.get(base + "/v1/libraries", headers={"X-API-Key": served.public_key}, timeout=30).json()["libraries"]
+    public_ids, public_docs = _sensitivity_ids(served.library / "current", "PUBLIC")
+    assert libs[0]["counts"] == {"chunks": len(public_ids), "documents": len(public_docs)}
+    assert sum(libs[0]["languages"].values()) == len(public_ids)
+    # a trace counts rows of every stage: refused to a PUBLIC key
+    r = _post(base, served.public_key, query=QUERY, explain=True, mode="bm25")
+    assert r.status_code == 403 and "explain" in r.json()["error"]["message"]
+
+
+def test_restricted_text_is_never_served(service, served):
+    base, _ = service
+    restricted_ids, restricted_docs = _sensitivity_ids(served.library / "current", "RESTRICTED")
+    assert restricted_ids
+    # the words of the RESTRICTED documents (their markers are not asked: a trace echoes the query)
+    for query in ("Nordvolt Storage acquisition enterprise value Leipzig board minutes", "workforce plan headcount reduction 2025",
+                  "pricing action price increase distributors", "distributor review termination"):
+        for mode in ("bm25", "auto"):
+            r = _post(base, served.internal_key, query=query, mode=mode, top_k=20, explain=True)
+            assert r.status_code == 200
+            text = r.text
+            assert not any(marker in text for marker in RESTRICTED_MARKERS.values())
+            assert not any(cid in text for cid in restricted_ids)
+            assert not any(f'"{d}"' in text for d in restricted_docs)
+
+
+def test_keys_and_libraries_are_enforced(service, served):
+    base, log = service
+    assert _post(base, None, query=QUERY).status_code == 401
+    assert _post(base, "rsk_not-a-key", query=QUERY).status_code == 401
+    assert httpx.get(base + "/v1/libraries", timeout=30).status_code == 401
+    r = _post(base, served.other_key, query=QUERY)  # its library is not served: it may read nothing here
+    assert r.status_code == 403
+    r = _post(base, served.other_key, query=QUERY, libraries=["sample"])
+    assert r.status_code == 403 and "may not read 'sample'" in r.json()["error"]["message"]
+    r = _post(base, served.public_key, query=QUERY, libraries=["nope"])
+    assert r.status_code == 404
+    for key in (served.public_key, served.internal_key, served.other_key):  # never logged, nor in a metric
+        assert key not in log.read_text(encoding="utf-8", errors="replace")
+        assert key not in httpx.get(base + "/metrics", timeout=30).text
+
+
+@pytest.mark.parametrize("body, status, names", [
+    ({"query": ""}, 422, "query"),
+    ({"query": "x" * 5000}, 413, "query"),
+    ({"query": "a", "top_k": 21}, 422, "top_k"),
+    ({"query": "a", "top_k": -1}, 422, "top_k"),
+    ({"query": "a", "mode": "fastest"}, 422, "mode"),
+    ({"query": "a", "filters": {"colour": "red"}}, 422, "colour"),
+    ({"query": "a", "topk": 3}, 422, "topk"),
+])
+def test_bad_requests_are_clear_4xx(service, served, body, status, names):
+    base, _ = service
+    r = _post(base, served.internal_key, **body)
+    assert r.status_code == status, r.text
+    assert names in r.json()["error"]["message"]
+
+
+def test_health_metrics_and_openapi(service, served):
+    base, _ = service
+    assert httpx.get(base + "/healthz", timeout=30).json()["status"] == "ok"
+    _post(base, served.internal_key, query=QUERY, mode="bm25")
+    metrics = httpx.get(base + "/metrics", timeout=30).text
+    assert f'ragspine_library_snapshot{{library="sample",snapshot="{served.old}"}} 1.0' in metrics
+    assert 'ragspine_requests_total{endpoint="search",status="200"}' in metrics
+    assert 'ragspine_request_seconds_bucket{endpoint="search",le="0.5",mode="bm25"}' in metrics
+    assert 'ragspine_errors_total{endpoint="search",kind="access"}' in metrics
+    paths = httpx.get(base + "/openapi.json", timeout=30).json()["paths"]
+    assert {"/v1/search", "/v1/libraries", "/healthz", "/metrics"} <= set(paths)
+
+
+def test_binding_beyond_loopback_without_keys_is_refused(served, capsys, monkeypatch):
+    monkeypatch.delenv("RAGSPINE_API_KEYS", raising=False)
+    monkeypatch.delenv("RAGSPINE_API_KEYS_FILE", raising=False)
+    assert main(["serve", str(served.library), "--host", "0.0.0.0", "--port", "1"]) == 2
+    assert "refusing to bind '0.0.0.0' without API keys" in capsys.readouterr().err
