@@ -59,8 +59,13 @@ def writer(kind: str, data: Path, home: Path) -> subprocess.Popen:
                 "build_library(LibraryPaths('lib', d/'raw'/'lib', d/'artifacts'/'lib'), embedding='none', "
                 "cache_path=d/'cache'/'embeddings.sqlite')")
         cmd = [sys.executable, "-c", code, str(data)]
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    if not (home / "dagster.yaml").is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        if kind == "materialize":  # the library's partition, as the sensor adds it
+            subprocess.run([sys.executable, "-c", "import dagster as dg; from ragspine_dagster.partitions import "
+                            "LIBRARIES_PARTITION as P; dg.DagsterInstance.get().add_dynamic_partitions(P, ['lib'])"],
+                           check=True, timeout=300, env=env(home, data))
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(home, data),
                             cwd=str(data.parent))
 
