@@ -165,7 +165,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--kinds", default=",".join(KINDS))
-    p.add_argument("--max-files", type=int, default=0, help="at most this many files (spread over the list; 0: all)")
+    p.add_argument("--max-files", type=int, default=0,
+                   help="at most this many snapshot/work files (spread over the list; 0: all), plus the chunk store, "
+                        "the embedding cache and history.jsonl")
     p.add_argument("--no-long-lived", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
@@ -179,9 +181,10 @@ def main() -> int:
         build(base_data)
     baseline = answer_fresh(base_data / "artifacts" / "tiny")
     files = targets(base_data)
-    if args.max_files and len(files) > args.max_files:
-        step = len(files) / args.max_files
-        files = [files[int(i * step)] for i in range(args.max_files)]
+    if args.max_files and len(files) > args.max_files:  # spread over the list; the build's inputs always
+        inputs, outputs = files[-3:], files[:-3]
+        step = len(outputs) / args.max_files
+        files = [outputs[int(i * step)] for i in range(args.max_files)] + inputs
     tally: collections.Counter = collections.Counter()
     bad = 0
     t0 = time.perf_counter()

@@ -284,7 +284,7 @@ def ingest_library(
     )
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
-    from ragspine_index.locks import ConcurrentIngestError, library_run_lock
+    from ragspine_index.locks import ConcurrentIngestError, library_run_lock, release_library
     from ragspine_assets.runs import fail_dead_runs, in_flight_runs
 
     dead = fail_dead_ingest_runs(instance)
@@ -299,12 +299,15 @@ def ingest_library(
                     f"run {busy[0]} of library {library_id!r} is in flight on the Dagster instance "
                     f"(DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')}); wait for it to finish (or cancel it in the "
                     "Dagster UI), then run again")
-            result = dg.materialize(
-                ALL_ASSETS, instance=instance, partition_key=library_id,
-                resources={"ragspine": resource, "io_manager": StepOutputIOManager()},
-                tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
-                run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
-            )
+            try:
+                result = dg.materialize(
+                    ALL_ASSETS, instance=instance, partition_key=library_id,
+                    resources={"ragspine": resource, "io_manager": StepOutputIOManager()},
+                    tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
+                    run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
+                )
+            finally:  # the in-process run is over, published or not: its run claim goes (locks.py)
+                release_library(resource.library_paths(library_id))
     except RagspineError as exc:
         step = getattr(exc, "step", "")
         if step and exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith("ingest of library"):

@@ -207,11 +207,17 @@ def claim_library(paths: LibraryPaths, run_id: str, *, run_unfinished=None, step
         os.replace(tmp, path)
 
 
-def release_library(paths: LibraryPaths, run_id: str) -> None:
-    """Give up ``run_id``'s claim (after its publication); another run's claim is left alone."""
-    if not run_id or not (paths.root / OWNER_FILE).exists():
+def release_library(paths: LibraryPaths, run_id: str | None = None) -> None:
+    """Give up ``run_id``'s claim (after its publication); another run's claim is left alone.
+
+    Without ``run_id``: the claim last written by this process, whatever its run (an
+    in-process run is over — published or failed — when the call that ran it returns).
+    """
+    if not (paths.root / OWNER_FILE).exists():
         return
     with _owner_mutex(paths):
         owner = _read_owner(paths.root / OWNER_FILE)
-        if owner and owner.get("run_id") == run_id:
+        mine = (owner.get("run_id") == run_id) if (owner and run_id) else \
+            bool(owner and run_id is None and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname())
+        if mine:
             (paths.root / OWNER_FILE).unlink(missing_ok=True)

@@ -342,11 +342,12 @@ def _check_sources_unchanged(artifacts: Mapping[str, Path], files: Mapping[str, 
                     f"nothing was published and it was removed: run the ingest again to rebuild it")
 
 
-def _snapshot_damaged(snapshot_dir: Path, memo: dict | None = None) -> str | None:
-    """Why a published snapshot folder fails its full check (:func:`verify_snapshot`): a
-    damaged or a missing file (both are repairs to make), or None when it is intact."""
+def _snapshot_damaged(snapshot_dir: Path, memo: dict | None = None, *, full: bool = True) -> str | None:
+    """Why a published snapshot folder fails its check (:func:`verify_snapshot`; ``full``:
+    every file hashed, else sizes and the small files): a damaged or a missing file (both
+    are repairs to make), or None when it is intact."""
     try:
-        verify_snapshot(snapshot_dir, full=True, memo=memo)
+        verify_snapshot(snapshot_dir, full=full, memo=memo)
     except (IndexCorruptError, IndexNotFoundError) as exc:
         return " ".join(str(exc).split(";")[0].split())
     return None
@@ -366,18 +367,22 @@ def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: i
 
     A damaged old snapshot can never be served again (rollback verifies first) and
     cannot be rebuilt (its inputs are gone), but left in ``snapshots/`` it kept
-    ``ragspine snapshots --verify`` failing after every repair. Files shared by hard link
-    with the current snapshot were just verified, so each inode is hashed once. Each move
-    is recorded in ``history.jsonl``; the quarantine keeps the ``keep`` newest.
+    ``ragspine snapshots --verify`` failing after every repair. Cost: every retained
+    snapshot gets the check of an open (sizes, files up to 8 MiB hashed within 64 MiB);
+    those that ``--verify`` or the verification sensor found damaged (:func:`mark_suspect`)
+    get the full check — files shared by hard link with the one just published are not
+    read again. Each move is recorded in ``history.jsonl``; the quarantine keeps the
+    ``keep`` newest.
     """
     if not paths.snapshots.is_dir():
         return []
     moved: list[str] = []
     memo = {} if memo is None else memo
+    suspects = suspect_snapshots(paths)
     for d in sorted(paths.snapshots.iterdir()):
         if d.name.startswith(".") or d.name in skip or not d.is_dir():
             continue
-        problem = _snapshot_damaged(d, memo)
+        problem = _snapshot_damaged(d, memo, full=d.name in suspects)
         if problem is None:
             continue
         qdir = paths.root / QUARANTINE_DIR
@@ -390,12 +395,35 @@ def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: i
         with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_DAMAGED_RUN_ID,
                                  "quarantined": f"damaged: {problem}"}, ensure_ascii=False) + "\n")
+    (paths.root / SUSPECT_FILE).unlink(missing_ok=True)  # each suspect was checked in full above
     if moved:
         fsync_dir(paths.snapshots)
         held = sorted((q for q in (paths.root / QUARANTINE_DIR).iterdir()), key=lambda q: q.stat().st_mtime, reverse=True)
         for old in held[keep:]:
             shutil.rmtree(old, ignore_errors=True)
     return moved
+
+
+#: Snapshot ids a full check found damaged, one a line: the next publication checks them in
+#: full and quarantines them (``ragspine snapshots --verify`` and the verification sensor write it).
+SUSPECT_FILE = ".suspect-snapshots"
+
+
+def mark_suspect(paths: LibraryPaths, snapshot_ids: list[str]) -> None:
+    """Record snapshots found damaged for the next publication (best effort: a read-only
+    library folder is left as it is)."""
+    try:
+        with open(paths.root / SUSPECT_FILE, "a", encoding="utf-8") as fh:
+            fh.write("".join(f"{sid}\n" for sid in snapshot_ids))
+    except OSError:
+        pass
+
+
+def suspect_snapshots(paths: LibraryPaths) -> set[str]:
+    try:
+        return {x.strip() for x in (paths.root / SUSPECT_FILE).read_text(encoding="utf-8").splitlines() if x.strip()}
+    except (OSError, UnicodeDecodeError):
+        return set()
 
 
 def pinned_snapshot(paths: LibraryPaths) -> str | None:

@@ -161,7 +161,8 @@ def repair_history(path: Path) -> int:
         return 0
     stamp = int(time.time())
     copy = path.with_name(f"{path.name}.damaged-{stamp}")
-    os.link(path, copy) if not copy.exists() else None
+    if not copy.exists():
+        os.link(path, copy)  # the damaged bytes stay for inspection; the rewrite below gets a new inode
     records.append({"snapshot_id": "", "created_at": None, "run_id": "history-repair",
                     "dropped_lines": [n for n, _ in bad], "damaged_copy": copy.name})
     tmp = path.with_name(f".{path.name}-{os.getpid()}")

@@ -71,12 +71,14 @@ def _verify(paths) -> int:
     if not found:
         raise RagspineError(f"{paths.root} holds no snapshots: publish one with `ragspine ingest data/raw/{paths.library_id}`")
     damaged = 0
+    suspects: list[str] = []
     for d in found:
         mark = "*" if d.name == current else " "
         try:
             stats = verify_snapshot(d, full=True)
         except (IndexCorruptError, IndexNotFoundError) as exc:
             damaged += 1
+            suspects.append(d.name)
             print(f"{mark} {d.name}  DAMAGED: {exc}")
             continue
         print(f"{mark} {d.name}  ok ({stats['files']} files, {stats['hashed_bytes']} bytes hashed)")
@@ -84,6 +86,9 @@ def _verify(paths) -> int:
         damaged += 1
         print(f"current points to {current}, which does not exist: roll back with --rollback, or ingest again")
     if damaged:
+        from ragspine_index.publish import mark_suspect
+
+        mark_suspect(paths, suspects)  # the next ingest checks these in full (quarantined unless current)
         print(f"error: {damaged} snapshot(s) of {paths.library_id!r} are damaged; ingest the library again "
               "(it rebuilds damaged files) or roll back to an intact one", file=sys.stderr)
         return 2

@@ -40,6 +40,11 @@ def test_an_ingest_error_names_library_step_and_file(data, tmp_path):
     msg = str(info.value)
     assert msg.startswith("ingest of library 'tiny' stopped at step ") and f"the chunk store {store}" in msg
     assert "The previous snapshot keeps serving" in msg and "ragspine ingest" in msg
+    # the failed in-process run left no claim behind: the next ingest in this process runs
+    assert not (work / "artifacts" / "tiny" / ".ingest.owner").exists()
+    repair = msg.split("`")[1].split(" && ragspine ingest")[0]
+    subprocess.run(["bash", "-c", repair], check=True, timeout=60)
+    assert ingest(work / "raw" / "tiny").snapshot_id
 
 
 def test_the_failure_formatter_locates_frames_of_every_current_package():

@@ -124,7 +124,12 @@ def test_every_damaged_work_file_is_rebuilt_by_one_ingest(tiny, tmp_path):
     assert_serving_verified(data, sid)
 
 
-def test_a_damaged_retained_snapshot_is_quarantined_so_verify_passes_after_the_repair(tiny, tmp_path):
+@pytest.mark.parametrize("large", [False, True])
+def test_a_damaged_retained_snapshot_is_quarantined_so_verify_passes_after_the_repair(tiny, tmp_path, large, monkeypatch):
+    """Retained snapshots get the open-time check at each publication; one that ``--verify``
+    found damaged gets the full check (``large``: nothing hashed by the cheap check)."""
+    if large:
+        monkeypatch.setattr(integrity, "HASH_AT_OPEN_MAX_FILE_BYTES", 0)
     data = copy(tiny, tmp_path)
     paths = lib_paths(data)
     old = paths.current.resolve()
