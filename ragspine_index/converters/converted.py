@@ -20,6 +20,8 @@ import zipfile
 from dataclasses import dataclass, field
 from io import BytesIO
 
+from ragspine_core.text.normalize import normalize_extracted
+
 
 class ConversionError(Exception):
     """A file that cannot be converted: ``problem`` says why, ``hint`` what to do.
@@ -101,8 +103,9 @@ class TextBuilder:
     length: int = 0
 
     def add(self, block: str, fragment: str = "") -> tuple[int, int]:
-        """Append ``block`` (stripped of trailing whitespace); returns its ``(start, end)``."""
-        block = block.rstrip()
+        """Append ``block`` in its index form (:func:`normalize_extracted`: NFKC, no control
+        characters) stripped of trailing whitespace; returns its ``(start, end)``."""
+        block = normalize_extracted(block).rstrip()
         if not block.strip():
             return self.length, self.length
         if self.parts:
@@ -188,10 +191,11 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 
 def cell_text(value: object) -> str:
-    """One table cell on one line: whitespace collapsed, ``|`` escaped."""
+    """One table cell on one line in its index form: NFKC, no controls, whitespace
+    collapsed, ``|`` escaped (after NFKC, which makes ``｜`` a ``|``)."""
     if value is None:
         return ""
-    return " ".join(str(value).split()).replace("|", "\\|")
+    return " ".join(normalize_extracted(str(value)).split()).replace("|", "\\|")
 
 
 def clean_line(text: str) -> str:

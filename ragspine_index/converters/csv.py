@@ -9,7 +9,7 @@ import io
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text
 
-VERSION = "1"
+VERSION = "2"
 EXTRA_MODULE = ""  # the standard library
 
 

@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"
 EXTRA_MODULE = ""  # the standard library
 
 _SKIP = frozenset({"script", "style", "template", "noscript", "svg", "iframe", "object", "embed", "head"})

@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 from io import BytesIO
 
+from ragspine_core.text.normalize import normalize_extracted
+
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "1"
+VERSION = "2"
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -69,8 +71,10 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
 
 
 def _page_text(raw: str) -> str:
-    """Lines right-stripped, runs of blank lines squeezed to one (paragraphs stay)."""
-    lines = [line.rstrip() for line in raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    """Lines right-stripped, runs of blank lines squeezed to one (paragraphs stay), in the
+    index form with line-end hyphenation joined (:func:`normalize_extracted`)."""
+    raw = normalize_extracted(raw.replace("\r\n", "\n").replace("\r", "\n"), join_hyphens=True)
+    lines = [line.rstrip() for line in raw.split("\n")]
     out: list[str] = []
     for line in lines:
         if not line.strip():

@@ -12,7 +12,7 @@ from io import BytesIO
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, check_zip, clean_line, markdown_table
 from ragspine_index.converters.ooxml import package_properties
 
-VERSION = "1"
+VERSION = "2"
 EXTRA_MODULE = "pptx"
 
 

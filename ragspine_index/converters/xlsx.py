@@ -15,7 +15,7 @@ from ragspine_index.converters.converted import ConversionError, ConversionLimit
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"
 EXTRA_MODULE = "openpyxl"
 
 

@@ -1,0 +1,113 @@
+"""Documents as users have them (issue 38): normalised index text, identity and signals,
+encodings and encryption. Every file is generated here."""
+
+from __future__ import annotations
+
+import io
+import os
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pypdf", reason="the 'formats' extra")
+pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
+
+from ragspine_core.lexical.bm25 import BM25Index  # noqa: E402
+from ragspine_core.lexical.bm25_build import build_bm25_arrays  # noqa: E402
+from ragspine_core.text.normalize import normalize_extracted, unnormalized_count  # noqa: E402
+from ragspine_core.text.tokenize import tokenize  # noqa: E402
+from ragspine_index.chunking import build_chunks, make_chunker  # noqa: E402
+from ragspine_index.converters import writers  # noqa: E402
+from ragspine_index.parsing import parse_library  # noqa: E402
+
+
+def ligature_pdf(lines_by_page: list[list[str]]) -> bytes:
+    """A PDF in Bitstream Vera (shipped with reportlab), whose ``ﬁ``/``ﬂ`` glyphs extract as
+    U+FB01/U+FB02, as in PDFs typeset with ligatures."""
+    import reportlab
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("Vera", os.path.join(os.path.dirname(reportlab.__file__), "fonts", "Vera.ttf")))
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out)
+    for lines in lines_by_page:
+        pdf.setFont("Vera", 12)
+        for i, line in enumerate(lines):
+            pdf.drawString(72, 720 - 16 * i, line)
+        pdf.showPage()
+    pdf.save()
+    return out.getvalue()
+
+
+def chunks_of(root: Path):
+    result = parse_library(root)
+    chunker = make_chunker("layout", max_chars=400, overlap_chars=0)
+    return result, [c for d in result.documents for c in build_chunks(d, chunker)]
+
+
+# -- normalised index text -------------------------------------------------------------
+
+def test_normalize_extracted_folds_ligatures_radicals_controls_and_joins_hyphens():
+    raw = "e\ufb03cient \ufb02ow 分\u2f26式 di\x00cult ＡＢＣ１ 注：（一） effi-\nciency well-\nKnown soft\u00adhyphen\x0cnext"
+    out = normalize_extracted(raw, join_hyphens=True)
+    assert out == "efficient flow 分子式 dicult ABC1 注：（一） efficiency well-\nKnown softhyphen\nnext"
+    assert unnormalized_count(out) == 0 and unnormalized_count(raw) == 10
+    assert normalize_extracted(out, join_hyphens=True) == out  # idempotent
+    assert normalize_extracted("effi-\nciency") == "effi-\nciency"  # joining is asked for (PDF, OCR)
+
+
+def test_a_word_printed_only_with_a_ligature_in_a_pdf_is_found_by_search(tmp_path):
+    (tmp_path / "lig.pdf").write_bytes(ligature_pdf([
+        ["The re\ufb01nery ran at full capacity.", "Crude \ufb02ow was steady all quarter."],
+        ["Page two talks about harbour cranes and straddle carriers only."]]))
+    (tmp_path / "other.md").write_text("# Other\n\nA note about refineries in general and crude oil.\n")
+    import pypdf
+
+    raw = pypdf.PdfReader(tmp_path / "lig.pdf").pages[0].extract_text()
+    assert "\ufb01" in raw and "refinery" not in raw  # the PDF's text layer holds only the ligature
+    result, chunks = chunks_of(tmp_path)
+    assert not result.errors
+    index = BM25Index(build_bm25_arrays([tokenize(c.text) for c in chunks]))
+    rows, _ = index.search(tokenize("refinery flow"), k=3)
+    top = chunks[int(rows[0])]
+    assert top.doc_id == "lig" and top.location["page"] == "1" and top.locator.startswith("lig.pdf#page=1")
+    assert "refinery" in top.text and "flow" in top.text
+    body = next(d for d in result.documents if d.doc_id == "lig").body
+    assert body[top.start:top.end] == top.text  # the citation indexes the stored (normalised) text
+
+
+def test_index_text_of_every_converted_format_has_no_ligature_or_control(tmp_path):
+    odd = "The \ufb01rst e\ufb00ort: 分\u2f26式 bell\x07 ＡＢＣ"
+    xml_odd = odd.replace("\x07", "")  # XML cannot hold a control character
+    files = {
+        "a.pdf": ligature_pdf([["The \ufb01rst \ufb02ow", "of a hyphen-", "ated word"]]),
+        "b.docx": writers.write_docx(f"# Title\n\n{xml_odd}\n\n| k | v |\n|---|---|\n| {xml_odd} | x\uff5cy |\n"),
+        "c.html": writers.write_html(f"# Title\n\n{odd}\n"),
+        "d.csv": f"k,v\n{odd},1\n".encode(),
+        "e.xlsx": writers.write_xlsx({"S": [["k", "v"], [xml_odd, 1]]}),
+        "f.pptx": writers.write_pptx([("Slide", [xml_odd])]),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    result, chunks = chunks_of(tmp_path)
+    assert not result.errors and len(result.documents) == len(files)
+    for doc in result.documents:
+        assert unnormalized_count(doc.body) == 0, doc.source_path
+        assert "\ufb01" not in doc.body and not any(unicodedata.category(ch) == "Cc" and ch != "\n" for ch in doc.body)
+    by_id = {d.doc_id: d.body for d in result.documents}
+    assert "hyphenated word" in by_id["a"] and "The first flow" in by_id["a"]
+    for doc_id in "bcdef":
+        assert "The first effort: 分子式 bell ABC" in by_id[doc_id], doc_id
+    assert "x\uff5cy" in by_id["b"]  # full-width punctuation is kept: the table stays one cell
+    for chunk in chunks:
+        assert unnormalized_count(chunk.text) == 0
+
+
+def test_markdown_is_indexed_as_written():
+    from ragspine_index.source_documents.text_files import parse_document
+
+    doc = parse_document("# T\n\nThe \ufb01rst 注：（一）\n".encode(), "t.md", "lib")
+    assert "\ufb01rst 注：（一）" in doc.body  # citations are offsets into the file itself
