@@ -15,6 +15,10 @@ from ragspine_tools.query_command import add_graph_parser, add_query_parser, run
 from ragspine_core.errors import RagspineError
 from ragspine_core.failure import describe_unexpected
 
+#: ``ragspine ingest``'s exit status when it published but one or more files failed to parse
+#: (each listed in the summary); 2 is an error that stopped the run, 0 a clean run.
+INGEST_FILES_FAILED = 1
+
 
 def _ingest(args: argparse.Namespace) -> int:
     from ragspine_core.settings import Settings
@@ -22,11 +26,14 @@ def _ingest(args: argparse.Namespace) -> int:
     from ragspine_dagster.ingest import ingest_library
 
     settings = Settings.from_env()  # the environment is read here, once
+    failed = False
     for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
         summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root,
                                  settings=settings)
         print(summary.describe(), flush=True)
-    return 0
+        failed = failed or bool(summary.errors or summary.error_paths)
+    # 0: every file published; 1: published, but some file failed (listed above); 2: an error stopped it
+    return INGEST_FILES_FAILED if failed else 0
 
 
 def _snapshots(args: argparse.Namespace) -> int:

@@ -92,7 +92,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     if not data:
         raise ConversionError("is empty (0 bytes)", "add content or delete the file", field="body")
     try:
-        return fmt.convert(data, limits)
+        converted = fmt.convert(data, limits)
     except ConversionError:
         raise
     except MemoryError as exc:
@@ -102,3 +102,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     except Exception as exc:  # noqa: BLE001 - a damaged file may raise anything inside a parser library
         raise ConversionError(f"cannot be converted ({type(exc).__name__}; damaged or truncated?)",
                               f"re-export it as {fmt.name.upper()} from its source application") from exc
+    if not converted.text.strip():  # an empty DOCX, a deck of blank slides: say so, never publish nothing silently
+        raise ConversionError(f"has no text (an empty {fmt.name.upper()} document)",
+                              "add content, or remove it from the library", field="body")
+    return converted

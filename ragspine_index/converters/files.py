@@ -78,6 +78,9 @@ class ConvertedFiles:
     limits: ConversionLimits = field(default_factory=ConversionLimits)
     #: What the build should tell the user (a missing extra), once each.
     notes: list[str] = field(default_factory=list)
+    #: The default ``doc_id`` by path (``default_doc_ids``: files sharing a stem get their
+    #: suffix); a path not in it gets :func:`default_doc_id`.
+    default_ids: dict[str, str] = field(default_factory=dict)
     _defaults: dict[str, Any] = field(default_factory=dict)
     _process: Any = None
 
@@ -134,6 +137,7 @@ class ConvertedFiles:
                 return [raw]
             sidecar = raw
         return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage(),
+                         default_id=self.default_ids.get(rel) or default_doc_id(rel),
                          sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
 
     # -- folder defaults ---------------------------------------------------------------
@@ -232,7 +236,7 @@ def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str,
     return values, errors
 
 
-def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, sidecar: bytes | None,
+def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, default_id: str, sidecar: bytes | None,
               sidecar_shown: str, defaults) -> list:
     default_values, errors, default_lines = defaults
     errors = list(errors)
@@ -303,7 +307,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     name = PurePosixPath(shown).name
     result = _make_document(
         meta, converted.text, library_id=library_id, source_path=shown, error_path=shown,
-        default_doc_id=default_doc_id(rel), default_title=PurePosixPath(shown).stem,
+        default_doc_id=default_id, default_title=PurePosixPath(shown).stem,
         marking_lines=marking,
         sensitivity_fix=(f"set it in a sidecar {name}{SIDECAR_SUFFIX} (sensitivity = \"RESTRICTED\" or "
                          "PUBLIC/INTERNAL), or as a [defaults] sensitivity in _library.toml when that is what the "

@@ -35,11 +35,11 @@ from pathlib import Path
 from ragspine_core.errors import ConfigError, DocumentError
 from ragspine_core.records import is_restricted
 
-from ragspine_index.converters import ConvertedFiles
+from ragspine_index.converters import SIDECAR_SUFFIX, ConvertedFiles
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.sources.walk import _library_files, _read
 from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
-from ragspine_index.source_documents.metadata import _doc_id_words
+from ragspine_index.source_documents.metadata import _doc_id_words, default_doc_ids
 from ragspine_index.source_documents.model import ParseResult, SourceDocument
 from ragspine_index.source_documents.text_files import DOCUMENT_SUFFIXES, parse_document
 
@@ -75,6 +75,10 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     entries = _library_files(root)
     by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
     converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    # files that would share a default doc_id (x.docx, x.pdf in one folder) get their suffix
+    defaults = default_doc_ids(rel for rel in by_rel if Path(rel).suffix.lower() in DOCUMENT_SUFFIXES
+                               or (converted.handles(rel) and not rel.lower().endswith(SIDECAR_SUFFIX)))
+    converted.default_ids = defaults
     for entry in entries:
         shown = printable_path(entry.rel)
         if entry.problem:
@@ -98,7 +102,7 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
             if suffix == JSONL_SUFFIX:
                 items = parse_jsonl(data, entry.rel, lib)
             else:
-                result = parse_document(data, entry.rel, lib)
+                result = parse_document(data, entry.rel, lib, doc_id_default=defaults.get(entry.rel))
                 items = [result] if isinstance(result, SourceDocument) else list(result)
         for item in items:
             if isinstance(item, DocumentError):

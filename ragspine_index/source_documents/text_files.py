@@ -19,8 +19,10 @@ DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
-def parse_document(data: bytes, rel_path: str, library_id: str) -> SourceDocument | list[DocumentError]:
-    """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX)."""
+def parse_document(data: bytes, rel_path: str, library_id: str, *,
+                   doc_id_default: str | None = None) -> SourceDocument | list[DocumentError]:
+    """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX);
+    ``doc_id_default`` is the ``doc_id`` when front matter sets none (default: from the path)."""
     shown = printable_path(rel_path)
     problem = _check_bytes(data, shown)
     if problem is not None:
@@ -53,7 +55,7 @@ def parse_document(data: bytes, rel_path: str, library_id: str) -> SourceDocumen
         library_id=library_id,
         source_path=shown,
         error_path=shown,
-        default_doc_id=default_doc_id(rel_path),
+        default_doc_id=doc_id_default or default_doc_id(rel_path),
         default_title=title or Path(shown).stem,
         marking_lines=marking_lines,
         sensitivity_fix=(

@@ -111,3 +111,52 @@ def test_markdown_is_indexed_as_written():
 
     doc = parse_document("# T\n\nThe \ufb01rst 注：（一）\n".encode(), "t.md", "lib")
     assert "\ufb01rst 注：（一）" in doc.body  # citations are offsets into the file itself
+
+
+# -- identity and signals ----------------------------------------------------------------
+
+def test_files_sharing_a_stem_get_distinct_doc_ids_and_each_cites_its_own_file(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "x.docx").write_bytes(writers.write_docx("# Memo\n\nThe memo text about cranes.\n"))
+    (tmp_path / "reports" / "x.pdf").write_bytes(writers.write_pdf("# Report\n\nThe report text about ships.\n"))
+    (tmp_path / "reports" / "x.pptx").write_bytes(writers.write_pptx([("Deck", ["The deck text about ports"])]))
+    (tmp_path / "reports" / "y.pdf").write_bytes(writers.write_pdf("# Alone\n\nA file with its own stem.\n"))
+    (tmp_path / "reports" / "z.md").write_text("# Z\n\nmarkdown\n")
+    (tmp_path / "reports" / "z.txt").write_text("text\n")
+    result, chunks = chunks_of(tmp_path)
+    assert not result.errors
+    ids = {d.doc_id: d.source_path for d in result.documents}
+    assert ids == {"reports-x-docx": "reports/x.docx", "reports-x-pdf": "reports/x.pdf",
+                   "reports-x-pptx": "reports/x.pptx", "reports-y": "reports/y.pdf",
+                   "reports-z-md": "reports/z.md", "reports-z-txt": "reports/z.txt"}
+    for chunk in chunks:
+        assert chunk.locator.startswith(ids[chunk.doc_id] + "#"), chunk.locator
+
+
+def test_an_explicit_doc_id_still_collides_as_a_located_error(tmp_path):
+    (tmp_path / "a.md").write_text("---\ndoc_id: same\n---\n# A\n\ntext\n")
+    (tmp_path / "b.html").write_bytes(writers.write_html("# B\n\ntext\n"))
+    (tmp_path / "b.html.meta.toml").write_text('doc_id = "same"\n')
+    result = parse_library(tmp_path)
+    assert [d.source_path for d in result.documents] == ["a.md"]
+    assert len(result.errors) == 1 and result.errors[0].path == "b.html" and "already used" in str(result.errors[0])
+
+
+def test_an_empty_document_is_a_located_error(tmp_path):
+    import docx
+
+    buf = io.BytesIO()
+    docx.Document().save(buf)
+    (tmp_path / "empty.docx").write_bytes(buf.getvalue())
+    import openpyxl
+
+    buf = io.BytesIO()
+    openpyxl.Workbook().save(buf)
+    (tmp_path / "blank.xlsx").write_bytes(buf.getvalue())
+    (tmp_path / "ok.md").write_text("# OK\n\ntext\n")
+    result = parse_library(tmp_path)
+    assert [d.doc_id for d in result.documents] == ["ok"]
+    errors = {e.path: str(e) for e in result.errors}
+    assert set(errors) == {"empty.docx", "blank.xlsx"}
+    assert "has no text (an empty DOCX document)" in errors["empty.docx"] and "field 'body'" in errors["empty.docx"]
+    assert "has no values" in errors["blank.xlsx"]
