@@ -6,7 +6,11 @@ tables, ``<pre>`` kept line by line; one region per heading section
 ``<script>``, ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` content (except
 ``<title>``) are dropped, never run; links are kept as their text, never fetched.
 ``<meta name=... content=...>`` are the file's properties (a ``classification`` meta
-marks it). The file is UTF-8 (a ``<meta charset>`` naming another encoding is an error).
+marks it). The encoding is, first to answer: a byte-order mark (UTF-8/16/32), the
+``<meta charset>`` / ``http-equiv`` content type / XML declaration in the first 4 KB
+(with the HTML standard's aliases: ``iso-8859-1`` and ``us-ascii`` read as
+``windows-1252``, ``gb2312``/``gbk`` as ``gb18030``), else UTF-8; bytes invalid in it
+are a located error.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ _BLOCK = frozenset({"p", "div", "section", "article", "main", "header", "footer"
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "area", "base", "col", "embed", "param", "source",
                    "track", "wbr"})
-_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_-]+)", re.I)
+_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_:.-]+)", re.I)
+_XML_ENCODING = re.compile(rb"^\s*<\?xml[^>]+encoding\s*=\s*[\"']([A-Za-z0-9_:.-]+)", re.I)
+#: The HTML standard's encoding aliases that differ from Python's codecs.
+_WHATWG = {"iso-8859-1": "cp1252", "iso8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252",
+           "l1": "cp1252", "us-ascii": "cp1252", "ascii": "cp1252", "iso-8859-9": "cp1254", "gb2312": "gb18030",
+           "gbk": "gb18030", "x-gbk": "gb18030", "tis-620": "cp874", "iso-8859-11": "cp874",
+           "x-sjis": "shift_jis", "ks_c_5601-1987": "cp949", "euc-kr": "cp949"}
 
 
 class _Converter(HTMLParser):
@@ -174,15 +184,7 @@ class _Converter(HTMLParser):
 
 
 def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
-    declared = _CHARSET.search(data[:4096])
-    if declared and declared.group(1).decode("ascii").lower().replace("_", "-") not in ("utf-8", "utf8", "us-ascii", "ascii"):
-        raise ConversionError(f"declares the charset {declared.group(1).decode('ascii')!r}; only UTF-8 HTML is read",
-                              "re-save it as UTF-8", field="encoding")
-    try:
-        source = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
-                              "re-save it as UTF-8", field="encoding") from exc
+    source = _decode(data)
     parser = _Converter(limits)
     parser.feed(source)
     parser.close()
@@ -203,6 +205,36 @@ def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError("has no visible text", "add text, or remove it from the library", field="body")
     title = clean_line("".join(parser.title_parts)) or parser.first_heading
     return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title)
+
+
+def _decode(data: bytes) -> str:
+    """The page's text in its declared encoding (module docstring)."""
+    import codecs
+
+    from ragspine_index.source_documents.encoding import bom_codec
+
+    marked = bom_codec(data)
+    if marked is not None:
+        codec, name, skip = marked
+        data = data[skip:]
+    elif data.startswith(b"\xef\xbb\xbf"):
+        codec, name, data = "utf-8", "UTF-8", data[3:]
+    else:
+        declared = _CHARSET.search(data[:4096]) or _XML_ENCODING.search(data[:4096])
+        name = declared.group(1).decode("ascii") if declared else "UTF-8"
+        wanted = _WHATWG.get(name.lower(), name.lower())
+        try:
+            codec = codecs.lookup(wanted).name
+        except LookupError as exc:
+            raise ConversionError(f"declares the charset {name[:40]!r}, which is not a known encoding",
+                                  "fix the <meta charset>, or re-save it as UTF-8", field="encoding") from exc
+        if codec in ("utf-16-le", "utf-16-be", "utf-16", "utf-32") :
+            codec, name = "utf-8", "UTF-8"  # a page read as ASCII cannot really be UTF-16 (the HTML standard)
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"is not valid {name[:40]} at byte offset {exc.start} ({exc.reason})",
+                              "re-save it in the encoding it declares (UTF-8 is best)", field="encoding") from exc
 
 
 def _join(blocks: list[str]) -> str:

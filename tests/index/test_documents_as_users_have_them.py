@@ -160,3 +160,46 @@ def test_an_empty_document_is_a_located_error(tmp_path):
     assert set(errors) == {"empty.docx", "blank.xlsx"}
     assert "has no text (an empty DOCX document)" in errors["empty.docx"] and "field 'body'" in errors["empty.docx"]
     assert "has no values" in errors["blank.xlsx"]
+
+
+# -- encodings and encryption ------------------------------------------------------------
+
+def test_utf16_files_with_a_byte_order_mark_are_read(tmp_path):
+    (tmp_path / "le.txt").write_bytes("\ufeffCafé crème in UTF-16 LE, 营收下滑.\r\n".encode("utf-16-le"))
+    (tmp_path / "be.md").write_bytes("\ufeff# Titre\n\nRésumé in UTF-16 BE.\n".encode("utf-16-be"))
+    (tmp_path / "sheet.csv").write_bytes("\ufeffregion\trevenue\nBenelux\t120\nNordics\t92\n".encode("utf-16-le"))
+    (tmp_path / "u32.txt").write_bytes("\ufeffUTF-32 text.\n".encode("utf-32-le"))
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe" + "ok".encode("utf-16-le") + b"\x00\xd8")  # lone surrogate
+    result, chunks = chunks_of(tmp_path)
+    bodies = {d.doc_id: d.body for d in result.documents}
+    assert bodies["le"] == "Café crème in UTF-16 LE, 营收下滑.\n"
+    assert "Résumé in UTF-16 BE." in bodies["be"] and result.documents[0].title == "Titre"
+    assert "| Benelux | 120 |" in bodies["sheet"]
+    assert bodies["u32"] == "UTF-32 text.\n"
+    (error,) = result.errors
+    assert error.path == "bad.txt" and "not valid UTF-16" in str(error) and "byte-order mark" in str(error)
+    sheet = next(c for c in chunks if c.doc_id == "sheet" and "Benelux" in c.text)
+    assert sheet.locator.startswith("sheet.csv#cells=A")
+
+
+def test_html_is_read_in_its_declared_encoding(tmp_path):
+    page = ("<html><head><meta charset=\"windows-1252\"><title>Caf\xe9</title></head>"
+            "<body><h1>R\xe9sum\xe9</h1><p>Na\xefve \x93quotes\x94 \x80 5</p></body></html>")
+    (tmp_path / "cp1252.html").write_bytes(page.encode("latin-1"))
+    legacy = ("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=iso-8859-1\"></head>"
+              "<body><p>Gr\xfc\xdfe \x96 dash</p></body></html>")
+    (tmp_path / "latin1.html").write_bytes(legacy.encode("latin-1"))
+    (tmp_path / "gb.html").write_bytes('<meta charset="gb2312"><p>营收下滑</p>'.encode("gb18030"))
+    (tmp_path / "utf16.html").write_bytes("\ufeff<p>wide page</p>".encode("utf-16-le"))
+    (tmp_path / "unknown.html").write_bytes(b'<meta charset="klingon-8"><p>x</p>')
+    (tmp_path / "lying.html").write_bytes(b'<meta charset="utf-8"><p>caf\xe9</p>')
+    result = parse_library(tmp_path)
+    bodies = {d.doc_id: d.body for d in result.documents}
+    assert "# Résumé" in bodies["cp1252"] and "Naïve \u201cquotes\u201d \u20ac 5" in bodies["cp1252"]
+    assert next(d.title for d in result.documents if d.doc_id == "cp1252") == "Café"
+    assert "Grüße \u2013 dash" in bodies["latin1"]  # iso-8859-1 is read as windows-1252 (the HTML standard)
+    assert "营收下滑" in bodies["gb"] and "wide page" in bodies["utf16"]
+    errors = {e.path: str(e) for e in result.errors}
+    assert set(errors) == {"unknown.html", "lying.html"}
+    assert "'klingon-8', which is not a known encoding" in errors["unknown.html"]
+    assert "is not valid utf-8 at byte offset" in errors["lying.html"].lower()
