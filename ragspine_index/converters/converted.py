@@ -67,7 +67,9 @@ class Converted:
     (``("Title", "...")``, ``("Keywords", "...")``, custom properties, HTML ``<meta>``)
     in file order; ``header_lines`` are page header/footer lines that are not part of the
     text but are read for a sensitivity marking; ``title`` is the best title the file
-    itself gives (property or first heading), ``""`` when none.
+    itself gives (property or first heading), ``""`` when none; ``engine_note`` says when
+    another engine than the format's own read some of it (``pdfminer.six 20260107: pages
+    2, 5 (garbled in pypdf)``), appended to the ``converter`` field.
     """
 
     text: str
@@ -75,6 +77,7 @@ class Converted:
     properties: tuple[tuple[str, str], ...] = ()
     header_lines: tuple[str, ...] = ()
     title: str = ""
+    engine_note: str = ""
 
 
 class Deadline:
@@ -156,6 +159,8 @@ def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
     The sizes in the zip directory are checked first; the libraries then inflate at most
     that much (a member whose real size differs from its declared one fails its CRC).
     """
+    if data.startswith(OLE_MAGIC):
+        raise ole_error(data, kind)
     try:
         archive = zipfile.ZipFile(BytesIO(data))
     except zipfile.BadZipFile as exc:
@@ -174,6 +179,22 @@ def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
             "remove it from the library; a real document unpacks to far less", field="limits")
     if any(m.flag_bits & 0x1 for m in members):
         raise ConversionError(f"the {kind} package is encrypted", "save an unprotected copy", field="encrypted")
+
+
+#: The first bytes of an OLE compound file: legacy .doc/.xls/.ppt, .msg, and an Office
+#: Open XML file saved with a password (its package encrypted inside an OLE container).
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
+
+
+def ole_error(data: bytes, kind: str) -> ConversionError:
+    """The error for an OLE compound file where an Office Open XML package was expected:
+    a password-protected file (its ``EncryptedPackage`` stream), else a legacy binary one."""
+    if _ENCRYPTED_STREAM in data:
+        return ConversionError(f"is an encrypted {kind} file (password-protected)",
+                               "save an unprotected copy; encrypted files are not indexed", field="encrypted")
+    return ConversionError(f"is a legacy binary Office file (OLE), not {kind}",
+                           f"re-save it as {kind} (or give it its own suffix: .doc, .xls, .ppt)", field="content")
 
 
 def markdown_table(rows: list[list[str]]) -> str:

@@ -136,7 +136,7 @@ class ConvertedFiles:
             if isinstance(raw, DocumentError):
                 return [raw]
             sidecar = raw
-        return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage(),
+        return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage() + (f"; {converted.engine_note}" if converted.engine_note else ""),
                          default_id=self.default_ids.get(rel) or default_doc_id(rel),
                          sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
 

@@ -1,18 +1,27 @@
-"""PDF → text, one region per page (``page=N``), with pypdf (BSD, pure Python).
+"""PDF → text, one region per page (``page=N``), with pypdf (BSD, pure Python), and
+pdfminer.six (MIT, pure Python) as the second engine.
 
 Chosen over pdfminer.six and pypdfium2 on the same files (``ragspine_tools/bench/bench_convert.py
 --compare-pdf``; docs/formats.md): pypdf keeps the reading order and the lines of the
 generated reports, is a pure-Python wheel with no native code to audit, and was the
 faster of the two pure-Python engines. PyMuPDF is AGPL and not used.
 
-Encrypted PDFs (even with an empty user password), PDFs that do not parse and PDFs
-with no extractable text (scanned images: no OCR here) are errors. JavaScript, forms
-and links in a PDF are never run or followed: only the text operators are read.
+pdfminer.six reads what pypdf cannot: a damaged file pypdf does not open (its page tree
+broken; pdfminer finds the pages by scanning), and each page whose pypdf text looks
+garbled (:func:`garbled_share`: private-use, replacement, control or unassigned
+characters) when pdfminer's text of that page is cleaner. The ``converter`` field of the
+document says which pages it read and why (:attr:`Converted.engine_note`).
+
+A PDF encrypted with an empty user password (the common "no copying" protection) is
+opened with that empty password; one that needs a real password is an error. PDFs with
+no extractable text (scanned images: no OCR here) are errors. JavaScript, forms and links
+in a PDF are never run or followed: only the text operators are read.
 """
 
 from __future__ import annotations
 
 import logging
+import unicodedata
 from io import BytesIO
 
 from ragspine_core.text.normalize import normalize_extracted
@@ -25,6 +34,30 @@ EXTRA_MODULE = "pypdf"
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
 #: Values PDF writers fill in when the author gave none: not metadata.
 _PLACEHOLDERS = frozenset({"untitled", "(untitled)", "anonymous", "(anonymous)", "unspecified", "(unspecified)"})
+#: A page whose pypdf text has at least this share of garbled characters (and at least
+#: ``_GARBLE_MIN_CHARS`` of them) is read again with pdfminer.six.
+GARBLE_SHARE = 0.1
+_GARBLE_MIN_CHARS = 5
+_READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError,
+                ZeroDivisionError, AssertionError)
+
+
+def garbled_share(text: str) -> float:
+    """The share of non-space characters that are private-use, U+FFFD, controls (but
+    tab/newline), unassigned or surrogates: what a wrong font map produces."""
+    seen = bad = 0
+    for ch in text:
+        if ch.isspace():
+            continue
+        seen += 1
+        if ch == "\ufffd" or unicodedata.category(ch) in ("Co", "Cc", "Cn", "Cs"):
+            bad += 1
+    return bad / seen if seen else 0.0
+
+
+def _garbled(text: str) -> bool:
+    share = garbled_share(text)
+    return share >= GARBLE_SHARE and share * len(text) >= _GARBLE_MIN_CHARS
 
 
 def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
@@ -37,29 +70,44 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError("is not a PDF file (no %PDF header)", "re-export it as PDF or remove it")
     try:
         reader = pypdf.PdfReader(BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            raise ConversionError("is encrypted (password-protected)",
+        if reader.is_encrypted and not _open_with_empty_password(reader):
+            raise ConversionError("is encrypted (a password is needed to open it)",
                                   "save an unprotected copy; encrypted PDFs are not indexed", field="encrypted")
         pages = reader.pages
         n_pages = len(pages)
     except ConversionError:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError) as exc:
-        raise ConversionError(f"cannot be read as a PDF ({type(exc).__name__}; truncated or damaged?)",
-                              "re-export it from its source application") from exc
+    except (PdfReadError, *_READ_ERRORS) as exc:
+        problem = f"cannot be read as a PDF ({type(exc).__name__}; truncated or damaged?)"
+        return _by_pdfminer(data, limits, problem, reason=f"pypdf could not read it: {type(exc).__name__}")
+    if n_pages == 0:  # a broken page tree: pypdf finds no page, pdfminer scans for them
+        return _by_pdfminer(data, limits, "has no pages that can be read (a damaged page tree?)",
+                            reason="pypdf found no pages")
     if n_pages > limits.max_pages:
         raise ConversionError(f"has {n_pages:,} pages (limit {limits.max_pages:,})", "split it", field="limits")
     out = TextBuilder(limits)
+    second = _SecondEngine(data)
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
         try:
             raw = pages[number - 1].extract_text() or ""
-        except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
-                OSError, ZeroDivisionError) as exc:
-            raise ConversionError(f"page {number} cannot be read ({type(exc).__name__}; truncated or damaged?)",
-                                  "re-export it from its source application") from exc
+        except (PdfReadError, *_READ_ERRORS) as exc:
+            fallback = second.page(number)
+            if fallback is None:
+                raise ConversionError(f"page {number} cannot be read ({type(exc).__name__}; truncated or damaged?)",
+                                      "re-export it from its source application") from exc
+            raw = fallback
+            second.note(number, "unreadable in pypdf")
+        else:
+            if _garbled(raw):
+                other = second.page(number)
+                if other is not None and garbled_share(other) < garbled_share(raw) / 2:
+                    raw = other
+                    second.note(number, "garbled in pypdf")
         out.add(_page_text(raw), f"page={number}")
     text = out.text()
+    if not text.strip() and any((second.page(n) or "").strip() for n in range(1, n_pages + 1)):
+        return _by_pdfminer(data, limits, "", reason="pypdf found no text")
     if not text.strip():
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
@@ -67,7 +115,101 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     properties = _properties(reader)
     title = next((v for k, v in properties if k == "Title"), "")
     return Converted(text=text, regions=tuple(out.regions), properties=properties,
-                     title=title)
+                     title=title, engine_note=second.summary())
+
+
+def _open_with_empty_password(reader) -> bool:
+    """Whether an encrypted PDF opens with the empty user password (then it is decrypted)."""
+    from pypdf.errors import DependencyError, PdfReadError
+
+    try:
+        return bool(reader.decrypt(""))
+    except DependencyError as exc:  # AES needs the 'cryptography' package (pypdf[crypto])
+        raise ConversionError("is encrypted with AES and 'cryptography' is not installed",
+                              "pip install 'ragspine[formats]' (it installs pypdf[crypto])",
+                              field="encrypted") from exc
+    except (PdfReadError, *_READ_ERRORS):
+        return False
+
+
+def _pdfminer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"pdfminer.six {version('pdfminer.six')}"
+    except PackageNotFoundError:  # pragma: no cover
+        return "pdfminer.six"
+
+
+class _SecondEngine:
+    """pdfminer.six, opened only when a page needs it; remembers which pages it read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pages: list[str] | None = None
+        self._notes: dict[str, list[int]] = {}
+
+    def page(self, number: int) -> str | None:
+        """The text pdfminer reads on page ``number`` (1-based), ``None`` when it cannot."""
+        if self._pages is None:
+            try:
+                self._pages = _pdfminer_pages(self._data)
+            except ConversionError:
+                self._pages = []
+        return self._pages[number - 1] if number <= len(self._pages) else None
+
+    def note(self, number: int, why: str) -> None:
+        self._notes.setdefault(why, []).append(number)
+
+    def summary(self) -> str:
+        if not self._notes:
+            return ""
+        parts = [f"page{'s' if len(n) > 1 else ''} {', '.join(map(str, n))} ({why})" for why, n in self._notes.items()]
+        return f"{_pdfminer_version()}: " + "; ".join(parts)
+
+
+def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: int | None = None) -> list[str]:
+    """Every page's text by pdfminer.six (with the empty password), or ConversionError."""
+    try:
+        from pdfminer.high_level import extract_pages
+        from pdfminer.layout import LAParams, LTTextContainer
+    except ImportError as exc:
+        raise ConversionError("needs pdfminer.six, which is not installed",
+                              "pip install 'ragspine[formats]'", field="content") from exc
+    logging.getLogger("pdfminer").setLevel(logging.ERROR)
+    pages: list[str] = []
+    try:
+        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams()):
+            if deadline is not None:
+                deadline.check(f"page {len(pages) + 1}")
+            if max_pages is not None and len(pages) >= max_pages:
+                raise ConversionError(f"has more than {max_pages:,} pages (limit {max_pages:,})", "split it",
+                                      field="limits")
+            pages.append("".join(el.get_text() for el in layout if isinstance(el, LTTextContainer)))
+    except ConversionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
+        raise ConversionError(f"cannot be read as a PDF by pdfminer.six either ({type(exc).__name__})",
+                              "re-export it from its source application") from exc
+    return pages
+
+
+def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason: str) -> Converted:
+    """The whole file by pdfminer.six (pypdf could not open it); ``problem`` when neither can."""
+    deadline = Deadline(limits.seconds)
+    try:
+        pages = _pdfminer_pages(data, deadline, limits.max_pages)
+    except ConversionError as exc:
+        if exc.field == "limits":
+            raise
+        raise ConversionError(problem, "re-export it from its source application") from exc
+    out = TextBuilder(limits)
+    for number, raw in enumerate(pages, start=1):
+        out.add(_page_text(raw), f"page={number}")
+    if not out.text().strip():
+        raise ConversionError(problem, "re-export it from its source application")
+    return Converted(text=out.text(), regions=tuple(out.regions),
+                     engine_note=f"{_pdfminer_version()}: every page ({reason})")
 
 
 def _page_text(raw: str) -> str:

@@ -83,7 +83,7 @@ def encrypted_pdf() -> bytes:
 
     reader = pypdf.PdfReader(BytesIO(writers.write_pdf(REPORT)))
     writer = pypdf.PdfWriter(clone_from=reader)
-    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    writer.encrypt(user_password="user-secret", owner_password="owner", algorithm="RC4-128")
     out = BytesIO()
     writer.write(out)
     return out.getvalue()

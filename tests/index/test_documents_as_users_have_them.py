@@ -18,7 +18,7 @@ from ragspine_core.lexical.bm25_build import build_bm25_arrays  # noqa: E402
 from ragspine_core.text.normalize import normalize_extracted, unnormalized_count  # noqa: E402
 from ragspine_core.text.tokenize import tokenize  # noqa: E402
 from ragspine_index.chunking import build_chunks, make_chunker  # noqa: E402
-from ragspine_index.converters import writers  # noqa: E402
+from ragspine_index.converters import convert_bytes, writers  # noqa: E402
 from ragspine_index.parsing import parse_library  # noqa: E402
 
 
@@ -203,3 +203,85 @@ def test_html_is_read_in_its_declared_encoding(tmp_path):
     assert set(errors) == {"unknown.html", "lying.html"}
     assert "'klingon-8', which is not a known encoding" in errors["unknown.html"]
     assert "is not valid utf-8 at byte offset" in errors["lying.html"].lower()
+
+
+def _encrypted(data: bytes, user: str, algorithm: str) -> bytes:
+    import pypdf
+
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(data))
+    writer.encrypt(user_password=user, owner_password="owner-secret", algorithm=algorithm)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_pdfs_with_an_empty_password_open_and_damaged_ones_fall_back_to_pdfminer(tmp_path):
+    plain = writers.write_pdf("# Harbour\n\nThe harbour crane order was signed in May.\n")
+    (tmp_path / "rc4.pdf").write_bytes(_encrypted(plain, "", "RC4-128"))
+    (tmp_path / "aes.pdf").write_bytes(_encrypted(plain, "", "AES-128"))
+    (tmp_path / "locked.pdf").write_bytes(_encrypted(plain, "user-secret", "AES-128"))
+    damaged = plain.replace(b"/Type /Pages", b"/Type /Pagez")  # a broken page tree: pypdf finds no page
+    import pypdf
+
+    assert len(pypdf.PdfReader(io.BytesIO(damaged)).pages) == 0
+    (tmp_path / "damaged.pdf").write_bytes(damaged)
+    (tmp_path / "hopeless.pdf").write_bytes(plain[:200])
+    result, chunks = chunks_of(tmp_path)
+    docs = {d.doc_id: d for d in result.documents}
+    assert set(docs) == {"rc4", "aes", "damaged"}
+    for doc_id in docs:
+        assert "harbour crane order was signed in May" in docs[doc_id].body
+        assert any(c.doc_id == doc_id and c.locator.startswith(f"{doc_id}.pdf#page=1") for c in chunks)
+    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@2 pypdf ")
+    assert "; pdfminer.six " in dict(docs["damaged"].extra)["converter"]
+    assert "every page (pypdf found no pages)" in dict(docs["damaged"].extra)["converter"]
+    assert "pdfminer" not in dict(docs["rc4"].extra)["converter"]
+    errors = {e.path: e for e in result.errors}
+    assert set(errors) == {"locked.pdf", "hopeless.pdf"}
+    assert errors["locked.pdf"].field == "encrypted" and "password is needed" in str(errors["locked.pdf"])
+    assert "cannot be read as a PDF" in str(errors["hopeless.pdf"])
+
+
+def test_a_page_garbled_in_pypdf_is_read_by_pdfminer(monkeypatch):
+    """pypdf's text of page 2 is replaced by what a wrong font map gives (private-use and
+    NUL characters); the converter must notice and take pdfminer.six's text of that page."""
+    import pypdf
+
+    from ragspine_index.converters.pdf import garbled_share
+
+    data = ligature_pdf([["First page text."], ["The second page names the Kobe terminal."]])
+    real = pypdf.PageObject.extract_text
+
+    def garbling(page, *args, **kwargs):
+        text = real(page, *args, **kwargs)
+        return "".join("\ue012" if ch.isalpha() else ch for ch in text) if "Kobe" in text else text
+
+    monkeypatch.setattr(pypdf.PageObject, "extract_text", garbling)
+    converted = convert_bytes(data, ".pdf")
+    assert "Kobe terminal" in converted.text and "\ue012" not in converted.text
+    page = next(r for r in converted.regions if "Kobe" in converted.text[r[0]:r[1]])
+    assert page[2] == "page=2" and converted.text.startswith("First page text.")
+    assert converted.engine_note.startswith("pdfminer.six ") and converted.engine_note.endswith(": page 2 (garbled in pypdf)")
+    assert garbled_share("\ue012\ue012 ok") == 0.5 and garbled_share("plain 文字") == 0.0
+
+
+def test_password_protected_office_files_say_encrypted(tmp_path):
+    msoffcrypto = pytest.importorskip("msoffcrypto", reason="writing an encrypted Office file needs msoffcrypto-tool")
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    plain = {"memo.docx": writers.write_docx("# Memo\n\nSecret plans.\n"),
+             "book.xlsx": writers.write_xlsx({"S": [["k", "v"], ["a", 1]]}),
+             "deck.pptx": writers.write_pptx([("Deck", ["point"])])}
+    for name, data in plain.items():
+        out = io.BytesIO()
+        OOXMLFile(io.BytesIO(data)).encrypt("pass-1234", out)
+        assert out.getvalue().startswith(b"\xd0\xcf\x11\xe0")  # an OLE container, as Office writes it
+        (tmp_path / name).write_bytes(out.getvalue())
+    (tmp_path / "legacy.docx").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504) + b"WordDocument")
+    result = parse_library(tmp_path)
+    assert not result.documents and msoffcrypto
+    errors = {e.path: e for e in result.errors}
+    assert set(errors) == {"memo.docx", "book.xlsx", "deck.pptx", "legacy.docx"}
+    for name, kind in (("memo.docx", "DOCX"), ("book.xlsx", "XLSX"), ("deck.pptx", "PPTX")):
+        assert errors[name].field == "encrypted" and f"is an encrypted {kind} file (password-protected)" in str(errors[name])
+    assert "legacy binary Office file" in str(errors["legacy.docx"])
