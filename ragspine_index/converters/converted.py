@@ -89,6 +89,10 @@ class Deadline:
         self._seconds = seconds
         self._end = time.monotonic() + seconds
 
+    def left(self) -> float:
+        """Seconds left of the budget (0 when spent)."""
+        return max(0.0, self._end - time.monotonic())
+
     def check(self, what: str) -> None:
         if time.monotonic() > self._end:
             raise ConversionError(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, html, pdf, pptx, xlsx
+from ragspine_index.converters import csv, docx, html, image, ocr, pdf, pptx, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -22,8 +22,16 @@ class Format:
     version: str
     module: str  # "" = the standard library
     convert: Callable[[bytes, ConversionLimits], Converted]
+    #: A program it needs besides the module (OCR: ``tesseract``), and how to install it.
+    engine: Callable[[], bool] | None = None
+    engine_hint: str = ""
 
     def available(self) -> bool:
+        """Whether the module it needs imports (the ``formats`` extra is installed) and the
+        program it needs is there."""
+        return not self.missing()
+
+    def module_available(self) -> bool:
         """Whether the module it needs imports (the ``formats`` extra is installed)."""
         if not self.module:
             return True
@@ -32,6 +40,14 @@ class Format:
         except ImportError:
             return False
         return True
+
+    def missing(self) -> str:
+        """What the user must install to read this format (``""`` when nothing)."""
+        if not self.module_available():
+            return f"the '{FORMATS_EXTRA}' extra (pip install 'ragspine[{FORMATS_EXTRA}]')"
+        if self.engine is not None and not self.engine():
+            return self.engine_hint
+        return ""
 
     def lineage(self) -> str:
         """``pdf@2 pypdf 7.1.1``: the converter version and the library version that ran."""
@@ -46,7 +62,7 @@ class Format:
             return f"{self.name}@{self.version} {dist}"
 
 
-_DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx"}
+_DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx", "PIL": "pillow"}
 
 
 FORMATS: tuple[Format, ...] = (
@@ -56,6 +72,8 @@ FORMATS: tuple[Format, ...] = (
     Format("xlsx", (".xlsx",), xlsx.VERSION, xlsx.EXTRA_MODULE, xlsx.convert_xlsx),
     Format("html", (".html", ".htm"), html.VERSION, html.EXTRA_MODULE, html.convert_html),
     Format("csv", (".csv",), csv.VERSION, csv.EXTRA_MODULE, csv.convert_csv),
+    Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
+           engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),
 )
 FORMAT_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 CONVERTED_SUFFIXES = tuple(FORMAT_BY_SUFFIX)
@@ -82,7 +100,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     """
     fmt = FORMAT_BY_SUFFIX[suffix.lower()]
     limits = limits or ConversionLimits()
-    if not fmt.available():
+    if not fmt.module_available():
         from ragspine_core.errors import MissingExtraError
 
         raise MissingExtraError(f"reading {fmt.name.upper()} files", FORMATS_EXTRA, fmt.module)

@@ -52,7 +52,7 @@ from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.converters.converted import ConversionError, ConversionLimits
-from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
+from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
 #: text: lineage on every chunk row, and part of the content hash.
@@ -114,9 +114,9 @@ class ConvertedFiles:
                                   hint="rename it to <file>.meta.toml of a PDF/DOCX/PPTX/XLSX/HTML/CSV file, or "
                                   "delete it (Markdown and text files carry front matter instead)")]
         fmt = FORMAT_BY_SUFFIX[PurePosixPath(rel).suffix.lower()]
-        if not fmt.available():
-            note = (f"{fmt.name.upper()} files are skipped: reading them needs the '{FORMATS_EXTRA}' extra "
-                    f"(pip install 'ragspine[{FORMATS_EXTRA}]')")
+        missing = fmt.missing()
+        if missing:
+            note = f"{fmt.name.upper()} files are skipped: reading them needs {missing}"
             if note not in self.notes:
                 self.notes.append(note)
             return None

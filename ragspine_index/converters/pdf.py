@@ -13,8 +13,10 @@ characters) when pdfminer's text of that page is cleaner. The ``converter`` fiel
 document says which pages it read and why (:attr:`Converted.engine_note`).
 
 A PDF encrypted with an empty user password (the common "no copying" protection) is
-opened with that empty password; one that needs a real password is an error. PDFs with
-no extractable text (scanned images: no OCR here) are errors. JavaScript, forms and links
+opened with that empty password; one that needs a real password is an error. A page with
+no text in either engine but images (a scanned page) is read by OCR (:mod:`.ocr`,
+Tesseract) when it is installed, and the ``converter`` field names the pages; without it
+a PDF with no text at all is an error that says OCR is not available. JavaScript, forms and links
 in a PDF are never run or followed: only the text operators are read.
 """
 
@@ -26,6 +28,7 @@ from io import BytesIO
 
 from ragspine_core.text.normalize import normalize_extracted
 
+from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
 VERSION = "2"
@@ -87,6 +90,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError(f"has {n_pages:,} pages (limit {limits.max_pages:,})", "split it", field="limits")
     out = TextBuilder(limits)
     second = _SecondEngine(data)
+    ocred: list[int] = []
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
         try:
@@ -104,18 +108,58 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 if other is not None and garbled_share(other) < garbled_share(raw) / 2:
                     raw = other
                     second.note(number, "garbled in pypdf")
+        if not raw.strip():
+            other = second.page(number)
+            if other and other.strip():
+                raw = other
+                second.note(number, "no text in pypdf")
+            elif ocr.available():
+                raw = _ocr_page(pages[number - 1], number, deadline)
+                if raw.strip():
+                    ocred.append(number)
         out.add(_page_text(raw), f"page={number}")
     text = out.text()
-    if not text.strip() and any((second.page(n) or "").strip() for n in range(1, n_pages + 1)):
-        return _by_pdfminer(data, limits, "", reason="pypdf found no text")
+    if not text.strip() and ocr.available():
+        raise ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none in "
+                              "its images (none, or blank)",
+                              "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
     if not text.strip():
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
-            "OCR is not available", "index a copy with a text layer (run OCR on it first)", field="ocr")
+            "OCR is not available (no tesseract program)",
+            f"install it ({ocr.INSTALL_HINT}), or index a copy with a text layer", field="ocr")
     properties = _properties(reader)
     title = next((v for k, v in properties if k == "Title"), "")
+    notes = [second.summary()] + ([f"OCR by {ocr.lineage()}: {_pages_words(ocred, n_pages)}"] if ocred else [])
     return Converted(text=text, regions=tuple(out.regions), properties=properties,
-                     title=title, engine_note=second.summary())
+                     title=title, engine_note="; ".join(n for n in notes if n))
+
+
+def _pages_words(numbers: list[int], n_pages: int) -> str:
+    if len(numbers) == n_pages:
+        return "every page"
+    return f"page{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
+
+
+def _ocr_page(page, number: int, deadline: Deadline) -> str:
+    """The OCR text of the images on a page with no text layer (a scanned page)."""
+    try:
+        images = list(page.images)
+    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
+        raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
+                              "re-scan or re-export the page") from exc
+    texts = []
+    for i, image in enumerate(images, start=1):
+        deadline.check(f"page {number}, image {i}")
+        try:
+            pil = image.image
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise ConversionError(f"page {number}: image {i} cannot be decoded for OCR ({type(exc).__name__})",
+                                  "re-scan or re-export the page") from exc
+        if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
+            continue
+        texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
+    return "\n\n".join(t.strip() for t in texts if t.strip())
 
 
 def _open_with_empty_password(reader) -> bool:
