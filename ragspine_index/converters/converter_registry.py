@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, html, image, ocr, pdf, pptx, xlsx
+from ragspine_index.converters import csv, docx, html, image, ocr, odf, pdf, pptx, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -72,6 +72,9 @@ FORMATS: tuple[Format, ...] = (
     Format("xlsx", (".xlsx",), xlsx.VERSION, xlsx.EXTRA_MODULE, xlsx.convert_xlsx),
     Format("html", (".html", ".htm"), html.VERSION, html.EXTRA_MODULE, html.convert_html),
     Format("csv", (".csv",), csv.VERSION, csv.EXTRA_MODULE, csv.convert_csv),
+    Format("odt", (".odt",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odt),
+    Format("ods", (".ods",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_ods),
+    Format("odp", (".odp",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odp),
     Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
            engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),
 )
