@@ -69,7 +69,9 @@ class Converted:
     text but are read for a sensitivity marking; ``title`` is the best title the file
     itself gives (property or first heading), ``""`` when none; ``engine_note`` says when
     another engine than the format's own read some of it (``pdfminer.six 20260107: pages
-    2, 5 (garbled in pypdf)``), appended to the ``converter`` field.
+    2, 5 (garbled in pypdf)``), appended to the ``converter`` field; ``parts`` are the
+    parts of a container that become documents of their own (an e-mail's attachments):
+    ``(fragment, name, converted)``, cited as ``<file>#<fragment>&…``.
     """
 
     text: str
@@ -78,6 +80,7 @@ class Converted:
     header_lines: tuple[str, ...] = ()
     title: str = ""
     engine_note: str = ""
+    parts: tuple[tuple[str, str, "Converted"], ...] = ()
 
 
 class Deadline:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, html, image, ocr, odf, pdf, pptx, xlsx
+from ragspine_index.converters import csv, docx, eml, html, image, ocr, odf, pdf, pptx, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -75,6 +75,7 @@ FORMATS: tuple[Format, ...] = (
     Format("odt", (".odt",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odt),
     Format("ods", (".ods",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_ods),
     Format("odp", (".odp",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odp),
+    Format("eml", (".eml",), eml.VERSION, eml.EXTRA_MODULE, eml.convert_eml),
     Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
            engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),
 )

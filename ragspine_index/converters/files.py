@@ -136,9 +136,13 @@ class ConvertedFiles:
             if isinstance(raw, DocumentError):
                 return [raw]
             sidecar = raw
-        return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage() + (f"; {converted.engine_note}" if converted.engine_note else ""),
-                         default_id=self.default_ids.get(rel) or default_doc_id(rel),
-                         sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
+        common: dict[str, Any] = dict(rel=rel, shown=shown, library_id=self.library_id, sidecar=sidecar,
+                                      sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
+        items = _document(converted, lineage=_lineage(fmt, converted),
+                          default_id=self.default_ids.get(rel) or default_doc_id(rel), **common)
+        if not converted.parts or not all(isinstance(item, SourceDocument) for item in items):
+            return items
+        return _with_parts(items[0], converted, fmt, common)
 
     # -- folder defaults ---------------------------------------------------------------
     def _folder_defaults(self, rel: str) -> tuple[dict[str, str], list[DocumentError], list[tuple[str, str, str]]]:
@@ -236,8 +240,34 @@ def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str,
     return values, errors
 
 
+def _lineage(fmt, converted) -> str:
+    return fmt.lineage() + (f"; {converted.engine_note}" if converted.engine_note else "")
+
+
+def _with_parts(main: SourceDocument, converted, fmt, common: dict[str, Any]) -> list:
+    """The message and a document per attachment (``<doc_id>-part2``, cited
+    ``mail.eml#part=2&…``), with the message's metadata; an attachment of a RESTRICTED
+    message is RESTRICTED. Any attachment's error fails the whole file (fail closed)."""
+    out: list = [main]
+    for fragment, name, part in converted.parts:
+        items = _document(part, lineage=f"{_lineage(fmt, converted)}; {fragment}: {name}"[:500],
+                          default_id=f"{main.doc_id}-{fragment.replace('=', '')}", part=(fragment, name), **common)
+        for item in items:
+            if not isinstance(item, SourceDocument):
+                return [item for item in items if not isinstance(item, SourceDocument)]
+            if main.sensitivity == RESTRICTED_SENSITIVITY and item.sensitivity != RESTRICTED_SENSITIVITY:
+                item = SourceDocument.create(
+                    library_id=item.library_id, doc_id=item.doc_id, body=item.body, source_path=item.source_path,
+                    title=item.title, source_locator=item.source_locator, entity=item.entity, topic=item.topic,
+                    geography=item.geography, period=item.period, language=item.language,
+                    sensitivity=RESTRICTED_SENSITIVITY, valid_as_of=item.valid_as_of, extra=item.extra,
+                    regions=item.regions)
+            out.append(item)
+    return out
+
+
 def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, default_id: str, sidecar: bytes | None,
-              sidecar_shown: str, defaults) -> list:
+              sidecar_shown: str, defaults, part: tuple[str, str] | None = None) -> list:
     default_values, errors, default_lines = defaults
     errors = list(errors)
     meta: dict[str, str] = {k: v for k, v in default_values.items() if k != "sensitivity"}
@@ -291,7 +321,13 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
                     f"sensitivity {level}", field="sensitivity",
                     hint="set the sidecar's sensitivity to RESTRICTED, or remove the label from the file"))
             explicit = level
+        if part is not None:  # an attachment: the sidecar names the message, not it
+            for key in _PER_FILE_FIELDS:
+                values.pop(key, None)
         meta.update(values)
+    if part is not None:
+        meta["source_locator"] = f"{shown}#{part[0]}"
+        meta["title"] = converted.title or part[1]
     if errors:
         return errors
     marking += [(f"page header/footer line {i}", line, "body") for i, line in enumerate(converted.header_lines, 1)]

@@ -8,6 +8,8 @@ import io
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from ragspine_index.chunking import build_chunks, make_chunker
 from ragspine_index.parsing import parse_library
 
@@ -128,3 +130,65 @@ def test_a_damaged_opendocument_is_one_located_error(tmp_path):
     assert set(errors) == {"cut.odt", "wrong.ods"} and not result.documents
     assert "not a valid ODT file" in errors["cut.odt"] and "is not ODS" in errors["wrong.ods"]
 
+
+
+def mail(subject: str, body: str, attachments: list[tuple[str, bytes, str]], **headers: str) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = subject
+    message["From"] = "Anna Berg <anna@northwind.example>"
+    message["To"] = "board@northwind.example"
+    message["Date"] = "Tue, 01 Oct 2024 09:30:00 +0200"
+    for key, value in headers.items():
+        message[key.replace("_", "-")] = value
+    message.set_content(body)
+    for name, data, mime in attachments:
+        maintype, subtype = mime.split("/")
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    return message.as_bytes()
+
+
+def test_an_email_and_its_attachments_are_documents_citing_their_part(tmp_path):
+    pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
+    pytest.importorskip("docx", reason="the 'formats' extra")
+    from ragspine_index.converters import writers
+
+    pdf = writers.write_pdf("# Q3 Figures\n\nThe Gdansk depot doubled its storage capacity.\n")
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "inbox" / "q3.eml").write_bytes(mail(
+        "Q3 figures for the board", "Dear board,\n\nthe Q3 figures are attached. Cranes sold well.\n\nAnna\n",
+        [("figures.pdf", pdf, "application/pdf"), ("notes.txt", "Baltic freight fell again.\n".encode(), "text/plain"),
+         ("archive.zip", b"PK\x05\x06" + bytes(18), "application/zip"),
+         ("memo.docx", writers.write_docx("# Memo\n\nCONFIDENTIAL\n\nLayoff plans.\n"),
+          "application/vnd.openxmlformats-officedocument.wordprocessingml.document")]))
+    result, docs, chunks = ingest(tmp_path)
+    assert not result.errors, result.errors
+    assert set(docs) == {"inbox-q3", "inbox-q3-part2", "inbox-q3-part3", "inbox-q3-part5"}
+    message = docs["inbox-q3"]
+    assert message.title == "Q3 figures for the board" and message.sensitivity == "INTERNAL"
+    assert message.body.startswith("Subject: Q3 figures for the board\nFrom: Anna Berg <anna@northwind.example>")
+    assert "Cranes sold well." in message.body and "- archive.zip (part 4, not read)" in message.body
+    assert chunk_with(chunks["inbox-q3"], "Cranes").locator.startswith("inbox/q3.eml#part=1&chars=")
+    figures = docs["inbox-q3-part2"]
+    assert figures.title == "figures.pdf" and figures.source_path == "inbox/q3.eml"
+    gdansk = chunk_with(chunks["inbox-q3-part2"], "Gdansk")
+    assert gdansk.locator.startswith("inbox/q3.eml#part=2&page=1&chars=") and gdansk.location["page"] == "1"
+    assert chunk_with(chunks["inbox-q3-part3"], "Baltic").locator.startswith("inbox/q3.eml#part=3&chars=")
+    assert docs["inbox-q3-part5"].sensitivity == "RESTRICTED"  # its own banner marks the attachment
+    assert "part=2: figures.pdf" in dict(figures.extra)["converter"]
+
+
+def test_a_confidential_email_makes_its_attachments_restricted_and_a_bad_one_fails_whole(tmp_path):
+    (tmp_path / "secret.eml").write_bytes(mail("Merger", "Talks continue.\n",
+                                               [("n.txt", b"Numbers inside.\n", "text/plain")],
+                                               Sensitivity="Company-Confidential"))
+    (tmp_path / "bad.eml").write_bytes(mail("Broken", "Body.\n", [("cut.pdf", b"%PDF-1.4\n1 0 obj", "application/pdf")]))
+    (tmp_path / "not-mail.eml").write_bytes(b"just some words, no headers\n")
+    result = parse_library(tmp_path)
+    docs = {d.doc_id: d for d in result.documents}
+    assert set(docs) == {"secret", "secret-part2"}
+    assert {d.sensitivity for d in docs.values()} == {"RESTRICTED"}
+    errors = {e.path: str(e) for e in result.errors}
+    assert set(errors) == {"bad.eml", "not-mail.eml"}
+    assert "attachment 1 (.pdf, part 2)" in errors["bad.eml"] and "not an e-mail message" in errors["not-mail.eml"]
