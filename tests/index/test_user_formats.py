@@ -192,3 +192,44 @@ def test_a_confidential_email_makes_its_attachments_restricted_and_a_bad_one_fai
     errors = {e.path: str(e) for e in result.errors}
     assert set(errors) == {"bad.eml", "not-mail.eml"}
     assert "attachment 1 (.pdf, part 2)" in errors["bad.eml"] and "not an e-mail message" in errors["not-mail.eml"]
+
+
+def epub(chapters: list[str], *, title: str = "The Harbour Book", encrypted: bool = False) -> bytes:
+    items = "".join(f'<item id="c{i}" href="text/ch{i}.xhtml" media-type="application/xhtml+xml"/>'
+                    for i in range(len(chapters)))
+    spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(chapters)))
+    opf = ('<?xml version="1.0" encoding="UTF-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+           'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+           f'<dc:identifier id="id">urn:uuid:1</dc:identifier><dc:title>{title}</dc:title>'
+           f'<dc:creator>Anna Berg</dc:creator><dc:language>en</dc:language></metadata><manifest>{items}</manifest>'
+           f"<spine>{spine}</spine></package>")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        archive.writestr("META-INF/container.xml", '<?xml version="1.0"?><container version="1.0" '
+                         'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile '
+                         'full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>')
+        archive.writestr("OEBPS/content.opf", opf)
+        for i, body in enumerate(chapters):
+            archive.writestr(f"OEBPS/text/ch{i}.xhtml", '<?xml version="1.0" encoding="UTF-8"?><html '
+                             f'xmlns="http://www.w3.org/1999/xhtml"><head><title>c{i}</title></head><body>{body}</body></html>')
+        if encrypted:
+            archive.writestr("META-INF/encryption.xml", '<encryption><EncryptedData><CipherData><CipherReference '
+                             'URI="OEBPS/text/ch1.xhtml"/></CipherData></EncryptedData></encryption>')
+    return out.getvalue()
+
+
+def test_an_epub_reads_in_spine_order_and_cites_chapter_and_section(tmp_path):
+    (tmp_path / "book.epub").write_bytes(epub([
+        '<img src="cover.jpg" alt=""/>',
+        "<h1>The Harbour</h1><p>Cranes line the quay at dawn.</p><h2>Night shift</h2><p>Lights over Gdansk.</p>",
+        "<p>An epilogue without a heading, about the Baltic.</p>",
+    ]))
+    (tmp_path / "drm.epub").write_bytes(epub(["<p>a</p>", "<p>b</p>"], encrypted=True))
+    result, docs, chunks = ingest(tmp_path, max_chars=60)
+    assert [e.path for e in result.errors] == ["drm.epub"] and "encrypted (DRM)" in str(result.errors[0])
+    book = docs["book"]
+    assert book.title == "The Harbour Book" and book.body.startswith("# The Harbour\n\nCranes line the quay at dawn.")
+    assert chunk_with(chunks["book"], "Gdansk").locator.startswith("book.epub#chapter=2&anchor=night-shift&chars=")
+    assert chunk_with(chunks["book"], "Gdansk").location == {"chapter": "2", "anchor": "night-shift"}
+    assert chunk_with(chunks["book"], "Baltic").location == {"chapter": "3"}
