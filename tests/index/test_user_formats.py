@@ -233,3 +233,20 @@ def test_an_epub_reads_in_spine_order_and_cites_chapter_and_section(tmp_path):
     assert chunk_with(chunks["book"], "Gdansk").locator.startswith("book.epub#chapter=2&anchor=night-shift&chars=")
     assert chunk_with(chunks["book"], "Gdansk").location == {"chapter": "2", "anchor": "night-shift"}
     assert chunk_with(chunks["book"], "Baltic").location == {"chapter": "3"}
+
+
+def test_rtf_text_with_its_code_page_and_a_header_marking(tmp_path):
+    pytest.importorskip("striprtf", reason="the 'formats' extra")
+    (tmp_path / "note.rtf").write_bytes(
+        rb"{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0 Arial;}}{\info{\title Harbour Note}{\author Anna Berg}}"
+        rb"\pard\b Harbour\b0\par Caf\'e9 cr\'e8me costs \u8364? 5; \u33829?\u25910? fell.\par Cranes sold well.\par}")
+    (tmp_path / "secret.rtf").write_bytes(
+        rb"{\rtf1\ansi{\header\pard STRICTLY CONFIDENTIAL\par}\pard Merger talks.\par}")
+    (tmp_path / "fake.rtf").write_bytes(b"plain words, not RTF")
+    result, docs, chunks = ingest(tmp_path)
+    note = docs["note"]
+    assert note.title == "Harbour Note" and dict(note.extra).get("author", "Anna Berg") == "Anna Berg"
+    assert note.body == "Harbour\nCafé crème costs € 5; 营收 fell.\nCranes sold well."
+    assert chunk_with(chunks["note"], "Cranes").locator.startswith("note.rtf#chars=")
+    assert docs["secret"].sensitivity == "RESTRICTED" and "CONFIDENTIAL" not in docs["secret"].body
+    assert [e.path for e in result.errors] == ["fake.rtf"] and "not an RTF file" in str(result.errors[0])
