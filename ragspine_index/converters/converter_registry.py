@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, eml, epub, html, image, ocr, odf, pdf, pptx, rtf, xlsx
+from ragspine_index.converters import csv, docx, eml, epub, html, image, msg, ocr, odf, pdf, pptx, rtf, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -77,6 +77,7 @@ FORMATS: tuple[Format, ...] = (
     Format("odp", (".odp",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odp),
     Format("rtf", (".rtf",), rtf.VERSION, rtf.EXTRA_MODULE, rtf.convert_rtf),
     Format("eml", (".eml",), eml.VERSION, eml.EXTRA_MODULE, eml.convert_eml),
+    Format("msg", (".msg",), msg.VERSION, msg.EXTRA_MODULE, msg.convert_msg),
     Format("epub", (".epub",), epub.VERSION, epub.EXTRA_MODULE, epub.convert_epub),
     Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
            engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),

@@ -33,8 +33,6 @@ MAX_ATTACHMENTS = 200
 
 
 def convert_eml(data: bytes, limits: ConversionLimits) -> Converted:
-    from ragspine_index.converters.converter_registry import FORMAT_BY_SUFFIX, convert_bytes
-
     try:
         message = email.message_from_bytes(data, policy=email.policy.default)
     except Exception as exc:  # noqa: BLE001 - the parser is lenient; anything it raises is a damaged file
@@ -53,18 +51,11 @@ def convert_eml(data: bytes, limits: ConversionLimits) -> Converted:
     listed: list[str] = []
     for number, part in enumerate(attachments, start=2):
         name = clean_line(part.get_filename() or "") or f"part-{number}"
-        suffix = PurePosixPath(name).suffix.lower()
         payload = part.get_payload(decode=True)
-        readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix != ".eml"
-                                                 and FORMAT_BY_SUFFIX[suffix].available())
-        if not readable or not isinstance(payload, bytes) or not payload:
+        converted = read_attachment(name, payload if isinstance(payload, bytes) else b"", number, limits)
+        if converted is None:
             listed.append(f"- {name} (part {number}, not read)")
             continue
-        try:
-            converted = _text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
-        except ConversionError as exc:
-            raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
-                                  exc.hint, field=exc.field) from exc
         parts.append((f"part={number}", name, converted))
         listed.append(f"- {name} (part {number})")
     out = TextBuilder(limits)
@@ -77,6 +68,24 @@ def convert_eml(data: bytes, limits: ConversionLimits) -> Converted:
                        or "sensitivity" in key.lower())
     return Converted(text=out.text(), regions=tuple(out.regions), properties=properties,
                      title=clean_line(str(message.get("Subject") or "")), parts=tuple(parts))
+
+
+def read_attachment(name: str, payload: bytes, number: int, limits: ConversionLimits) -> Converted | None:
+    """An attachment's text when its suffix is one a converter reads (``.txt``/``.md`` as
+    text; not a nested message), ``None`` when it is not read; a damaged one raises
+    ConversionError naming it by number and suffix (never by name: it may be RESTRICTED)."""
+    from ragspine_index.converters.converter_registry import FORMAT_BY_SUFFIX, convert_bytes
+
+    suffix = PurePosixPath(name).suffix.lower()
+    readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix not in (".eml", ".msg")
+                                             and FORMAT_BY_SUFFIX[suffix].available())
+    if not readable or not payload:
+        return None
+    try:
+        return _text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
+    except ConversionError as exc:
+        raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
+                              exc.hint, field=exc.field) from exc
 
 
 def _body_text(message: EmailMessage, limits: ConversionLimits) -> str:

@@ -250,3 +250,56 @@ def test_rtf_text_with_its_code_page_and_a_header_marking(tmp_path):
     assert chunk_with(chunks["note"], "Cranes").locator.startswith("note.rtf#chars=")
     assert docs["secret"].sensitivity == "RESTRICTED" and "CONFIDENTIAL" not in docs["secret"].body
     assert [e.path for e in result.errors] == ["fake.rtf"] and "not an RTF file" in str(result.errors[0])
+
+
+def outlook_msg(subject: str, body: str, attachments: list[tuple[str, bytes]], *, sensitivity: int = 0) -> bytes:
+    """An Outlook .msg as Outlook stores one: MAPI string properties as UTF-16 streams, the
+    fixed-size ones (sensitivity, sent time) in ``__properties_version1.0``, one storage per
+    attachment (long file name ``3707``, data ``3701``)."""
+    import struct
+
+    from tests.formats.cfb import write_cfb
+
+    def utf16(text: str) -> bytes:
+        return text.encode("utf-16-le")
+
+    sent = (1_727_767_800 + 11_644_473_600) * 10_000_000  # 2024-10-01 07:30 UTC as a FILETIME
+    fixed = bytes(32) + struct.pack("<IIQ", (0x0036 << 16) | 0x0003, 6, sensitivity)
+    fixed += struct.pack("<IIQ", (0x0039 << 16) | 0x0040, 6, sent)
+    streams = {"__substg1.0_0037001F": utf16(subject), "__substg1.0_0C1A001F": utf16("Anna Berg"),
+               "__substg1.0_5D01001F": utf16("anna@northwind.example"),
+               "__substg1.0_0E04001F": utf16("Board"), "__substg1.0_1000001F": utf16(body),
+               "__substg1.0_001A001F": utf16("IPM.Note"), "__properties_version1.0": fixed}
+    for i, (name, data) in enumerate(attachments):
+        storage = f"__attach_version1.0_#{i:08X}"
+        streams[f"{storage}/__substg1.0_3707001F"] = utf16(name)
+        streams[f"{storage}/__substg1.0_37010102"] = data
+    return write_cfb(streams)
+
+
+def test_an_outlook_message_and_its_attachments_are_documents_citing_their_part(tmp_path):
+    pytest.importorskip("olefile", reason="the 'formats' extra")
+    pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
+    from ragspine_index.converters import writers
+
+    pdf = writers.write_pdf("# Q3\n\nThe Gdansk depot doubled its storage capacity.\n")
+    (tmp_path / "q3.msg").write_bytes(outlook_msg("Q3 figures", "Dear board,\r\nCranes sold well.\r\n",
+                                                  [("figures.pdf", pdf), ("tool.exe", b"MZ" + bytes(100)),
+                                                   ("notes.txt", "Baltic freight fell.".encode())]))
+    (tmp_path / "merger.msg").write_bytes(outlook_msg("Merger", "Talks continue.", [("n.txt", b"Numbers.")],
+                                                      sensitivity=3))
+    (tmp_path / "fake.msg").write_bytes(b"not an OLE file")
+    result, docs, chunks = ingest(tmp_path)
+    assert [e.path for e in result.errors] == ["fake.msg"] and "not an Outlook message" in str(result.errors[0])
+    assert set(docs) == {"q3", "q3-part2", "q3-part4", "merger", "merger-part2"}
+    q3 = docs["q3"]
+    assert q3.title == "Q3 figures"
+    assert q3.body.startswith("Subject: Q3 figures\nFrom: Anna Berg <anna@northwind.example>\nTo: Board\n"
+                              "Date: Tue, 01 Oct 2024 07:30:00 +0000\n\nDear board,\nCranes sold well.")
+    assert "- tool.exe (part 3, not read)" in q3.body
+    assert chunk_with(chunks["q3"], "Cranes").locator.startswith("q3.msg#part=1&chars=")
+    gdansk = chunk_with(chunks["q3-part2"], "Gdansk")
+    assert gdansk.locator.startswith("q3.msg#part=2&page=1&chars=") and docs["q3-part2"].title == "figures.pdf"
+    assert chunk_with(chunks["q3-part4"], "Baltic").locator.startswith("q3.msg#part=4&chars=")
+    assert docs["merger"].sensitivity == docs["merger-part2"].sensitivity == "RESTRICTED"
+    assert q3.sensitivity == "INTERNAL"
