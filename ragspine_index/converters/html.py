@@ -4,7 +4,9 @@ tables, ``<pre>`` kept line by line; one region per heading section
 (``anchor=<id>``: the heading's ``id`` when it has one, else a slug of its text).
 
 ``<script>``, ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` content (except
-``<title>``) are dropped, never run; links are kept as their text, never fetched.
+``<title>``) are dropped, never run; page boilerplate — ``<nav>``, ``<aside>``, and a
+``<header>``/``<footer>`` that is not inside an ``<article>``, ``<main>`` or ``<section>``
+— is kept out of the text and read only for a sensitivity marking (``header_lines``); links are kept as their text, never fetched.
 ``<meta name=... content=...>`` are the file's properties (a ``classification`` meta
 marks it). The encoding is, first to answer: a byte-order mark (UTF-8/16/32), the
 ``<meta charset>`` / ``http-equiv`` content type / XML declaration in the first 4 KB
@@ -21,13 +23,15 @@ from html.parser import HTMLParser
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"
+VERSION = "3"
 EXTRA_MODULE = ""  # the standard library
 
 _SKIP = frozenset({"script", "style", "template", "noscript", "svg", "iframe", "object", "embed", "head"})
 _BLOCK = frozenset({"p", "div", "section", "article", "main", "header", "footer", "aside", "nav", "blockquote",
                     "figure", "figcaption", "dd", "dt", "address", "form", "fieldset", "ul", "ol", "dl", "hr", "body"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_FRAMES = frozenset({"nav", "aside", "header", "footer"})
+_CONTENT = frozenset({"article", "main", "section"})
 _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "area", "base", "col", "embed", "param", "source",
                    "track", "wbr"})
 _CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_:.-]+)", re.I)
@@ -61,6 +65,13 @@ class _Converter(HTMLParser):
         self.properties: list[tuple[str, str]] = []
         self.first_heading = ""
         self.n = 0
+        # page boilerplate: <nav>, <aside>, and a <header>/<footer> outside <article>,
+        # <main> and <section> (a page's, not an article's); kept out of the text, read for
+        # a sensitivity marking (header_lines)
+        self.frames: list[bool] = []  # one per open nav/aside/header/footer: is it boilerplate?
+        self.content = 0  # open article/main/section elements
+        self.boiler_lines: list[str] = []
+        self.boiler_buffer: list[str] = []
 
     # -- helpers
     def _flush(self) -> None:
@@ -85,6 +96,12 @@ class _Converter(HTMLParser):
             text = f"- {text}"
         self.blocks.append((text, self.anchor))
 
+    def _boiler_break(self) -> None:
+        line = clean_line("".join(self.boiler_buffer))
+        self.boiler_buffer.clear()
+        if line and len(self.boiler_lines) < 200:
+            self.boiler_lines.append(line)
+
     # -- parser callbacks
     def handle_starttag(self, tag: str, attrs) -> None:
         self.n += 1
@@ -105,6 +122,18 @@ class _Converter(HTMLParser):
             return
         if self.skip or tag in _VOID and tag != "br":
             return
+        if tag in _FRAMES:
+            boiler = tag in ("nav", "aside") or self.content == 0
+            if boiler and not any(self.frames):
+                self._flush()
+            self.frames.append(boiler)
+            if boiler:
+                return
+        if any(self.frames):
+            self._boiler_break()
+            return
+        if tag in _CONTENT:
+            self.content += 1
         if tag == "br":
             self.buffer.append("\n" if self.pre else " ")
             if self.cell is None and not self.pre:
@@ -142,6 +171,15 @@ class _Converter(HTMLParser):
             return
         if self.skip:
             return
+        if tag in _FRAMES and self.frames:
+            if self.frames.pop():
+                self._boiler_break()
+                return
+        elif any(self.frames):
+            self._boiler_break()
+            return
+        if tag in _CONTENT:
+            self.content = max(0, self.content - 1)
         if self.table is not None and tag in ("td", "th"):
             if self.row is not None and self.cell is not None:
                 self.row.append(clean_line("".join(self.cell)))
@@ -177,6 +215,9 @@ class _Converter(HTMLParser):
             return
         if self.skip:
             return
+        if any(self.frames):
+            self.boiler_buffer.append(data)
+            return
         if self.cell is not None:
             self.cell.append(data)
         elif self.table is None:
@@ -189,6 +230,7 @@ def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
     parser.feed(source)
     parser.close()
     parser._flush()
+    parser._boiler_break()
     out = TextBuilder(limits)
     # consecutive blocks of one section make one region; list items stay on adjacent lines
     current: list[str] = []
@@ -204,7 +246,8 @@ def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
     if not out.text().strip():
         raise ConversionError("has no visible text", "add text, or remove it from the library", field="body")
     title = clean_line("".join(parser.title_parts)) or parser.first_heading
-    return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title)
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title,
+                     header_lines=tuple(parser.boiler_lines))
 
 
 def _decode(data: bytes) -> str:

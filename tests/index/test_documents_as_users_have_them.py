@@ -285,3 +285,62 @@ def test_password_protected_office_files_say_encrypted(tmp_path):
     for name, kind in (("memo.docx", "DOCX"), ("book.xlsx", "XLSX"), ("deck.pptx", "PPTX")):
         assert errors[name].field == "encrypted" and f"is an encrypted {kind} file (password-protected)" in str(errors[name])
     assert "legacy binary Office file" in str(errors["legacy.docx"])
+
+
+# -- structure ---------------------------------------------------------------------------
+
+def test_html_navigation_page_header_footer_and_asides_are_not_indexed_but_marked(tmp_path):
+    page = ("<html><body><header><a href='/'>Home</a> | <a href='/news'>News</a></header>"
+            "<nav><ul><li>Products</li><li>Careers</li></ul></nav>"
+            "<main><article><header><h1>Harbour report</h1></header><p>Cranes sold well in Q3.</p>"
+            "<footer>Filed under: ports</footer></article></main>"
+            "<aside>Subscribe to our newsletter</aside><footer>© 2024 Northwind · Privacy</footer></body></html>")
+    (tmp_path / "page.html").write_bytes(page.encode())
+    secret = "<html><body><header>STRICTLY CONFIDENTIAL</header><main><p>Merger talks.</p></main></body></html>"
+    (tmp_path / "secret.html").write_bytes(secret.encode())
+    result = parse_library(tmp_path)
+    docs = {d.doc_id: d for d in result.documents}
+    assert docs["page"].body == "# Harbour report\n\nCranes sold well in Q3.\n\nFiled under: ports"
+    for boiler in ("Home", "Products", "Careers", "Subscribe", "Privacy"):
+        assert boiler not in docs["page"].body
+    assert docs["secret"].sensitivity == "RESTRICTED" and "CONFIDENTIAL" not in docs["secret"].body
+
+
+def test_docx_headings_from_outline_levels_and_merged_cells_once(tmp_path):
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    def outline(ppr, level: int) -> None:
+        el = OxmlElement("w:outlineLvl")
+        el.set(qn("w:val"), str(level))
+        ppr.append(el)
+
+    document = docx.Document()
+    chapter = document.styles.add_style("Chapter Title", WD_STYLE_TYPE.PARAGRAPH)  # a standard's own style
+    outline(chapter.element.get_or_add_pPr(), 0)
+    sub = document.styles.add_style("Clause", WD_STYLE_TYPE.PARAGRAPH)
+    sub.base_style = document.styles["Normal"]
+    outline(sub.element.get_or_add_pPr(), 1)
+    document.add_paragraph("范围", style="Chapter Title")
+    document.add_paragraph("本标准规定了港口起重机的要求。")
+    document.add_paragraph("术语", style="Clause")
+    direct = document.add_paragraph("Direct outline heading")
+    outline(direct._p.get_or_add_pPr(), 2)
+    document.add_paragraph("Body under the direct heading.")
+    table = document.add_table(rows=3, cols=4)
+    for r in range(3):
+        for c in range(4):
+            table.cell(r, c).text = f"r{r}c{c}"
+    table.cell(1, 0).merge(table.cell(1, 2)).text = "wide merged cell"
+    table.cell(0, 3).merge(table.cell(2, 3)).text = "tall"
+    buf = io.BytesIO()
+    document.save(buf)
+    (tmp_path / "std.docx").write_bytes(buf.getvalue())
+    result, chunks = chunks_of(tmp_path)
+    body = result.documents[0].body
+    assert body.startswith("# 范围\n\n本标准规定了港口起重机的要求。\n\n## 术语\n\n### Direct outline heading\n\nBody under")
+    assert body.count("wide merged cell") == 1 and body.count("tall") == 1
+    assert next(c for c in chunks if "Body under" in c.text).location == {"anchor": "direct-outline-heading"}
+    assert next(c for c in chunks if "本标准" in c.text).location == {"anchor": "范围"}
