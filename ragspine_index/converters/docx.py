@@ -106,10 +106,12 @@ def _table_rows(table) -> list[list[str]]:
     """Cell texts row by row, a merged cell's text once: python-docx repeats a cell that
     spans columns (``gridSpan``) or rows (``vMerge``) in every grid position it covers."""
     seen: set[int] = set()
+    alive = []  # lxml keeps one proxy per element while it is referenced: ids stay unique
     rows = []
     for row in table.rows:
         texts = []
         for cell in row.cells:
+            alive.append(cell._tc)
             key = id(cell._tc)
             texts.append("" if key in seen else cell.text)
             seen.add(key)
