@@ -23,7 +23,9 @@ in a PDF are never run or followed: only the text operators are read.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
+from collections import Counter
 from io import BytesIO
 
 from ragspine_core.text.normalize import normalize_extracted
@@ -31,7 +33,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "2"
+VERSION = "3"
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -91,6 +93,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     out = TextBuilder(limits)
     second = _SecondEngine(data)
     ocred: list[int] = []
+    texts: list[str] = []
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
         try:
@@ -117,7 +120,10 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 raw = _ocr_page(pages[number - 1], number, deadline)
                 if raw.strip():
                     ocred.append(number)
-        out.add(_page_text(raw), f"page={number}")
+        texts.append(_page_text(raw))
+    texts, running = strip_running_lines(texts)
+    for number, page_text in enumerate(texts, start=1):
+        out.add(page_text, f"page={number}")
     text = out.text()
     if not text.strip() and ocr.available():
         raise ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none in "
@@ -131,7 +137,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     properties = _properties(reader)
     title = next((v for k, v in properties if k == "Title"), "")
     notes = [second.summary()] + ([f"OCR by {ocr.lineage()}: {_pages_words(ocred, n_pages)}"] if ocred else [])
-    return Converted(text=text, regions=tuple(out.regions), properties=properties,
+    return Converted(text=text, regions=tuple(out.regions), properties=properties, header_lines=running,
                      title=title, engine_note="; ".join(n for n in notes if n))
 
 
@@ -248,12 +254,72 @@ def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason:
             raise
         raise ConversionError(problem, "re-export it from its source application") from exc
     out = TextBuilder(limits)
-    for number, raw in enumerate(pages, start=1):
-        out.add(_page_text(raw), f"page={number}")
+    texts, running = strip_running_lines([_page_text(raw) for raw in pages])
+    for number, page_text in enumerate(texts, start=1):
+        out.add(page_text, f"page={number}")
     if not out.text().strip():
         raise ConversionError(problem, "re-export it from its source application")
-    return Converted(text=out.text(), regions=tuple(out.regions),
+    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running,
                      engine_note=f"{_pdfminer_version()}: every page ({reason})")
+
+
+#: A line is a running header/footer when it is among the first or last ``_EDGE_LINES``
+#: lines of at least half the pages with text, and of at least ``_RUNNING_MIN_PAGES``.
+_EDGE_LINES = 2
+_RUNNING_MIN_PAGES = 3
+_DIGITS = re.compile(r"\d+")
+
+
+def _running_key(line: str, *, masked: bool) -> str:
+    """A line as compared across pages; ``masked``: its numbers too (``Page 3 of 10`` →
+    ``page # of #``)."""
+    key = " ".join(line.split()).casefold()
+    return _DIGITS.sub("#", key) if masked else key
+
+
+def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Pages without their running headers and footers, and those lines (once each, first
+    seen first): they repeat on every page, so indexed they would make about one chunk a
+    page about nothing; they are still read for a sensitivity marking.
+
+    A running line is one of the first or last ``_EDGE_LINES`` lines of at least half the
+    pages with text (and of ``_RUNNING_MIN_PAGES``), the same text each time; the very
+    first or last line may differ in its numbers (a page number: ``Page 3 of 10``)."""
+    with_text = [p for p in pages if p.strip()]
+    if len(with_text) < _RUNNING_MIN_PAGES:
+        return pages, ()
+    exact: Counter[str] = Counter()
+    masked: Counter[str] = Counter()
+    for text in with_text:
+        lines = [line for line in text.split("\n") if line.strip()]
+        exact.update({_running_key(line, masked=False) for line in lines[:_EDGE_LINES] + lines[-_EDGE_LINES:]})
+        masked.update({_running_key(line, masked=True) for line in lines[:1] + lines[-1:]})
+    need = max(_RUNNING_MIN_PAGES, -(-len(with_text) // 2))
+    running = {key for key, n in exact.items() if n >= need and len(key) <= 300}
+    numbered = {key for key, n in masked.items() if n >= need and len(key) <= 300 and "#" in key}
+    if not running and not numbered:
+        return pages, ()
+
+    def is_running(line: str, outermost: bool) -> bool:
+        return (_running_key(line, masked=False) in running
+                or outermost and _running_key(line, masked=True) in numbered)
+
+    out: list[str] = []
+    removed: dict[str, None] = {}
+    for text in pages:
+        lines = [line for line in text.split("\n")]
+        for i in range(_EDGE_LINES):  # from the top
+            while lines and not lines[0].strip():
+                lines.pop(0)
+            if lines and is_running(lines[0], i == 0):
+                removed.setdefault(" ".join(lines.pop(0).split()))
+        for i in range(_EDGE_LINES):  # from the bottom
+            while lines and not lines[-1].strip():
+                lines.pop()
+            if lines and is_running(lines[-1], i == 0):
+                removed.setdefault(" ".join(lines.pop().split()))
+        out.append("\n".join(lines).strip())
+    return out, tuple(list(removed)[:200])
 
 
 def _page_text(raw: str) -> str:

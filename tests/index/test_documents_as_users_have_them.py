@@ -232,7 +232,7 @@ def test_pdfs_with_an_empty_password_open_and_damaged_ones_fall_back_to_pdfminer
     for doc_id in docs:
         assert "harbour crane order was signed in May" in docs[doc_id].body
         assert any(c.doc_id == doc_id and c.locator.startswith(f"{doc_id}.pdf#page=1") for c in chunks)
-    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@2 pypdf ")
+    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@3 pypdf ")
     assert "; pdfminer.six " in dict(docs["damaged"].extra)["converter"]
     assert "every page (pypdf found no pages)" in dict(docs["damaged"].extra)["converter"]
     assert "pdfminer" not in dict(docs["rc4"].extra)["converter"]
@@ -344,3 +344,38 @@ def test_docx_headings_from_outline_levels_and_merged_cells_once(tmp_path):
     assert body.count("wide merged cell") == 1 and body.count("tall") == 1
     assert next(c for c in chunks if "Body under" in c.text).location == {"anchor": "direct-outline-heading"}
     assert next(c for c in chunks if "本标准" in c.text).location == {"anchor": "范围"}
+
+
+def test_running_pdf_headers_and_footers_stay_out_of_the_index_text(tmp_path):
+    from reportlab.pdfgen import canvas
+
+    def report(header: str) -> bytes:
+        out = io.BytesIO()
+        pdf = canvas.Canvas(out)
+        facts = ["Cranes sold well in the Netherlands.", "Gdansk doubled its storage.", "Baltic freight fell again.",
+                 "Rotterdam signed the automation contract."]
+        for number, fact in enumerate(facts, start=1):
+            pdf.setFont("Helvetica", 9)
+            pdf.drawString(72, 800, header)
+            pdf.setFont("Helvetica", 12)
+            pdf.drawString(72, 700, f"Section {number}")
+            pdf.drawString(72, 680, fact)
+            pdf.setFont("Helvetica", 9)
+            pdf.drawString(72, 40, f"Page {number} of {len(facts)}")
+            pdf.showPage()
+        pdf.save()
+        return out.getvalue()
+
+    (tmp_path / "review.pdf").write_bytes(report("Northwind Quarterly Review 2024"))
+    (tmp_path / "secret.pdf").write_bytes(report("STRICTLY CONFIDENTIAL"))
+    result, chunks = chunks_of(tmp_path)
+    docs = {d.doc_id: d for d in result.documents}
+    body = docs["review"].body
+    assert "Northwind Quarterly Review" not in body and "Page 1 of 4" not in body and "of 4" not in body
+    assert "Section 1\nCranes sold well in the Netherlands." in body and "Rotterdam signed" in body
+    rotterdam = next(c for c in chunks if c.doc_id == "review" and "Rotterdam" in c.text)
+    assert rotterdam.location["page"] == "4" or rotterdam.location.get("end_page") == "4"
+    assert docs["secret"].sensitivity == "RESTRICTED" and "CONFIDENTIAL" not in docs["secret"].body
+    from ragspine_index.converters.pdf import strip_running_lines
+
+    assert strip_running_lines(["a\nbody one", "a\nbody two"]) == (["a\nbody one", "a\nbody two"], ())  # < 3 pages
