@@ -109,6 +109,10 @@ def _bench(args: argparse.Namespace) -> int:
         from ragspine_tools.bench.bench_scale import main as scale_main
 
         return scale_main([a for a in args.rest if a != "--"])
+    if any(a == "--documents" or a.startswith("--documents=") for a in args.rest):  # converters on real files
+        from ragspine_tools.bench.bench_documents import main as documents_main
+
+        return documents_main([a for a in args.rest if a != "--"])
     if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
         from ragspine_tools.bench.bench_embedding import main as embedding_main
 
@@ -150,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
-                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
+                                      "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
+                                      "--documents DIR: the converters on real files)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
