@@ -50,7 +50,7 @@ class Format:
         return ""
 
     def lineage(self) -> str:
-        """``pdf@3 pypdf 7.1.1``: the converter version and the library version that ran."""
+        """``pdf@4 pypdf 7.1.1``: the converter version and the library version that ran."""
         if not self.module:
             return f"{self.name}@{self.version}"
         from importlib.metadata import PackageNotFoundError, version

@@ -9,7 +9,8 @@ faster of the two pure-Python engines. PyMuPDF is AGPL and not used.
 pdfminer.six reads what pypdf cannot: a damaged file pypdf does not open (its page tree
 broken; pdfminer finds the pages by scanning), and each page whose pypdf text looks
 garbled (:func:`garbled_share`: private-use, replacement, control or unassigned
-characters) when pdfminer's text of that page is cleaner. The ``converter`` field of the
+characters; :func:`mixed_scripts`: letters spread over unrelated scripts, what a wrong
+CJK font map gives) when pdfminer's text of that page is cleaner. The ``converter`` field of the
 document says which pages it read and why (:attr:`Converted.engine_note`).
 
 A PDF encrypted with an empty user password (the common "no copying" protection) is
@@ -33,7 +34,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "3"
+VERSION = "4"
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -60,9 +61,41 @@ def garbled_share(text: str) -> float:
     return bad / seen if seen else 0.0
 
 
-def _garbled(text: str) -> bool:
+#: Script families that one language's text mixes (Japanese: kanji + kana; Korean).
+_FAMILY = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK", "IDEOGRAPHIC": "CJK",
+           "FULLWIDTH": "LATIN", "HALFWIDTH": "CJK"}
+#: A page is in unexpected scripts when its letters spread over 3 or more script families
+#: of at least 3 % each and the largest holds under this share (a font map gone wrong
+#: turns Japanese into Oriya, Greek, Syriac… at once; real text has one or two families).
+MIXED_SCRIPT_TOP_SHARE = 0.6
+
+
+def mixed_scripts(text: str) -> float:
+    """How far the letters of ``text`` spread over script families: 0 for one or two
+    families, else the share outside the largest family."""
+    counts: Counter[str] = Counter()
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            word = name.split(" ", 1)[0]
+            counts[_FAMILY.get(word, word)] += 1
+    total = sum(counts.values())
+    if total < 20:
+        return 0.0
+    families = [n for n in counts.values() if n / total >= 0.03]
+    if len(families) < 3:
+        return 0.0
+    top = max(counts.values()) / total
+    return 1.0 - top if top < MIXED_SCRIPT_TOP_SHARE else 0.0
+
+
+def _badness(text: str) -> float:
     share = garbled_share(text)
-    return share >= GARBLE_SHARE and share * len(text) >= _GARBLE_MIN_CHARS
+    return max(share if share * len(text) >= _GARBLE_MIN_CHARS else 0.0, mixed_scripts(text))
+
+
+def _garbled(text: str) -> bool:
+    return _badness(text) >= GARBLE_SHARE
 
 
 def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
@@ -108,7 +141,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         else:
             if _garbled(raw):
                 other = second.page(number)
-                if other is not None and garbled_share(other) < garbled_share(raw) / 2:
+                if other is not None and other.strip() and _badness(other) < _badness(raw) / 2:
                     raw = other
                     second.note(number, "garbled in pypdf")
         if not raw.strip():

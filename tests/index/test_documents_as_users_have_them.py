@@ -232,7 +232,7 @@ def test_pdfs_with_an_empty_password_open_and_damaged_ones_fall_back_to_pdfminer
     for doc_id in docs:
         assert "harbour crane order was signed in May" in docs[doc_id].body
         assert any(c.doc_id == doc_id and c.locator.startswith(f"{doc_id}.pdf#page=1") for c in chunks)
-    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@3 pypdf ")
+    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@4 pypdf ")
     assert "; pdfminer.six " in dict(docs["damaged"].extra)["converter"]
     assert "every page (pypdf found no pages)" in dict(docs["damaged"].extra)["converter"]
     assert "pdfminer" not in dict(docs["rc4"].extra)["converter"]
@@ -379,3 +379,24 @@ def test_running_pdf_headers_and_footers_stay_out_of_the_index_text(tmp_path):
     from ragspine_index.converters.pdf import strip_running_lines
 
     assert strip_running_lines(["a\nbody one", "a\nbody two"]) == (["a\nbody one", "a\nbody two"], ())  # < 3 pages
+
+
+def test_a_page_in_unexpected_scripts_is_read_by_pdfminer(monkeypatch):
+    """A wrong CJK font map makes pypdf print Japanese as Oriya, Greek, Armenian and Syriac
+    letters at once (measured on a real Japanese gazette, recall 0.01 → 1.0 with this)."""
+    import pypdf
+
+    from ragspine_index.converters.pdf import mixed_scripts
+
+    data = ligature_pdf([["First page text."], ["The second page names the Kobe terminal and its cranes."]])
+    real = pypdf.PageObject.extract_text
+    wrong = "\u0b08\u0ccb\u0394\u0531\u0710\u0b30\u03b6\u0564\u0723"
+
+    def garbling(page, *args, **kwargs):
+        text = real(page, *args, **kwargs)
+        return "".join(wrong[i % len(wrong)] if ch.isalpha() else ch for i, ch in enumerate(text)) if "Kobe" in text else text
+
+    monkeypatch.setattr(pypdf.PageObject, "extract_text", garbling)
+    converted = convert_bytes(data, ".pdf")
+    assert "Kobe terminal" in converted.text and converted.engine_note.endswith(": page 2 (garbled in pypdf)")
+    assert mixed_scripts("Latin text with 营收下滑 and a little αβγ, as a real page has it: no alarm.") == 0.0
