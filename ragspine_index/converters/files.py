@@ -111,7 +111,7 @@ class ConvertedFiles:
                 return []
             return [DocumentError(shown, "is a metadata sidecar, but there is no convertible file "
                                   f"{PurePosixPath(target).name!r} next to it", field="sidecar",
-                                  hint="rename it to <file>.meta.toml of a PDF/DOCX/PPTX/XLSX/HTML/CSV file, or "
+                                  hint="rename it to <file>.meta.toml of a converted file (PDF, DOCX, HTML…: docs/formats.md), or "
                                   "delete it (Markdown and text files carry front matter instead)")]
         fmt = FORMAT_BY_SUFFIX[PurePosixPath(rel).suffix.lower()]
         missing = fmt.missing()

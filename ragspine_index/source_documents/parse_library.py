@@ -4,7 +4,8 @@ A library is one folder under ``data/raw/<library>/``. Every ``.md``, ``.markdow
 ``.txt`` (one document per file, optional front matter) and ``.jsonl`` (one document per
 line) file below it is parsed, in sorted relative-path order. Names starting with ``.`` or
 ``_`` are ignored at any depth (``_library.toml`` holds the library config). PDF, DOCX,
-PPTX, XLSX, HTML and CSV files (with their ``<file>.meta.toml`` sidecars) are converted
+PPTX, XLSX, HTML, CSV, OpenDocument, RTF, EPUB, EML/MSG and PNG/JPEG files (with their
+``<file>.meta.toml`` sidecars) are converted
 by :mod:`.converters` (docs/formats.md); files with other extensions, and those whose
 converter needs the missing ``formats`` extra (:attr:`ParseResult.notes` says so), are
 listed in :attr:`ParseResult.skipped`.
