@@ -30,8 +30,9 @@ METADATA_FIELDS = (
 )
 
 
-#: The fragment keys a converted file's chunk locator may carry (``…#page=4&chars=…``).
-LOCATION_KEYS = ("page", "end_page", "slide", "end_slide", "sheet", "cells", "anchor")
+#: The fragment keys a converted file's chunk locator may carry (``…#page=4&chars=…``; ``part``: an
+#: e-mail's MIME part, ``mail.eml#part=2&page=3``; ``chapter``: an EPUB's spine item).
+LOCATION_KEYS = ("part", "chapter", "page", "end_page", "slide", "end_slide", "sheet", "cells", "anchor")
 
 
 def _has_fragment_fields(locator: str) -> bool:

@@ -16,6 +16,10 @@ from ragspine_tools.query_command import add_graph_parser, add_query_parser, run
 from ragspine_core.errors import RagspineError
 from ragspine_core.failure import describe_unexpected
 
+#: ``ragspine ingest``'s exit status when it published but one or more files failed to parse
+#: (each listed in the summary); 2 is an error that stopped the run, 0 a clean run.
+INGEST_FILES_FAILED = 1
+
 
 def _ingest(args: argparse.Namespace) -> int:
     from ragspine_core.settings import Settings
@@ -23,11 +27,14 @@ def _ingest(args: argparse.Namespace) -> int:
     from ragspine_assets.ingest import ingest_library
 
     settings = Settings.from_env()  # the environment is read here, once
+    failed = False
     for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
         summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root,
                                  settings=settings)
         print(summary.describe(), flush=True)
-    return 0
+        failed = failed or bool(summary.errors or summary.error_paths)
+    # 0: every file published; 1: published, but some file failed (listed above); 2: an error stopped it
+    return INGEST_FILES_FAILED if failed else 0
 
 
 def _snapshots(args: argparse.Namespace) -> int:
@@ -117,6 +124,10 @@ def _bench(args: argparse.Namespace) -> int:
         from ragspine_tools.bench.bench_ingest import main as ingest_main
 
         return ingest_main(ingest)
+    if any(a == "--documents" or a.startswith("--documents=") for a in args.rest):  # converters on real files
+        from ragspine_tools.bench.bench_documents import main as documents_main
+
+        return documents_main([a for a in args.rest if a != "--"])
     if "--embedding" in args.rest:  # passages/s of each embedding backend (pins no thread pool)
         from ragspine_tools.bench.bench_embedding import main as embedding_main
 
@@ -189,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
                                       "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
                                       "--ingest LIBRARY or --ingest --synthetic N: per-step wall/CPU/memory of one ingest; "
-                                      "--serve: the HTTP service under load with a publish and a rollback)")
+                                      "--serve: the HTTP service under load with a publish and a rollback; "
+                                      "--documents DIR: the converters on real files)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 

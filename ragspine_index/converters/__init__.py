@@ -1,4 +1,5 @@
-"""Converters: PDF, DOCX, PPTX, XLSX, HTML and CSV files into document text.
+"""Converters: PDF, DOCX, PPTX, XLSX, HTML, CSV, OpenDocument, RTF, EPUB, e-mail (EML,
+MSG) and image (OCR) files into document text.
 
 ``parse_library`` hands every file whose suffix is in :data:`CONVERTED_SUFFIXES` to
 :class:`ConvertedFiles`, which converts it (one module per format), reads its metadata
@@ -7,9 +8,12 @@ properties, sensitivity markings; :mod:`.metadata`) and returns a
 :class:`~ragspine_index.source_documents.model.SourceDocument` whose ``regions`` let every
 chunk cite the page, slide, sheet and cell range or heading it came from.
 
-PDF, DOCX, PPTX and XLSX need the ``formats`` extra (pypdf, python-docx, python-pptx,
-openpyxl); without it those files are listed as skipped with the command to install it.
-HTML and CSV use the standard library only. docs/formats.md has the details. The format registry and :func:`convert_bytes` are in
+PDF, DOCX, PPTX, XLSX, RTF, MSG and images need the ``formats`` extra (pypdf, pdfminer.six,
+python-docx, python-pptx, openpyxl, striprtf, olefile, pillow), images and scanned PDF
+pages also the ``tesseract`` program; without them those files are listed as skipped with
+the command to install what is missing. HTML, CSV, OpenDocument, EPUB and EML use the
+standard library only. Every converter's text is in one normal form (NFKC, no control
+characters: :func:`ragspine_core.text.normalize.normalize_extracted`). docs/formats.md has the details. The format registry and :func:`convert_bytes` are in
 :mod:`.registry`; this package ``__init__`` only re-exports.
 """
 

@@ -20,6 +20,8 @@ import zipfile
 from dataclasses import dataclass, field
 from io import BytesIO
 
+from ragspine_core.text.normalize import normalize_extracted
+
 
 #: The property a converter reports for a sensitivity label that is enabled in the file but
 #: whose name the file does not hold (``docMetadata/LabelInfo.xml``): restricted unless a
@@ -74,7 +76,11 @@ class Converted:
     from every other place outside the body a marking can be (watermarks, text boxes,
     content controls, tracked changes, slide masters, print headers, PDF annotations,
     the HTML ``<title>``: :mod:`.markings`), read the same way; ``title`` is the best
-    title the file itself gives (property or first heading), ``""`` when none.
+    title the file itself gives (property or first heading), ``""`` when none; ``engine_note`` says when
+    another engine than the format's own read some of it (``pdfminer.six 20260107: pages
+    2, 5 (garbled in pypdf)``), appended to the ``converter`` field; ``parts`` are the
+    parts of a container that become documents of their own (an e-mail's attachments):
+    ``(fragment, name, converted)``, cited as ``<file>#<fragment>&…``.
     """
 
     text: str
@@ -83,6 +89,8 @@ class Converted:
     header_lines: tuple[str, ...] = ()
     title: str = ""
     marking_lines: tuple[tuple[str, str], ...] = ()
+    engine_note: str = ""
+    parts: tuple[tuple[str, str, "Converted"], ...] = ()
 
 
 class Deadline:
@@ -93,6 +101,10 @@ class Deadline:
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
         self._end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left of the budget (0 when spent)."""
+        return max(0.0, self._end - time.monotonic())
 
     def check(self, what: str) -> None:
         if time.monotonic() > self._end:
@@ -111,8 +123,9 @@ class TextBuilder:
     length: int = 0
 
     def add(self, block: str, fragment: str = "") -> tuple[int, int]:
-        """Append ``block`` (stripped of trailing whitespace); returns its ``(start, end)``."""
-        block = block.rstrip()
+        """Append ``block`` in its index form (:func:`normalize_extracted`: NFKC, no control
+        characters) stripped of trailing whitespace; returns its ``(start, end)``."""
+        block = normalize_extracted(block).rstrip()
         if not block.strip():
             return self.length, self.length
         if self.parts:
@@ -181,6 +194,8 @@ def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
     The sizes in the zip directory are checked first; the libraries then inflate at most
     that much (a member whose real size differs from its declared one fails its CRC).
     """
+    if data.startswith(OLE_MAGIC):
+        raise ole_error(data, kind)
     try:
         archive = zipfile.ZipFile(BytesIO(data))
     except zipfile.BadZipFile as exc:
@@ -207,6 +222,22 @@ def check_zip(data: bytes, limits: ConversionLimits, kind: str) -> None:
 TABLE_GROUP_CHARS = 400
 
 
+#: The first bytes of an OLE compound file: legacy .doc/.xls/.ppt, .msg, and an Office
+#: Open XML file saved with a password (its package encrypted inside an OLE container).
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
+
+
+def ole_error(data: bytes, kind: str) -> ConversionError:
+    """The error for an OLE compound file where an Office Open XML package was expected:
+    a password-protected file (its ``EncryptedPackage`` stream), else a legacy binary one."""
+    if _ENCRYPTED_STREAM in data:
+        return ConversionError(f"is an encrypted {kind} file (password-protected)",
+                               "save an unprotected copy; encrypted files are not indexed", field="encrypted")
+    return ConversionError(f"is a legacy binary Office file (OLE), not {kind}",
+                           f"re-save it as {kind} (or give it its own suffix: .doc, .xls, .ppt)", field="content")
+
+
 def markdown_table(rows: list[list[str]], *, group_chars: int = 0) -> str:
     """Rows of cell strings as a Markdown table (the first row is the header); with
     ``group_chars``, in blank-line separated groups of whole rows of at most that many
@@ -225,10 +256,11 @@ def markdown_table(rows: list[list[str]], *, group_chars: int = 0) -> str:
 
 
 def cell_text(value: object) -> str:
-    """One table cell on one line: whitespace collapsed, ``|`` escaped."""
+    """One table cell on one line in its index form: NFKC, no controls, whitespace
+    collapsed, ``|`` escaped (after NFKC, which makes ``｜`` a ``|``)."""
     if value is None:
         return ""
-    return " ".join(str(value).split()).replace("|", "\\|")
+    return " ".join(normalize_extracted(str(value)).split()).replace("|", "\\|")
 
 
 def clean_line(text: str) -> str:

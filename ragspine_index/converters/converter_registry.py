@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, html, pdf, pptx, xlsx
+from ragspine_index.converters import csv, docx, eml, epub, html, image, msg, ocr, odf, pdf, pptx, rtf, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -22,8 +22,16 @@ class Format:
     version: str
     module: str  # "" = the standard library
     convert: Callable[[bytes, ConversionLimits], Converted]
+    #: A program it needs besides the module (OCR: ``tesseract``), and how to install it.
+    engine: Callable[[], bool] | None = None
+    engine_hint: str = ""
 
     def available(self) -> bool:
+        """Whether the module it needs imports (the ``formats`` extra is installed) and the
+        program it needs is there."""
+        return not self.missing()
+
+    def module_available(self) -> bool:
         """Whether the module it needs imports (the ``formats`` extra is installed)."""
         if not self.module:
             return True
@@ -33,8 +41,16 @@ class Format:
             return False
         return True
 
+    def missing(self) -> str:
+        """What the user must install to read this format (``""`` when nothing)."""
+        if not self.module_available():
+            return f"the '{FORMATS_EXTRA}' extra (pip install 'ragspine[{FORMATS_EXTRA}]')"
+        if self.engine is not None and not self.engine():
+            return self.engine_hint
+        return ""
+
     def lineage(self) -> str:
-        """``pdf@1 pypdf 7.1.1``: the converter version and the library version that ran."""
+        """``pdf@4 pypdf 7.1.1``: the converter version and the library version that ran."""
         if not self.module:
             return f"{self.name}@{self.version}"
         from importlib.metadata import PackageNotFoundError, version
@@ -46,7 +62,7 @@ class Format:
             return f"{self.name}@{self.version} {dist}"
 
 
-_DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx"}
+_DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx", "PIL": "pillow"}
 
 
 FORMATS: tuple[Format, ...] = (
@@ -56,6 +72,15 @@ FORMATS: tuple[Format, ...] = (
     Format("xlsx", (".xlsx",), xlsx.VERSION, xlsx.EXTRA_MODULE, xlsx.convert_xlsx),
     Format("html", (".html", ".htm"), html.VERSION, html.EXTRA_MODULE, html.convert_html),
     Format("csv", (".csv",), csv.VERSION, csv.EXTRA_MODULE, csv.convert_csv),
+    Format("odt", (".odt",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odt),
+    Format("ods", (".ods",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_ods),
+    Format("odp", (".odp",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odp),
+    Format("rtf", (".rtf",), rtf.VERSION, rtf.EXTRA_MODULE, rtf.convert_rtf),
+    Format("eml", (".eml",), eml.VERSION, eml.EXTRA_MODULE, eml.convert_eml),
+    Format("msg", (".msg",), msg.VERSION, msg.EXTRA_MODULE, msg.convert_msg),
+    Format("epub", (".epub",), epub.VERSION, epub.EXTRA_MODULE, epub.convert_epub),
+    Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
+           engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),
 )
 FORMAT_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 CONVERTED_SUFFIXES = tuple(FORMAT_BY_SUFFIX)
@@ -82,7 +107,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     """
     fmt = FORMAT_BY_SUFFIX[suffix.lower()]
     limits = limits or ConversionLimits()
-    if not fmt.available():
+    if not fmt.module_available():
         from ragspine_core.errors import MissingExtraError
 
         raise MissingExtraError(f"reading {fmt.name.upper()} files", FORMATS_EXTRA, fmt.module)
@@ -92,7 +117,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     if not data:
         raise ConversionError("is empty (0 bytes)", "add content or delete the file", field="body")
     try:
-        return fmt.convert(data, limits)
+        converted = fmt.convert(data, limits)
     except ConversionError:
         raise
     except MemoryError as exc:
@@ -102,3 +127,7 @@ def convert_bytes(data: bytes, suffix: str, limits: ConversionLimits | None = No
     except Exception as exc:  # noqa: BLE001 - a damaged file may raise anything inside a parser library
         raise ConversionError(f"cannot be converted ({type(exc).__name__}; damaged or truncated?)",
                               f"re-export it as {fmt.name.upper()} from its source application") from exc
+    if not converted.text.strip():  # an empty DOCX, a deck of blank slides: say so, never publish nothing silently
+        raise ConversionError(f"has no text (an empty {fmt.name.upper()} document)",
+                              "add content, or remove it from the library", field="body")
+    return converted

@@ -1,6 +1,7 @@
 """CSV → one Markdown table (standard library, no extra); one region per row
-(``cells=A5:F5``, counting the header as row 1). UTF-8 only; the delimiter is sniffed
-among ``,``, ``;``, tab and ``|``."""
+(``cells=A5:F5``, counting the header as row 1). UTF-8, or UTF-16/32 when the file
+starts with its byte-order mark (Excel's "Unicode Text" export); the delimiter is
+sniffed among ``,``, ``;``, tab and ``|``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import io
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, TABLE_GROUP_CHARS
 
-VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
+VERSION = "3"  # 2: tables in groups of whole rows under their header (issue 36); 3: + normalised text (issue 38)
 EXTRA_MODULE = ""  # the standard library
 
 
 def convert_csv(data: bytes, limits: ConversionLimits) -> Converted:
+    from ragspine_index.source_documents.encoding import bom_codec
+
+    codec, name, skip = bom_codec(data) or ("utf-8", "UTF-8", 0)
     try:
-        source = data.decode("utf-8").removeprefix("\ufeff")
+        source = data[skip:].decode(codec).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise ConversionError(f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
+        raise ConversionError(f"is not valid {name} at byte offset {exc.start + skip} ({exc.reason})",
                               "re-save it as UTF-8 CSV", field="encoding") from exc
     if "\x00" in source[:8192]:
         raise ConversionError("looks like a binary file (NUL byte)", "export it as UTF-8 CSV", field="content")

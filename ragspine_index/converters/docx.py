@@ -16,7 +16,7 @@ from ragspine_index.converters.markings import docx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
+VERSION = "4"  # 2: tables in whole-row groups under their header (issue 36); 3/4: + normalised text, outline headings, merged cells once (issue 38)
 EXTRA_MODULE = "docx"
 
 
@@ -44,12 +44,13 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
 
     # style id -> name once: python-docx's paragraph.style scans every style per call
     style_names = {style.style_id: style.name or "" for style in document.styles}
+    style_outline = _style_outline_levels(document)
     title = ""
     for n, block in enumerate(document.iter_inner_content()):
         if n % 200 == 0:
             deadline.check(f"block {n + 1}")
         if isinstance(block, Table):
-            table = markdown_table([[cell.text for cell in row.cells] for row in block.rows], group_chars=TABLE_GROUP_CHARS)
+            table = markdown_table(_table_rows(block), group_chars=TABLE_GROUP_CHARS)
             if table:
                 section.append(table)
             in_list = False
@@ -58,7 +59,7 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
         if not text:
             continue
         style = _style_name(block, style_names)
-        level = _heading_level(style)
+        level = _heading_level(style) or _outline_level(block, style_outline)
         if level:
             flush()
             anchor = _unique(slug(text), seen)
@@ -93,6 +94,62 @@ def _heading_level(name: str) -> int:
     if name.startswith("Heading"):
         digits = name[len("Heading"):].strip()
         return min(int(digits), 6) if digits.isdigit() and int(digits) > 0 else 1
+    return 0
+
+
+def _table_rows(table) -> list[list[str]]:
+    """Cell texts row by row, a merged cell's text once: python-docx repeats a cell that
+    spans columns (``gridSpan``) or rows (``vMerge``) in every grid position it covers."""
+    seen: set[int] = set()
+    alive = []  # lxml keeps one proxy per element while it is referenced: ids stay unique
+    rows = []
+    for row in table.rows:
+        texts = []
+        for cell in row.cells:
+            alive.append(cell._tc)
+            key = id(cell._tc)
+            texts.append("" if key in seen else cell.text)
+            seen.add(key)
+        rows.append(texts)
+    return rows
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _style_outline_levels(document) -> dict[str, int]:
+    """style id → heading level (1–6) from the style's own outline level (``w:outlineLvl``,
+    following ``basedOn``): custom heading styles (``标题 1``, a standard's ``Chapter``)."""
+    own: dict[str, int] = {}
+    based: dict[str, str] = {}
+    for style in document.styles.element.iter(f"{_W}style"):
+        sid = style.get(f"{_W}styleId") or ""
+        lvl = style.find(f"{_W}pPr/{_W}outlineLvl")
+        if lvl is not None and (lvl.get(f"{_W}val") or "").isdigit() and int(lvl.get(f"{_W}val")) < 9:
+            own[sid] = int(lvl.get(f"{_W}val")) + 1
+        parent = style.find(f"{_W}basedOn")
+        if parent is not None:
+            based[sid] = parent.get(f"{_W}val") or ""
+    out = {}
+    for sid in set(own) | set(based):
+        cur, hops = sid, 0
+        while cur not in own and cur in based and hops < 10:
+            cur, hops = based[cur], hops + 1
+        if cur in own:
+            out[sid] = min(own[cur], 6)
+    return out
+
+
+def _outline_level(paragraph, style_levels: dict[str, int]) -> int:
+    """A paragraph's heading level from its own ``w:outlineLvl`` or its style's (0 = body)."""
+    ppr = paragraph._p.pPr
+    if ppr is not None:
+        lvl = ppr.find(f"{_W}outlineLvl")
+        if lvl is not None:
+            val = lvl.get(f"{_W}val") or ""
+            return min(int(val) + 1, 6) if val.isdigit() and int(val) < 9 else 0
+        if ppr.pStyle is not None:
+            return style_levels.get(ppr.pStyle.val, 0)
     return 0
 
 

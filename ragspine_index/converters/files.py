@@ -57,7 +57,7 @@ from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits
-from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, FORMATS_EXTRA, SIDECAR_SUFFIX, convert_bytes
+from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, SIDECAR_SUFFIX, convert_bytes
 
 #: The extra field that records which converter (and library version) made a document's
 #: text: lineage on every chunk row, and part of the content hash.
@@ -83,6 +83,9 @@ class ConvertedFiles:
     limits: ConversionLimits = field(default_factory=ConversionLimits)
     #: What the build should tell the user (a missing extra), once each.
     notes: list[str] = field(default_factory=list)
+    #: The default ``doc_id`` by path (``default_doc_ids``: files sharing a stem get their
+    #: suffix); a path not in it gets :func:`default_doc_id`.
+    default_ids: dict[str, str] = field(default_factory=dict)
     _defaults: dict[str, Any] = field(default_factory=dict)
     _process: Any = None
 
@@ -114,12 +117,12 @@ class ConvertedFiles:
                 return []  # exactly paired (same letter case): read with its file
             return [DocumentError(shown, "is a metadata sidecar, but there is no convertible file "
                                   f"{PurePosixPath(target).name!r} next to it", field="sidecar",
-                                  hint="rename it to <file>.meta.toml of a PDF/DOCX/PPTX/XLSX/HTML/CSV file, or "
+                                  hint="rename it to <file>.meta.toml of a converted file (PDF, DOCX, HTML…: docs/formats.md), or "
                                   "delete it (Markdown and text files carry front matter instead)")]
         fmt = FORMAT_BY_SUFFIX[PurePosixPath(rel).suffix.lower()]
-        if not fmt.available():
-            note = (f"{fmt.name.upper()} files are skipped: reading them needs the '{FORMATS_EXTRA}' extra "
-                    f"(pip install 'ragspine[{FORMATS_EXTRA}]')")
+        missing = fmt.missing()
+        if missing:
+            note = f"{fmt.name.upper()} files are skipped: reading them needs {missing}"
             if note not in self.notes:
                 self.notes.append(note)
             return None
@@ -139,8 +142,13 @@ class ConvertedFiles:
             if isinstance(raw, DocumentError):
                 return [raw]
             sidecar = raw
-        return _document(converted, rel=rel, shown=shown, library_id=self.library_id, lineage=fmt.lineage(),
-                         sidecar=sidecar, sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
+        common: dict[str, Any] = dict(rel=rel, shown=shown, library_id=self.library_id, sidecar=sidecar,
+                                      sidecar_shown=printable_path(sidecar_rel), defaults=self._folder_defaults(rel))
+        items = _document(converted, lineage=_lineage(fmt, converted),
+                          default_id=self.default_ids.get(rel) or default_doc_id(rel), **common)
+        if not converted.parts or not all(isinstance(item, SourceDocument) for item in items):
+            return items
+        return _with_parts(items[0], converted, fmt, common)
 
     # -- folder defaults ---------------------------------------------------------------
     def folder_sensitivity(self, rel: str) -> tuple[str | None, list[DocumentError]]:
@@ -279,8 +287,34 @@ def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str,
     return values, errors
 
 
-def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, sidecar: bytes | None,
-              sidecar_shown: str, defaults) -> list:
+def _lineage(fmt, converted) -> str:
+    return fmt.lineage() + (f"; {converted.engine_note}" if converted.engine_note else "")
+
+
+def _with_parts(main: SourceDocument, converted, fmt, common: dict[str, Any]) -> list:
+    """The message and a document per attachment (``<doc_id>-part2``, cited
+    ``mail.eml#part=2&…``), with the message's metadata; an attachment of a RESTRICTED
+    message is RESTRICTED. Any attachment's error fails the whole file (fail closed)."""
+    out: list = [main]
+    for fragment, name, part in converted.parts:
+        items = _document(part, lineage=f"{_lineage(fmt, converted)}; {fragment}: {name}"[:500],
+                          default_id=f"{main.doc_id}-{fragment.replace('=', '')}", part=(fragment, name), **common)
+        for item in items:
+            if not isinstance(item, SourceDocument):
+                return [item for item in items if not isinstance(item, SourceDocument)]
+            if main.sensitivity == RESTRICTED_SENSITIVITY and item.sensitivity != RESTRICTED_SENSITIVITY:
+                item = SourceDocument.create(
+                    library_id=item.library_id, doc_id=item.doc_id, body=item.body, source_path=item.source_path,
+                    title=item.title, source_locator=item.source_locator, entity=item.entity, topic=item.topic,
+                    geography=item.geography, period=item.period, language=item.language,
+                    sensitivity=RESTRICTED_SENSITIVITY, valid_as_of=item.valid_as_of, extra=item.extra,
+                    regions=item.regions)
+            out.append(item)
+    return out
+
+
+def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str, default_id: str, sidecar: bytes | None,
+              sidecar_shown: str, defaults, part: tuple[str, str] | None = None) -> list:
     default_values, errors, default_lines = defaults
     errors = list(errors)
     meta: dict[str, str] = {k: v for k, v in default_values.items() if k != "sensitivity"}
@@ -340,9 +374,15 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
                     hint="set the sidecar's sensitivity to RESTRICTED, or remove the label from the file"))
             explicit = level
             sidecar_decides = True
+        if part is not None:  # an attachment: the sidecar names the message, not it
+            for key in _PER_FILE_FIELDS:
+                values.pop(key, None)
         meta.update(values)
     if unnamed_label and not sidecar_decides:
         explicit = RESTRICTED_SENSITIVITY  # the label may be "Highly Confidential": fail closed
+    if part is not None:
+        meta["source_locator"] = f"{shown}#{part[0]}"
+        meta["title"] = converted.title or part[1]
     if errors:
         return errors
     marking += [(f"page header/footer line {i}", line, "body") for i, line in enumerate(converted.header_lines, 1)]
@@ -359,7 +399,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
     name = PurePosixPath(shown).name
     result = _make_document(
         meta, converted.text, library_id=library_id, source_path=shown, error_path=shown,
-        default_doc_id=default_doc_id(rel), default_title=PurePosixPath(shown).stem,
+        default_doc_id=default_id, default_title=PurePosixPath(shown).stem,
         marking_lines=marking,
         folder_sensitivity=default_values["sensitivity"].upper() if "sensitivity" in default_values else None,
         sensitivity_fix=(f"set it in a sidecar {name}{SIDECAR_SUFFIX} (sensitivity = \"RESTRICTED\" or "

@@ -4,9 +4,15 @@ tables, ``<pre>`` kept line by line; one region per heading section
 (``anchor=<id>``: the heading's ``id`` when it has one, else a slug of its text).
 
 ``<script>``, ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` content (except
-``<title>``) are dropped, never run; links are kept as their text, never fetched.
+``<title>``) are dropped, never run; page boilerplate — ``<nav>``, ``<aside>``, and a
+``<header>``/``<footer>`` that is not inside an ``<article>``, ``<main>`` or ``<section>``
+— is kept out of the text and read only for a sensitivity marking (``header_lines``); links are kept as their text, never fetched.
 ``<meta name=... content=...>`` are the file's properties (a ``classification`` meta
-marks it); the ``<title>`` is read for a marking like a first line. The file is UTF-8 (a ``<meta charset>`` naming another encoding is an error).
+marks it). The encoding is, first to answer: a byte-order mark (UTF-8/16/32), the
+``<meta charset>`` / ``http-equiv`` content type / XML declaration in the first 4 KB
+(with the HTML standard's aliases: ``iso-8859-1`` and ``us-ascii`` read as
+``windows-1252``, ``gb2312``/``gbk`` as ``gb18030``), else UTF-8; bytes invalid in it
+are a located error. The ``<title>`` is read for a marking like a first line.
 """
 
 from __future__ import annotations
@@ -17,16 +23,24 @@ from html.parser import HTMLParser
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line, markdown_table, slug, TABLE_GROUP_CHARS
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
+VERSION = "4"  # 2: tables in whole-row groups under their header (issue 36); 3/4: + encodings, boilerplate out, normalised text (issue 38)
 EXTRA_MODULE = ""  # the standard library
 
 _SKIP = frozenset({"script", "style", "template", "noscript", "svg", "iframe", "object", "embed", "head"})
 _BLOCK = frozenset({"p", "div", "section", "article", "main", "header", "footer", "aside", "nav", "blockquote",
                     "figure", "figcaption", "dd", "dt", "address", "form", "fieldset", "ul", "ol", "dl", "hr", "body"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_FRAMES = frozenset({"nav", "aside", "header", "footer"})
+_CONTENT = frozenset({"article", "main", "section"})
 _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "area", "base", "col", "embed", "param", "source",
                    "track", "wbr"})
-_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_-]+)", re.I)
+_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_:.-]+)", re.I)
+_XML_ENCODING = re.compile(rb"^\s*<\?xml[^>]+encoding\s*=\s*[\"']([A-Za-z0-9_:.-]+)", re.I)
+#: The HTML standard's encoding aliases that differ from Python's codecs.
+_WHATWG = {"iso-8859-1": "cp1252", "iso8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252",
+           "l1": "cp1252", "us-ascii": "cp1252", "ascii": "cp1252", "iso-8859-9": "cp1254", "gb2312": "gb18030",
+           "gbk": "gb18030", "x-gbk": "gb18030", "tis-620": "cp874", "iso-8859-11": "cp874",
+           "x-sjis": "shift_jis", "ks_c_5601-1987": "cp949", "euc-kr": "cp949"}
 
 
 class _Converter(HTMLParser):
@@ -51,6 +65,13 @@ class _Converter(HTMLParser):
         self.properties: list[tuple[str, str]] = []
         self.first_heading = ""
         self.n = 0
+        # page boilerplate: <nav>, <aside>, and a <header>/<footer> outside <article>,
+        # <main> and <section> (a page's, not an article's); kept out of the text, read for
+        # a sensitivity marking (header_lines)
+        self.frames: list[bool] = []  # one per open nav/aside/header/footer: is it boilerplate?
+        self.content = 0  # open article/main/section elements
+        self.boiler_lines: list[str] = []
+        self.boiler_buffer: list[str] = []
 
     # -- helpers
     def _flush(self) -> None:
@@ -75,6 +96,12 @@ class _Converter(HTMLParser):
             text = f"- {text}"
         self.blocks.append((text, self.anchor))
 
+    def _boiler_break(self) -> None:
+        line = clean_line("".join(self.boiler_buffer))
+        self.boiler_buffer.clear()
+        if line and len(self.boiler_lines) < 200:
+            self.boiler_lines.append(line)
+
     # -- parser callbacks
     def handle_starttag(self, tag: str, attrs) -> None:
         self.n += 1
@@ -95,6 +122,18 @@ class _Converter(HTMLParser):
             return
         if self.skip or tag in _VOID and tag != "br":
             return
+        if tag in _FRAMES:
+            boiler = tag in ("nav", "aside") or self.content == 0
+            if boiler and not any(self.frames):
+                self._flush()
+            self.frames.append(boiler)
+            if boiler:
+                return
+        if any(self.frames):
+            self._boiler_break()
+            return
+        if tag in _CONTENT:
+            self.content += 1
         if tag == "br":
             self.buffer.append("\n" if self.pre else " ")
             if self.cell is None and not self.pre:
@@ -132,6 +171,15 @@ class _Converter(HTMLParser):
             return
         if self.skip:
             return
+        if tag in _FRAMES and self.frames:
+            if self.frames.pop():
+                self._boiler_break()
+                return
+        elif any(self.frames):
+            self._boiler_break()
+            return
+        if tag in _CONTENT:
+            self.content = max(0, self.content - 1)
         if self.table is not None and tag in ("td", "th"):
             if self.row is not None and self.cell is not None:
                 self.row.append(clean_line("".join(self.cell)))
@@ -167,6 +215,9 @@ class _Converter(HTMLParser):
             return
         if self.skip:
             return
+        if any(self.frames):
+            self.boiler_buffer.append(data)
+            return
         if self.cell is not None:
             self.cell.append(data)
         elif self.table is None:
@@ -174,19 +225,12 @@ class _Converter(HTMLParser):
 
 
 def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
-    declared = _CHARSET.search(data[:4096])
-    if declared and declared.group(1).decode("ascii").lower().replace("_", "-") not in ("utf-8", "utf8", "us-ascii", "ascii"):
-        raise ConversionError(f"declares the charset {declared.group(1).decode('ascii')!r}; only UTF-8 HTML is read",
-                              "re-save it as UTF-8", field="encoding")
-    try:
-        source = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"is not valid UTF-8 at byte offset {exc.start} ({exc.reason})",
-                              "re-save it as UTF-8", field="encoding") from exc
+    source = _decode(data)
     parser = _Converter(limits)
     parser.feed(source)
     parser.close()
     parser._flush()
+    parser._boiler_break()
     out = TextBuilder(limits)
     # consecutive blocks of one section make one region; list items stay on adjacent lines
     current: list[str] = []
@@ -204,7 +248,38 @@ def convert_html(data: bytes, limits: ConversionLimits) -> Converted:
     title = clean_line("".join(parser.title_parts)) or parser.first_heading
     shown_title = clean_line("".join(parser.title_parts))
     return Converted(text=out.text(), regions=tuple(out.regions), properties=tuple(parser.properties), title=title,
+                     header_lines=tuple(parser.boiler_lines),
                      marking_lines=(("<title>", shown_title),) if shown_title else ())
+
+
+def _decode(data: bytes) -> str:
+    """The page's text in its declared encoding (module docstring)."""
+    import codecs
+
+    from ragspine_index.source_documents.encoding import bom_codec
+
+    marked = bom_codec(data)
+    if marked is not None:
+        codec, name, skip = marked
+        data = data[skip:]
+    elif data.startswith(b"\xef\xbb\xbf"):
+        codec, name, data = "utf-8", "UTF-8", data[3:]
+    else:
+        declared = _CHARSET.search(data[:4096]) or _XML_ENCODING.search(data[:4096])
+        name = declared.group(1).decode("ascii") if declared else "UTF-8"
+        wanted = _WHATWG.get(name.lower(), name.lower())
+        try:
+            codec = codecs.lookup(wanted).name
+        except LookupError as exc:
+            raise ConversionError(f"declares the charset {name[:40]!r}, which is not a known encoding",
+                                  "fix the <meta charset>, or re-save it as UTF-8", field="encoding") from exc
+        if codec in ("utf-16-le", "utf-16-be", "utf-16", "utf-32") :
+            codec, name = "utf-8", "UTF-8"  # a page read as ASCII cannot really be UTF-16 (the HTML standard)
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"is not valid {name[:40]} at byte offset {exc.start} ({exc.reason})",
+                              "re-save it in the encoding it declares (UTF-8 is best)", field="encoding") from exc
 
 
 def _join(blocks: list[str]) -> str:

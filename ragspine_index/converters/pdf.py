@@ -1,32 +1,104 @@
-"""PDF → text, one region per page (``page=N``), with pypdf (BSD, pure Python).
+"""PDF → text, one region per page (``page=N``), with pypdf (BSD, pure Python), and
+pdfminer.six (MIT, pure Python) as the second engine.
 
 Chosen over pdfminer.six and pypdfium2 on the same files (``ragspine_tools/bench/bench_convert.py
 --compare-pdf``; docs/formats.md): pypdf keeps the reading order and the lines of the
 generated reports, is a pure-Python wheel with no native code to audit, and was the
 faster of the two pure-Python engines. PyMuPDF is AGPL and not used.
 
-Encrypted PDFs (even with an empty user password), PDFs that do not parse and PDFs
-with no extractable text (scanned images: no OCR here) are errors. JavaScript, forms
-and links in a PDF are never run or followed: only the text operators are read. The info
-dictionary (any value type), the XMP metadata packet and the page annotations (rubber
-stamps, comments, form field values) are read for a sensitivity marking.
+pdfminer.six reads what pypdf cannot: a damaged file pypdf does not open (its page tree
+broken; pdfminer finds the pages by scanning), and each page whose pypdf text looks
+garbled (:func:`garbled_share`: private-use, replacement, control or unassigned
+characters; :func:`mixed_scripts`: letters spread over unrelated scripts, what a wrong
+CJK font map gives) when pdfminer's text of that page is cleaner. The ``converter`` field of the
+document says which pages it read and why (:attr:`Converted.engine_note`).
+
+A PDF encrypted with an empty user password (the common "no copying" protection) is
+opened with that empty password; one that needs a real password is an error. A page with
+no text in either engine but images (a scanned page) is read by OCR (:mod:`.ocr`,
+Tesseract) when it is installed, and the ``converter`` field names the pages; without it
+a PDF with no text at all is an error that says OCR is not available. JavaScript, forms and links
+in a PDF are never run or followed: only the text operators are read.
+The info dictionary (any value type), the XMP metadata packet and the page annotations
+(rubber stamps, comments, form field values) are read for a sensitivity marking.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import unicodedata
+from collections import Counter
 from io import BytesIO
 from typing import Any
 
+from ragspine_core.text.normalize import normalize_extracted
+
+from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "1"
+VERSION = "5"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37)
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
 #: Values PDF writers fill in when the author gave none: not metadata.
 _PLACEHOLDERS = frozenset({"untitled", "(untitled)", "anonymous", "(anonymous)", "unspecified", "(unspecified)"})
+#: A page whose pypdf text has at least this share of garbled characters (and at least
+#: ``_GARBLE_MIN_CHARS`` of them) is read again with pdfminer.six.
+GARBLE_SHARE = 0.1
+_GARBLE_MIN_CHARS = 5
+_READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError,
+                ZeroDivisionError, AssertionError)
+
+
+def garbled_share(text: str) -> float:
+    """The share of non-space characters that are private-use, U+FFFD, controls (but
+    tab/newline), unassigned or surrogates: what a wrong font map produces."""
+    seen = bad = 0
+    for ch in text:
+        if ch.isspace():
+            continue
+        seen += 1
+        if ch == "\ufffd" or unicodedata.category(ch) in ("Co", "Cc", "Cn", "Cs"):
+            bad += 1
+    return bad / seen if seen else 0.0
+
+
+#: Script families that one language's text mixes (Japanese: kanji + kana; Korean).
+_FAMILY = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK", "IDEOGRAPHIC": "CJK",
+           "FULLWIDTH": "LATIN", "HALFWIDTH": "CJK"}
+#: A page is in unexpected scripts when its letters spread over 3 or more script families
+#: of at least 3 % each and the largest holds under this share (a font map gone wrong
+#: turns Japanese into Oriya, Greek, Syriac… at once; real text has one or two families).
+MIXED_SCRIPT_TOP_SHARE = 0.6
+
+
+def mixed_scripts(text: str) -> float:
+    """How far the letters of ``text`` spread over script families: 0 for one or two
+    families, else the share outside the largest family."""
+    counts: Counter[str] = Counter()
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            word = name.split(" ", 1)[0]
+            counts[_FAMILY.get(word, word)] += 1
+    total = sum(counts.values())
+    if total < 20:
+        return 0.0
+    families = [n for n in counts.values() if n / total >= 0.03]
+    if len(families) < 3:
+        return 0.0
+    top = max(counts.values()) / total
+    return 1.0 - top if top < MIXED_SCRIPT_TOP_SHARE else 0.0
+
+
+def _badness(text: str) -> float:
+    share = garbled_share(text)
+    return max(share if share * len(text) >= _GARBLE_MIN_CHARS else 0.0, mixed_scripts(text))
+
+
+def _garbled(text: str) -> bool:
+    return _badness(text) >= GARBLE_SHARE
 
 
 def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
@@ -39,44 +111,260 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError("is not a PDF file (no %PDF header)", "re-export it as PDF or remove it")
     try:
         reader = pypdf.PdfReader(BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            raise ConversionError("is encrypted (password-protected)",
+        if reader.is_encrypted and not _open_with_empty_password(reader):
+            raise ConversionError("is encrypted (a password is needed to open it)",
                                   "save an unprotected copy; encrypted PDFs are not indexed", field="encrypted")
         pages = reader.pages
         n_pages = len(pages)
     except ConversionError:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError) as exc:
-        raise ConversionError(f"cannot be read as a PDF ({type(exc).__name__}; truncated or damaged?)",
-                              "re-export it from its source application") from exc
+    except (PdfReadError, *_READ_ERRORS) as exc:
+        problem = f"cannot be read as a PDF ({type(exc).__name__}; truncated or damaged?)"
+        return _by_pdfminer(data, limits, problem, reason=f"pypdf could not read it: {type(exc).__name__}")
+    if n_pages == 0:  # a broken page tree: pypdf finds no page, pdfminer scans for them
+        return _by_pdfminer(data, limits, "has no pages that can be read (a damaged page tree?)",
+                            reason="pypdf found no pages")
     if n_pages > limits.max_pages:
         raise ConversionError(f"has {n_pages:,} pages (limit {limits.max_pages:,})", "split it", field="limits")
     out = TextBuilder(limits)
     marks: list[tuple[str, str]] = []
+    second = _SecondEngine(data)
+    ocred: list[int] = []
+    texts: list[str] = []
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
         try:
             marks += _annotation_lines(pages[number - 1], number)
             raw = pages[number - 1].extract_text() or ""
-        except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
-                OSError, ZeroDivisionError) as exc:
-            raise ConversionError(f"page {number} cannot be read ({type(exc).__name__}; truncated or damaged?)",
-                                  "re-export it from its source application") from exc
-        out.add(_page_text(raw), f"page={number}")
+        except (PdfReadError, *_READ_ERRORS) as exc:
+            fallback = second.page(number)
+            if fallback is None:
+                raise ConversionError(f"page {number} cannot be read ({type(exc).__name__}; truncated or damaged?)",
+                                      "re-export it from its source application") from exc
+            raw = fallback
+            second.note(number, "unreadable in pypdf")
+        else:
+            if _garbled(raw):
+                other = second.page(number)
+                if other is not None and other.strip() and _badness(other) < _badness(raw) / 2:
+                    raw = other
+                    second.note(number, "garbled in pypdf")
+        if not raw.strip():
+            other = second.page(number)
+            if other and other.strip():
+                raw = other
+                second.note(number, "no text in pypdf")
+            elif ocr.available():
+                raw = _ocr_page(pages[number - 1], number, deadline)
+                if raw.strip():
+                    ocred.append(number)
+        texts.append(_page_text(raw))
+    texts, running = strip_running_lines(texts)
+    for number, page_text in enumerate(texts, start=1):
+        out.add(page_text, f"page={number}")
     text = out.text()
+    if not text.strip() and ocr.available():
+        raise ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none in "
+                              "its images (none, or blank)",
+                              "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
     if not text.strip():
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
-            "OCR is not available", "index a copy with a text layer (run OCR on it first)", field="ocr")
+            "OCR is not available (no tesseract program)",
+            f"install it ({ocr.INSTALL_HINT}), or index a copy with a text layer", field="ocr")
     properties = _properties(reader) + _xmp_properties(reader)
     title = next((v for k, v in properties if k == "Title"), "")
-    return Converted(text=text, regions=tuple(out.regions), properties=properties,
-                     title=title, marking_lines=tuple(marks))
+    notes = [second.summary()] + ([f"OCR by {ocr.lineage()}: {_pages_words(ocred, n_pages)}"] if ocred else [])
+    return Converted(text=text, regions=tuple(out.regions), properties=properties, header_lines=running,
+                     title=title, engine_note="; ".join(n for n in notes if n), marking_lines=tuple(marks))
+
+
+def _pages_words(numbers: list[int], n_pages: int) -> str:
+    if len(numbers) == n_pages:
+        return "every page"
+    return f"page{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
+
+
+def _ocr_page(page, number: int, deadline: Deadline) -> str:
+    """The OCR text of the images on a page with no text layer (a scanned page)."""
+    try:
+        images = list(page.images)
+    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
+        raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
+                              "re-scan or re-export the page") from exc
+    texts = []
+    for i, image in enumerate(images, start=1):
+        deadline.check(f"page {number}, image {i}")
+        try:
+            pil = image.image
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise ConversionError(f"page {number}: image {i} cannot be decoded for OCR ({type(exc).__name__})",
+                                  "re-scan or re-export the page") from exc
+        if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
+            continue
+        texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
+    return "\n\n".join(t.strip() for t in texts if t.strip())
+
+
+def _open_with_empty_password(reader) -> bool:
+    """Whether an encrypted PDF opens with the empty user password (then it is decrypted)."""
+    from pypdf.errors import DependencyError, PdfReadError
+
+    try:
+        return bool(reader.decrypt(""))
+    except DependencyError as exc:  # AES needs the 'cryptography' package (pypdf[crypto])
+        raise ConversionError("is encrypted with AES and 'cryptography' is not installed",
+                              "pip install 'ragspine[formats]' (it installs pypdf[crypto])",
+                              field="encrypted") from exc
+    except (PdfReadError, *_READ_ERRORS):
+        return False
+
+
+def _pdfminer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"pdfminer.six {version('pdfminer.six')}"
+    except PackageNotFoundError:  # pragma: no cover
+        return "pdfminer.six"
+
+
+class _SecondEngine:
+    """pdfminer.six, opened only when a page needs it; remembers which pages it read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pages: list[str] | None = None
+        self._notes: dict[str, list[int]] = {}
+
+    def page(self, number: int) -> str | None:
+        """The text pdfminer reads on page ``number`` (1-based), ``None`` when it cannot."""
+        if self._pages is None:
+            try:
+                self._pages = _pdfminer_pages(self._data)
+            except ConversionError:
+                self._pages = []
+        return self._pages[number - 1] if number <= len(self._pages) else None
+
+    def note(self, number: int, why: str) -> None:
+        self._notes.setdefault(why, []).append(number)
+
+    def summary(self) -> str:
+        if not self._notes:
+            return ""
+        parts = [f"page{'s' if len(n) > 1 else ''} {', '.join(map(str, n))} ({why})" for why, n in self._notes.items()]
+        return f"{_pdfminer_version()}: " + "; ".join(parts)
+
+
+def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: int | None = None) -> list[str]:
+    """Every page's text by pdfminer.six (with the empty password), or ConversionError."""
+    try:
+        from pdfminer.high_level import extract_pages
+        from pdfminer.layout import LAParams, LTTextContainer
+    except ImportError as exc:
+        raise ConversionError("needs pdfminer.six, which is not installed",
+                              "pip install 'ragspine[formats]'", field="content") from exc
+    logging.getLogger("pdfminer").setLevel(logging.ERROR)
+    pages: list[str] = []
+    try:
+        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams()):
+            if deadline is not None:
+                deadline.check(f"page {len(pages) + 1}")
+            if max_pages is not None and len(pages) >= max_pages:
+                raise ConversionError(f"has more than {max_pages:,} pages (limit {max_pages:,})", "split it",
+                                      field="limits")
+            pages.append("".join(el.get_text() for el in layout if isinstance(el, LTTextContainer)))
+    except ConversionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
+        raise ConversionError(f"cannot be read as a PDF by pdfminer.six either ({type(exc).__name__})",
+                              "re-export it from its source application") from exc
+    return pages
+
+
+def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason: str) -> Converted:
+    """The whole file by pdfminer.six (pypdf could not open it); ``problem`` when neither can."""
+    deadline = Deadline(limits.seconds)
+    try:
+        pages = _pdfminer_pages(data, deadline, limits.max_pages)
+    except ConversionError as exc:
+        if exc.field == "limits":
+            raise
+        raise ConversionError(problem, "re-export it from its source application") from exc
+    out = TextBuilder(limits)
+    texts, running = strip_running_lines([_page_text(raw) for raw in pages])
+    for number, page_text in enumerate(texts, start=1):
+        out.add(page_text, f"page={number}")
+    if not out.text().strip():
+        raise ConversionError(problem, "re-export it from its source application")
+    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running,
+                     engine_note=f"{_pdfminer_version()}: every page ({reason})")
+
+
+#: A line is a running header/footer when it is among the first or last ``_EDGE_LINES``
+#: lines of at least half the pages with text, and of at least ``_RUNNING_MIN_PAGES``.
+_EDGE_LINES = 2
+_RUNNING_MIN_PAGES = 3
+_DIGITS = re.compile(r"\d+")
+
+
+def _running_key(line: str, *, masked: bool) -> str:
+    """A line as compared across pages; ``masked``: its numbers too (``Page 3 of 10`` →
+    ``page # of #``)."""
+    key = " ".join(line.split()).casefold()
+    return _DIGITS.sub("#", key) if masked else key
+
+
+def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Pages without their running headers and footers, and those lines (once each, first
+    seen first): they repeat on every page, so indexed they would make about one chunk a
+    page about nothing; they are still read for a sensitivity marking.
+
+    A running line is one of the first or last ``_EDGE_LINES`` lines of at least half the
+    pages with text (and of ``_RUNNING_MIN_PAGES``), the same text each time; the very
+    first or last line may differ in its numbers (a page number: ``Page 3 of 10``)."""
+    with_text = [p for p in pages if p.strip()]
+    if len(with_text) < _RUNNING_MIN_PAGES:
+        return pages, ()
+    exact: Counter[str] = Counter()
+    masked: Counter[str] = Counter()
+    for text in with_text:
+        lines = [line for line in text.split("\n") if line.strip()]
+        exact.update({_running_key(line, masked=False) for line in lines[:_EDGE_LINES] + lines[-_EDGE_LINES:]})
+        masked.update({_running_key(line, masked=True) for line in lines[:1] + lines[-1:]})
+    need = max(_RUNNING_MIN_PAGES, -(-len(with_text) // 2))
+    running = {key for key, n in exact.items() if n >= need and len(key) <= 300}
+    numbered = {key for key, n in masked.items() if n >= need and len(key) <= 300 and "#" in key}
+    if not running and not numbered:
+        return pages, ()
+
+    def is_running(line: str, outermost: bool) -> bool:
+        return (_running_key(line, masked=False) in running
+                or outermost and _running_key(line, masked=True) in numbered)
+
+    out: list[str] = []
+    removed: dict[str, None] = {}
+    for text in pages:
+        lines = [line for line in text.split("\n")]
+        for i in range(_EDGE_LINES):  # from the top
+            while lines and not lines[0].strip():
+                lines.pop(0)
+            if lines and is_running(lines[0], i == 0):
+                removed.setdefault(" ".join(lines.pop(0).split()))
+        for i in range(_EDGE_LINES):  # from the bottom
+            while lines and not lines[-1].strip():
+                lines.pop()
+            if lines and is_running(lines[-1], i == 0):
+                removed.setdefault(" ".join(lines.pop().split()))
+        out.append("\n".join(lines).strip())
+    return out, tuple(list(removed)[:200])
 
 
 def _page_text(raw: str) -> str:
-    """Lines right-stripped, runs of blank lines squeezed to one (paragraphs stay)."""
-    lines = [line.rstrip() for line in raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    """Lines right-stripped, runs of blank lines squeezed to one (paragraphs stay), in the
+    index form with line-end hyphenation joined (:func:`normalize_extracted`)."""
+    raw = normalize_extracted(raw.replace("\r\n", "\n").replace("\r", "\n"), join_hyphens=True)
+    lines = [line.rstrip() for line in raw.split("\n")]
     out: list[str] = []
     for line in lines:
         if not line.strip():

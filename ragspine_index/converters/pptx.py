@@ -14,7 +14,7 @@ from ragspine_index.converters.converted import ConversionError, ConversionLimit
 from ragspine_index.converters.markings import pptx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 
-VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
+VERSION = "3"  # 2: tables in whole-row groups under their header (issue 36); 3: + normalised text (issue 38)
 EXTRA_MODULE = "pptx"
 
 

@@ -17,7 +17,7 @@ from ragspine_index.converters.markings import xlsx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"  # 2: tables in groups of whole rows, each under its header row (issue 36)
+VERSION = "3"  # 2: tables in whole-row groups under their header (issue 36); 3: + normalised text (issue 38)
 EXTRA_MODULE = "openpyxl"
 
 

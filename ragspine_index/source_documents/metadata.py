@@ -4,8 +4,10 @@ Defaults when a field is absent or empty:
 
 * ``doc_id`` — the relative path without its extension, lowercased, with ``/`` and
   whitespace runs replaced by ``-`` and other control or invisible formatting
-  characters dropped (``reports/Q1 Note.md`` → ``reports-q1-note``). ``.jsonl`` lines
-  must carry their own ``doc_id``.
+  characters dropped (``reports/Q1 Note.md`` → ``reports-q1-note``). When several files
+  would get the same default (``x.docx``, ``x.pdf`` and ``x.pptx`` in one folder), each of
+  them gets its suffix appended (``x-docx``, ``x-pdf``, ``x-pptx``: :func:`default_doc_ids`).
+  ``.jsonl`` lines must carry their own ``doc_id``.
 * ``title`` — the first markdown heading (``.md``/``.markdown``), else the file stem
   (``.txt``); the ``doc_id`` for ``.jsonl``.
 * ``source_locator`` — the source path (``notes/a.md``, or ``file.jsonl#L<line>``).
@@ -26,8 +28,10 @@ digits and ``-``/``.``/``/``.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import date
 from pathlib import Path
+from typing import Iterable
 
 from ragspine_core.errors import DocumentError
 from ragspine_core.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
@@ -60,6 +64,17 @@ def default_doc_id(rel_path: str) -> str:
     without_suffix = rel_path[: -len(Path(rel_path).suffix)] if Path(rel_path).suffix else rel_path
     dashed = re.sub(r"[\s/]+", "-", without_suffix.lower())
     return "".join(ch for ch in dashed if not _unprintable(ch)).strip("-")
+
+
+def default_doc_ids(rel_paths: Iterable[str]) -> dict[str, str]:
+    """The default ``doc_id`` of each path; paths that would share one (``x.docx``,
+    ``x.pdf`` in one folder) each get their suffix appended (``x-docx``, ``x-pdf``), so the
+    default never depends on which of them sorts first."""
+    rels = list(rel_paths)
+    plain = {rel: default_doc_id(rel) for rel in rels}
+    shared = {doc_id for doc_id, n in Counter(plain.values()).items() if n > 1}
+    return {rel: f"{doc_id}-{Path(rel).suffix.lstrip('.').lower()}" if doc_id in shared and Path(rel).suffix else doc_id
+            for rel, doc_id in plain.items()}
 
 
 def _make_document(

@@ -4,7 +4,8 @@ A library is one folder under ``data/raw/<library>/``. Every ``.md``, ``.markdow
 ``.txt`` (one document per file, optional front matter) and ``.jsonl`` (one document per
 line) file below it is parsed, in sorted relative-path order. Names starting with ``.`` or
 ``_`` are ignored at any depth (``_library.toml`` holds the library config). PDF, DOCX,
-PPTX, XLSX, HTML and CSV files (with their ``<file>.meta.toml`` sidecars) are converted
+PPTX, XLSX, HTML, CSV, OpenDocument, RTF, EPUB, EML/MSG and PNG/JPEG files (with their
+``<file>.meta.toml`` sidecars) are converted
 by :mod:`.converters` (docs/formats.md); files with other extensions, and those whose
 converter needs the missing ``formats`` extra (:attr:`ParseResult.notes` says so), are
 listed in :attr:`ParseResult.skipped`.
@@ -40,12 +41,12 @@ from ragspine_index.marking_scan import mentions_restricted
 from ragspine_index.source_documents.folding import _norm_key
 from ragspine_index.source_documents.sensitivity import _LEVEL_WORDS, _sensitivity_like
 
-from ragspine_index.converters import ConvertedFiles
+from ragspine_index.converters import SIDECAR_SUFFIX, ConvertedFiles
 from ragspine_index.converters.files import sidecar_claims
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.sources.walk import _library_files, _read
 from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
-from ragspine_index.source_documents.metadata import _doc_id_words
+from ragspine_index.source_documents.metadata import _doc_id_words, default_doc_ids
 from ragspine_index.source_documents.model import ParseResult, SourceDocument
 from ragspine_index.source_documents.text_files import DOCUMENT_SUFFIXES, parse_document
 
@@ -117,6 +118,10 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
     converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
     claims = sidecar_claims([entry.rel for entry in entries], frozenset(by_rel))
+    # files that would share a default doc_id (x.docx, x.pdf in one folder) get their suffix
+    defaults = default_doc_ids(rel for rel in by_rel if Path(rel).suffix.lower() in DOCUMENT_SUFFIXES
+                               or (converted.handles(rel) and not rel.lower().endswith(SIDECAR_SUFFIX)))
+    converted.default_ids = defaults
     for entry in entries:
         shown = printable_path(entry.rel)
         if entry.problem:
@@ -157,7 +162,7 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
             if suffix == JSONL_SUFFIX:
                 items = parse_jsonl(data, entry.rel, lib, floor)
             else:
-                result = parse_document(data, entry.rel, lib, floor)
+                result = parse_document(data, entry.rel, lib, floor, doc_id_default=defaults.get(entry.rel))
                 items = [result] if isinstance(result, SourceDocument) else list(result)
             if any(isinstance(item, DocumentError) for item in items) and _may_be_marked(data):
                 items = [_redacted(item) if isinstance(item, DocumentError) else item for item in items]

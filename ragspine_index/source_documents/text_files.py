@@ -9,7 +9,7 @@ from ragspine_core.errors import DocumentError
 
 from ragspine_index.chunking import find_sections, markdown_heading
 from ragspine_index.sources.paths import printable_path
-from ragspine_index.source_documents.encoding import _BOM, _check_bytes
+from ragspine_index.source_documents.encoding import decode_text
 from ragspine_index.source_documents.front_matter import _split_front_matter
 from ragspine_index.source_documents.metadata import _make_document, default_doc_id
 from ragspine_index.source_documents.model import SourceDocument
@@ -20,15 +20,17 @@ MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 def parse_document(data: bytes, rel_path: str, library_id: str,
-                   folder_sensitivity: str | None = None) -> SourceDocument | list[DocumentError]:
+                   folder_sensitivity: str | None = None, *,
+                   doc_id_default: str | None = None) -> SourceDocument | list[DocumentError]:
     """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX;
     ``folder_sensitivity``: the ``[defaults]`` sensitivity of its folder, see
-    :func:`.metadata._make_document`)."""
+    :func:`.metadata._make_document`); ``doc_id_default`` is the ``doc_id`` when front
+    matter sets none (default: from the path)."""
     shown = printable_path(rel_path)
-    problem = _check_bytes(data, shown)
-    if problem is not None:
-        return [problem]
-    text = data.decode("utf-8").removeprefix(_BOM).replace("\r\n", "\n")
+    decoded = decode_text(data, shown)
+    if isinstance(decoded, DocumentError):
+        return [decoded]
+    text = decoded.replace("\r\n", "\n")
     if not text.strip():
         hint = "add text or delete the file"
         return [DocumentError(shown, "the file contains only whitespace", field="body", hint=hint)]
@@ -56,7 +58,7 @@ def parse_document(data: bytes, rel_path: str, library_id: str,
         library_id=library_id,
         source_path=shown,
         error_path=shown,
-        default_doc_id=default_doc_id(rel_path),
+        default_doc_id=doc_id_default or default_doc_id(rel_path),
         default_title=title or Path(shown).stem,
         marking_lines=marking_lines,
         folder_sensitivity=folder_sensitivity,

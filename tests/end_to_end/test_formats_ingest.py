@@ -33,7 +33,7 @@ def ingested(tmp_path_factory):
     ids = write_library(raw)
     broken = write_broken(raw)
     proc = ragspine("ingest", raw, "--embedding", "none", cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # published; broken files listed (exit 1)
     return {"root": root, "raw": raw, "ids": ids, "broken": broken, "out": proc.stdout + proc.stderr,
             "art": root / "data" / "artifacts" / "northwind"}
 

@@ -83,7 +83,7 @@ def encrypted_pdf() -> bytes:
 
     reader = pypdf.PdfReader(BytesIO(writers.write_pdf(REPORT)))
     writer = pypdf.PdfWriter(clone_from=reader)
-    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    writer.encrypt(user_password="user-secret", owner_password="owner", algorithm="RC4-128")
     out = BytesIO()
     writer.write(out)
     return out.getvalue()
@@ -109,7 +109,7 @@ def write_broken(root: Path) -> dict[str, str]:
     broken = {
         "broken/truncated.pdf": (good_pdf[: len(good_pdf) // 3], "PDF"),
         "broken/encrypted.pdf": (encrypted_pdf(), "encrypted"),
-        "broken/scanned.pdf": (image_only_pdf(), "OCR is not available"),
+        "broken/scanned.pdf": (image_only_pdf(), "no extractable text"),  # with or without OCR: no image
         "broken/bomb.docx": (zip_bomb(), "zip bomb"),
         "broken/truncated.docx": (docx[: len(docx) // 2], "DOCX"),
         "broken/not-a-deck.pptx": (b"this is not a zip package", "PPTX"),

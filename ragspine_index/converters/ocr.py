@@ -1,0 +1,102 @@
+"""OCR with Tesseract (Apache-2.0; Debian's ``tesseract-ocr`` with its ``eng`` and
+``chi-sim`` data), run as a subprocess: a thin wrapper, as ``pytesseract`` is.
+
+Used for the pages of a PDF that have no text layer but images (scanned pages) and for
+image files (``.png``, ``.jpg``, ``.jpeg``). Each call gets the time left of the file's
+budget as its timeout and a CPU-time limit, inherits the converter process's address-space
+limit (:mod:`.isolation`), and runs single-threaded (``OMP_THREAD_LIMIT=1``) so a build
+shares the machine. The languages are English plus Simplified Chinese when that data is
+installed (``RAGSPINE_OCR_LANGS`` overrides, e.g. ``eng+fra``). Without the ``tesseract``
+program a scanned PDF is an error that says OCR is not available and image files are
+listed as skipped with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+from ragspine_index.converters.converted import ConversionError, Deadline
+
+#: What to run to install the engine (docs/formats.md).
+INSTALL_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
+#: Images above this many pixels are refused (a decompression bomb, or a poster).
+MAX_PIXELS = 80_000_000
+_PREFERRED = ("eng", "chi_sim")
+
+
+@lru_cache(maxsize=1)
+def engine() -> tuple[str, str, str] | None:
+    """``(program, version, languages)`` of the installed Tesseract, ``None`` when absent."""
+    program = shutil.which("tesseract")
+    if program is None:
+        return None
+    try:
+        version = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30)
+        listed = subprocess.run([program, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = (version.stdout + version.stderr).split()
+    number = words[1] if len(words) > 1 and words[0] == "tesseract" else "?"
+    have = {line.strip() for line in listed.stdout.splitlines()[1:] if line.strip()}
+    wanted = os.environ.get("RAGSPINE_OCR_LANGS", "").strip()
+    langs = wanted or "+".join(lang for lang in _PREFERRED if lang in have)
+    if not langs:
+        return None
+    return program, number, langs
+
+
+def available() -> bool:
+    return engine() is not None
+
+
+def lineage() -> str:
+    found = engine()
+    return f"tesseract {found[1]} ({found[2]})" if found else "tesseract"
+
+
+def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
+    """The text Tesseract reads in ``image`` (PNG/JPEG/TIFF bytes)."""
+    found = engine()
+    if found is None:
+        raise ConversionError(f"{what} needs OCR, and OCR is not available (no tesseract program)",
+                              f"install it ({INSTALL_HINT}), or index a copy with a text layer", field="ocr")
+    program, _, langs = found
+    seconds = max(1.0, deadline.left())
+
+    def limit_cpu() -> None:  # pragma: no cover - runs in the child between fork and exec
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (int(seconds) + 1, int(seconds) + 2))
+
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    try:
+        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", "3"], input=image,
+                              capture_output=True, timeout=seconds, env=env, preexec_fn=limit_cpu)
+    except subprocess.TimeoutExpired as exc:
+        raise ConversionError(f"OCR of {what} took longer than the time left ({seconds:.0f} s)",
+                              "split the file, or raise the limit (RAGSPINE_CONVERT_SECONDS)", field="limits") from exc
+    except OSError as exc:
+        raise ConversionError(f"OCR of {what} could not run ({type(exc).__name__})",
+                              f"check the tesseract installation ({INSTALL_HINT})", field="ocr") from exc
+    if proc.returncode != 0:
+        raise ConversionError(f"OCR of {what} failed (tesseract exit {proc.returncode}; an unreadable image?)",
+                              "re-scan or re-export the image as PNG", field="ocr")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def png_of(image) -> bytes:
+    """A PIL image as PNG bytes (refused past :data:`MAX_PIXELS`)."""
+    from io import BytesIO
+
+    width, height = image.size
+    if width * height > MAX_PIXELS:
+        raise ConversionError(f"holds an image of {width}x{height} pixels (limit {MAX_PIXELS:,} pixels)",
+                              "scale the scan down (300 dpi is plenty)", field="limits")
+    out = BytesIO()
+    if image.mode not in ("1", "L", "RGB", "RGBA", "LA", "P"):
+        image = image.convert("RGB")
+    image.save(out, "PNG")
+    return out.getvalue()

@@ -1,0 +1,262 @@
+"""``ragspine bench --documents DIR``: how the converters do on real files.
+
+Every file under ``DIR`` (recursively; names starting with ``.`` or ``_`` skipped) is
+converted as ``ragspine ingest`` converts it (in the isolated converter process, with the
+default limits), and reported per format:
+
+* files **published** (converted to text), **errored** (one located error: damaged,
+  encrypted, no text…) and **skipped** (a type RAGSpine does not read, or whose extra or
+  OCR engine is not installed);
+* **word recall** against an independent extractor (:func:`reference_text`: pdfminer.six
+  for PDF — the text layer, OCR'd pages apart —, the raw XML text runs of DOCX/PPTX/XLSX/
+  ODF packages, every HTML text node, the raw CSV/text): the share of the reference's
+  distinct words (NFKC, case-folded ``\\w+`` runs) found in the converted text; median and
+  minimum per format;
+* **pages/s** (PDF pages, slides, or one per file) over the conversion time;
+* **ligature/garble** characters: ligatures, compatibility forms and controls left in the
+  index text (:func:`~ragspine_core.text.normalize.unnormalized_count`: 0 is the bar), and
+  the reference's own count (what normalisation removed).
+
+``--json`` prints the per-file rows and the summary as JSON; the default is a Markdown
+table. Nothing is written to the library or the artifacts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html.parser
+import json
+import re
+import statistics
+import sys
+import time
+import unicodedata
+import zipfile
+from dataclasses import asdict, dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Sequence
+
+from ragspine_core.text.normalize import unnormalized_count
+
+_WORD = re.compile(r"\w+")
+_TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+
+
+@dataclass
+class FileResult:
+    path: str
+    format: str
+    status: str  # published | errored | skipped
+    seconds: float = 0.0
+    pages: int = 0
+    ocr: bool = False
+    recall: float | None = None
+    left_in_text: int = 0
+    in_reference: int = 0
+    problem: str = ""
+
+
+@dataclass
+class FormatSummary:
+    format: str
+    files: int = 0
+    published: int = 0
+    errored: int = 0
+    skipped: int = 0
+    recall_median: float | None = None
+    recall_min: float | None = None
+    recall_files: int = 0
+    pages: int = 0
+    seconds: float = 0.0
+    pages_per_s: float | None = None
+    left_in_text: int = 0
+    in_reference: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def recall(reference: str, got: str) -> float | None:
+    want = words(reference)
+    if len(want) < 5:  # too little to measure
+        return None
+    return len(want & words(got)) / len(want)
+
+
+class _AllText(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag in ("script", "style", "head", "nav", "header", "footer", "aside"):
+            self._skip += 1
+
+    def handle_endtag(self, tag) -> None:
+        if tag in ("script", "style", "head", "nav", "header", "footer", "aside"):
+            self._skip = max(0, self._skip - 1)
+
+    def handle_data(self, data) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...]) -> str:
+    from defusedxml.ElementTree import fromstring
+
+    out: list[str] = []
+    with zipfile.ZipFile(BytesIO(data)) as archive:
+        for name in sorted(archive.namelist()):
+            if any(re.fullmatch(m, name) for m in members):
+                root = fromstring(archive.read(name))
+                out.extend((el.text or "") + " " for el in root.iter() if el.tag.rsplit("}", 1)[-1] in tags)
+    return "".join(out)
+
+
+def reference_text(data: bytes, suffix: str) -> str | None:
+    """The file's text by an extractor independent of the converter (``None``: none here)."""
+    try:
+        if suffix == ".pdf":
+            from pdfminer.high_level import extract_text
+
+            return extract_text(BytesIO(data))
+        if suffix == ".docx":
+            return _xml_text(data, [r"word/document\.xml"], ("t",))
+        if suffix == ".pptx":
+            return _xml_text(data, [r"ppt/slides/slide\d+\.xml", r"ppt/notesSlides/notesSlide\d+\.xml"], ("t",))
+        if suffix == ".xlsx":
+            return _xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t", "v"))
+        if suffix in (".odt", ".ods", ".odp"):
+            return _xml_text(data, [r"content\.xml"], ("p", "h", "span", "a"))
+        if suffix in (".html", ".htm"):
+            parser = _AllText()
+            parser.feed(data.decode("utf-8", "replace"))
+            return " ".join(parser.parts)
+        if suffix in (".csv", *_TEXT_SUFFIXES):
+            return data.decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - a file the reference cannot read is measured without it
+        return None
+    return None
+
+
+def run(root: Path, *, seconds: float | None = None) -> tuple[list[FileResult], list[FormatSummary]]:
+    from ragspine_index.converters import FORMAT_BY_SUFFIX, ConversionError, ConversionLimits, convert_bytes
+    from ragspine_index.converters.isolation import ConverterProcess
+    from ragspine_index.source_documents.encoding import decode_text
+
+    limits = ConversionLimits() if seconds is None else ConversionLimits(seconds=seconds, hard_seconds=seconds * 1.5)
+    process = ConverterProcess(limits) if ConverterProcess.available() else None
+    results: list[FileResult] = []
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            if any(part.startswith((".", "_")) for part in Path(rel).parts) or rel.endswith(".meta.toml"):
+                continue
+            suffix = path.suffix.lower()
+            fmt = FORMAT_BY_SUFFIX.get(suffix)
+            name = fmt.name if fmt else (suffix.lstrip(".") or "(none)")
+            if suffix in _TEXT_SUFFIXES:
+                name = "text"
+            data = path.read_bytes()
+            if fmt is None and suffix not in _TEXT_SUFFIXES:
+                results.append(FileResult(rel, name, "skipped", problem="a type RAGSpine does not read"))
+                continue
+            if fmt is not None and fmt.missing():
+                results.append(FileResult(rel, name, "skipped", problem=f"needs {fmt.missing()}"))
+                continue
+            start = time.perf_counter()
+            regions: tuple[tuple[int, int, str], ...] = ()
+            try:
+                if fmt is None:
+                    decoded = decode_text(data, rel)
+                    if not isinstance(decoded, str):
+                        raise ConversionError(str(decoded), "")
+                    text, note = decoded, ""
+                else:
+                    converted = process.convert(data, suffix) if process else convert_bytes(data, suffix, limits)
+                    text, regions, note = converted.text, converted.regions, converted.engine_note
+            except ConversionError as exc:
+                results.append(FileResult(rel, name, "errored", time.perf_counter() - start, problem=exc.problem))
+                continue
+            elapsed = time.perf_counter() - start
+            pages = len({f.split("&")[0] for _, _, f in regions if f.startswith(("page=", "slide="))}) or 1
+            ocr = "OCR by" in note
+            ref = None if ocr else reference_text(data, suffix)
+            results.append(FileResult(rel, name + (" (OCR)" if ocr else ""), "published", elapsed, pages, ocr,
+                                      recall(ref, text) if ref is not None else None, unnormalized_count(text),
+                                      unnormalized_count(ref) if ref else 0))
+    finally:
+        if process is not None:
+            process.close()
+    return results, summarize(results)
+
+
+def summarize(results: list[FileResult]) -> list[FormatSummary]:
+    by: dict[str, FormatSummary] = {}
+    for r in results:
+        s = by.setdefault(r.format, FormatSummary(r.format))
+        s.files += 1
+        setattr(s, r.status, getattr(s, r.status) + 1)
+        s.pages += r.pages
+        s.seconds += r.seconds
+        s.left_in_text += r.left_in_text
+        s.in_reference += r.in_reference
+        if r.problem and len(s.problems) < 5:
+            s.problems.append(f"{r.path}: {r.problem}")
+    for s in by.values():
+        values = [r.recall for r in results if r.format == s.format and r.recall is not None]
+        if values:
+            s.recall_median, s.recall_min, s.recall_files = statistics.median(values), min(values), len(values)
+        if s.seconds > 0 and s.published:
+            s.pages_per_s = s.pages / s.seconds
+    return [by[k] for k in sorted(by)]
+
+
+def markdown(summary: list[FormatSummary], root: str) -> str:
+    def num(value: float | None, fmt: str) -> str:
+        return "–" if value is None else format(value, fmt)
+
+    lines = [f"Documents under {root}: {sum(s.files for s in summary)} files", "",
+             "| format | files | published | errored | skipped | word recall median (min, n) | pages/s "
+             "| ligature/control chars left in text | in the reference |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for s in summary:
+        rec = (f"{num(s.recall_median, '.3f')} ({num(s.recall_min, '.3f')}, {s.recall_files})"
+               if s.recall_files else "–")
+        lines.append(f"| {s.format} | {s.files} | {s.published} | {s.errored} | {s.skipped} | {rec} "
+                     f"| {num(s.pages_per_s, '.1f')} | {s.left_in_text} | {s.in_reference} |")
+    total = sum(s.files - s.skipped for s in summary)
+    published = sum(s.published for s in summary)
+    if total:
+        lines += ["", f"published {published} of {total} files of supported types ({published / total:.1%})"]
+    problems = [p for s in summary for p in s.problems]
+    if problems:
+        lines += ["", "first problems per format:"] + [f"- {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragspine bench --documents", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", required=True, metavar="DIR", help="a folder of real files (recursive)")
+    parser.add_argument("--json", action="store_true", help="print per-file rows and the summary as JSON")
+    parser.add_argument("--seconds", type=float, default=None, help="per-file conversion budget (default 120)")
+    args = parser.parse_args(argv)
+    root = Path(args.documents)
+    if not root.is_dir():
+        print(f"error: {root} is not a folder; pass a folder of documents", file=sys.stderr)
+        return 2
+    results, summary = run(root, seconds=args.seconds)
+    if args.json:
+        print(json.dumps({"files": [asdict(r) for r in results], "formats": [asdict(s) for s in summary]},
+                         ensure_ascii=False, indent=1))
+    else:
+        print(markdown(summary, str(root)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

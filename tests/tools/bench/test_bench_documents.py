@@ -1,0 +1,44 @@
+"""``ragspine bench --documents DIR`` (issue 38): per-format counts, word recall against an
+independent extractor, ligature counts, on files generated here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+pytest.importorskip("pypdf", reason="the 'formats' extra")
+pytest.importorskip("pdfminer", reason="the 'formats' extra")
+pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
+
+from ragspine_index.converters import writers  # noqa: E402
+from tests.conftest import PYTHON, python_env  # noqa: E402
+from tests.index.test_documents_as_users_have_them import ligature_pdf  # noqa: E402
+
+
+def test_bench_documents_reports_each_format(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "lig.pdf").write_bytes(ligature_pdf([["The re\ufb01nery ran at full capacity all quarter.",
+                                                  "Crude \ufb02ow was steady and the margins held."]]))
+    (docs / "sub" / "memo.docx").write_bytes(writers.write_docx("# Memo\n\nThe crane order was signed in May "
+                                                                "by the harbour board.\n"))
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj")
+    (docs / "notes.bin").write_bytes(b"\x00\x01")
+    (docs / "_hidden.pdf").write_bytes(b"ignored")
+    proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "bench", "--documents", str(docs), "--json"],
+                          capture_output=True, text=True, timeout=300, env=python_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    files = {f["path"]: f for f in report["files"]}
+    assert set(files) == {"lig.pdf", "sub/memo.docx", "broken.pdf", "notes.bin"}
+    assert files["lig.pdf"]["status"] == "published" and files["lig.pdf"]["recall"] >= 0.9
+    assert files["lig.pdf"]["left_in_text"] == 0 and files["lig.pdf"]["in_reference"] >= 2  # ﬁ and ﬂ normalised
+    assert files["sub/memo.docx"]["recall"] == 1.0
+    assert files["broken.pdf"]["status"] == "errored" and files["notes.bin"]["status"] == "skipped"
+    pdf = next(s for s in report["formats"] if s["format"] == "pdf")
+    assert (pdf["files"], pdf["published"], pdf["errored"]) == (2, 1, 1) and pdf["pages_per_s"] > 0
+    table = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "bench", "--documents", str(docs)],
+                           capture_output=True, text=True, timeout=300, env=python_env())
+    assert "| pdf | 2 | 1 | 1 | 0 |" in table.stdout and "published 2 of 3 files of supported types" in table.stdout
