@@ -7,7 +7,6 @@ the terminal: the caller gets an :class:`IngestSummary` to print.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,26 +19,19 @@ from ragspine_core.settings import Settings
 
 from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
-from ragspine_index.artifacts import pid_alive, validate_library_id
+from ragspine_index.artifacts import validate_library_id
 from ragspine_assets.instance_config import write_default_instance_config
 from ragspine_assets.io_manager import StepOutputIOManager
 from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_assets.progress import wants_terminal_progress
 from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
+from ragspine_assets.runs import fail_dead_runs, in_flight_runs, ingest_run_tags
 
-#: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
-#: run whose process was killed (it stays STARTED forever) from one still running.
-TAG_LAUNCHER = "ragspine/launcher"
-LAUNCHER_INGEST = "ragspine-ingest"
-TAG_HOST = "ragspine/host"
-TAG_PID = "ragspine/pid"
-TAG_PROCESS_START = "ragspine/process_start"  # start time of that pid (detects pid reuse)
 #: Dagster's console logger prints every event at DEBUG; the terminal gets nothing below
 #: this level (the event log keeps everything).
 CONSOLE_LOG_LEVEL = "CRITICAL"
 #: At most this many parse problems are listed in the summary (all are in the run's metadata).
 MAX_LISTED_ERRORS = 20
-_UNFINISHED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,56 +162,6 @@ def locate_library(raw_dir: str | os.PathLike, data_root: str | os.PathLike | No
     return LibraryLocation(library_id, folder, folder.parent.parent)
 
 
-def _process_start(pid: int) -> str:
-    """The start time of process ``pid`` (clock ticks since boot, Linux), or "" if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()[19]
-    except (OSError, ValueError, IndexError):
-        return ""
-
-
-def ingest_run_tags() -> dict[str, str]:
-    """Tags naming the process that runs an ingest (see :func:`fail_dead_ingest_runs`)."""
-    pid = os.getpid()
-    return {TAG_LAUNCHER: LAUNCHER_INGEST, TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
-            TAG_PROCESS_START: _process_start(pid)}
-
-
-def _ingest_process_alive(tags: dict[str, str]) -> bool | None:
-    """Whether the process that ran a ``ragspine ingest`` run still exists; None when this
-    machine cannot tell (another host, or no pid recorded)."""
-    pid = tags.get(TAG_PID, "")
-    if tags.get(TAG_HOST) != socket.gethostname() or not pid.isdigit():
-        return None
-    if not pid_alive(int(pid)):
-        return False
-    started, now = tags.get(TAG_PROCESS_START, ""), _process_start(int(pid))
-    return not (started and now and started != now)  # a different process got the pid
-
-
-def fail_dead_ingest_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark failed every unfinished ``ragspine ingest`` run on ``instance`` whose process died.
-
-    A run killed with SIGKILL (or by the OOM killer, or a lost machine) never records its
-    end, so Dagster shows it STARTED forever. Dagster's run monitoring does this for runs
-    the daemon launched; in-process ``ragspine ingest`` runs are checked here instead, by
-    the pid recorded in their tags (only runs started on this host; a live one is left
-    alone). Returns the run ids marked failed.
-    """
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=list(_UNFINISHED), tags={TAG_LAUNCHER: LAUNCHER_INGEST}))
-    failed = []
-    for run in runs:
-        if _ingest_process_alive(dict(run.tags)) is not False:
-            continue
-        instance.report_run_failed(
-            run,
-            f"The process that ran this run (ragspine ingest, pid {run.tags.get(TAG_PID)} on {run.tags.get(TAG_HOST)}) "
-            f"is gone: it was killed before the run finished. Marked failed by a later ragspine ingest "
-            f"(pid {os.getpid()}). Nothing of it was published unless its index_manifest step succeeded.",
-        )
-        failed.append(run.run_id)
-    return failed
 
 
 #: The default English model's tokenizer ships only in a package whose metadata pulls torch,
@@ -285,10 +227,8 @@ def ingest_library(
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
     from ragspine_index.locks import ConcurrentIngestError, library_run_lock, release_library
-    from ragspine_assets.runs import fail_dead_runs, in_flight_runs
 
-    dead = fail_dead_ingest_runs(instance)
-    dead += [r for r in fail_dead_runs(instance, [library_id], strict_host=True) if r not in dead]
+    dead = fail_dead_runs(instance, [library_id], strict_host=True)
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, [library_id])
     try:
         # one writer per library for the whole run (indexing/locks.py)

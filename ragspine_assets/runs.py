@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from pathlib import Path
 
@@ -30,6 +31,16 @@ import dagster as dg
 from ragspine_index.artifacts import pid_alive
 
 TAG_PARTITION = "dagster/partition"
+#: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
+#: run whose process was killed (it stays STARTED forever) from one still running.
+TAG_LAUNCHER = "ragspine/launcher"
+LAUNCHER_INGEST = "ragspine-ingest"
+TAG_HOST = "ragspine/host"
+TAG_PID = "ragspine/pid"
+TAG_PROCESS_START = "ragspine/process_start"  # start time of that pid (detects pid reuse)
+#: The machine a run's steps executed on (set by the first step; a run on another machine
+#: is never judged dead here).
+TAG_RUN_HOST = "ragspine/run_host"
 TAG_FINGERPRINT = "ragspine/fingerprint"
 UNFINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
@@ -85,6 +96,34 @@ def _local_launcher(instance: dg.DagsterInstance) -> bool:
         return False
 
 
+def _process_start(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, Linux), or "" if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def ingest_run_tags() -> dict[str, str]:
+    """Tags naming the process that runs an ingest (see :func:`fail_dead_runs`)."""
+    pid = os.getpid()
+    return {TAG_LAUNCHER: LAUNCHER_INGEST, TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
+            TAG_PROCESS_START: _process_start(pid)}
+
+
+def ingest_process_alive(tags: dict[str, str]) -> bool | None:
+    """Whether the process that ran a ``ragspine ingest`` run still exists; None when this
+    machine cannot tell (another host, or no pid recorded)."""
+    pid = tags.get(TAG_PID, "")
+    if tags.get(TAG_HOST) != socket.gethostname() or not pid.isdigit():
+        return None
+    if not pid_alive(int(pid)):
+        return False
+    started, now = tags.get(TAG_PROCESS_START, ""), _process_start(int(pid))
+    return not (started and now and started != now)  # a different process got the pid
+
+
 def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local: bool | None = None,
                       strict_host: bool = False) -> bool | None:
     """Whether the process executing ``run`` still exists; None when this machine cannot tell.
@@ -94,13 +133,8 @@ def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local
     another machine than the code server that launches the instance's runs; the sensor
     runs in that code server, beside the run workers of the default launcher).
     """
-    import socket
-
-    from ragspine_assets.assets._util import TAG_RUN_HOST
-    from ragspine_assets.ingest import TAG_PID, _ingest_process_alive
-
     if run.tags.get(TAG_PID):
-        return _ingest_process_alive(dict(run.tags))
+        return ingest_process_alive(dict(run.tags))
     if not (_local_launcher(instance) if local is None else local):
         return None
     host = run.tags.get(TAG_RUN_HOST)
@@ -119,22 +153,37 @@ def run_process_alive(instance: dg.DagsterInstance, run: dg.DagsterRun, *, local
 
 def fail_dead_runs(instance: dg.DagsterInstance, libraries: list[str] | None = None, *,
                    local: bool | None = None, strict_host: bool = False) -> list[str]:
-    """Mark failed every STARTED/STARTING run (of ``libraries``, default all) whose process
-    is gone (see the module docstring and :func:`run_process_alive`). Returns the run ids
-    marked failed."""
+    """Mark failed every run whose process is gone (see the module docstring): a
+    STARTED/STARTING run of ``libraries`` (default all) judged by :func:`run_process_alive`,
+    and an unfinished ``ragspine ingest`` run of any library whose recorded process died
+    (:func:`ingest_process_alive`; only runs started on this host). Returns the run ids
+    marked failed. The one run monitor of the code location: the sensor and ``ragspine
+    ingest`` both call it."""
     statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses))
+    runs = list(instance.get_runs(filters=dg.RunsFilter(statuses=statuses)))
+    seen = {run.run_id for run in runs}
+    runs += [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.NOT_STARTED],
+                                                                    tags={TAG_LAUNCHER: LAUNCHER_INGEST}))
+             if run.run_id not in seen]
     wanted = None if libraries is None else set(libraries)
     failed = []
     for run in runs:
-        if wanted is not None and run.tags.get(TAG_PARTITION) not in wanted:
-            continue
-        if run_process_alive(instance, run, local=local, strict_host=strict_host) is not False:
-            continue
+        by_ingest = run.tags.get(TAG_LAUNCHER) == LAUNCHER_INGEST
+        if by_ingest:
+            if ingest_process_alive(dict(run.tags)) is not False:
+                continue
+            why = (f"The process that ran this run (ragspine ingest, pid {run.tags.get(TAG_PID)} on "
+                   f"{run.tags.get(TAG_HOST)}) is gone: it was killed before the run finished.")
+        else:
+            if wanted is not None and run.tags.get(TAG_PARTITION) not in wanted:
+                continue
+            if run_process_alive(instance, run, local=local, strict_host=strict_host) is not False:
+                continue
+            why = ("The process that executed this run is gone (killed before the run finished, e.g. dagster dev "
+                   "stopped with the run in flight).")
         instance.report_run_failed(
-            run, f"The process that executed this run is gone (killed before the run finished, e.g. dagster dev "
-                 f"stopped with the run in flight). Marked failed at {time.strftime('%Y-%m-%d %H:%M:%S')} by pid "
-                 f"{os.getpid()}. Nothing of it was published unless its index_manifest step succeeded.")
+            run, f"{why} Marked failed at {time.strftime('%Y-%m-%d %H:%M:%S')} by pid {os.getpid()}. "
+                 "Nothing of it was published unless its index_manifest step succeeded.")
         failed.append(run.run_id)
     return failed
 

@@ -22,6 +22,7 @@ from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
 from ragspine_query.pipeline.trace import current_tracer, tracing
 from ragspine_core.records import Hit, Snippet, to_snippet
 from ragspine_core.settings import Settings
+from ragspine_query.backends import backend_for_library
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
 
@@ -273,44 +274,3 @@ def build_narrative_retriever(
     return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
                                                   glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
                                                   postprocessors=extra_post), retry_without_filters=intelligence.relax_filters)
-
-
-def backend_for_library(library: Any, mode: str, spec: str | None = None, *, strict: bool = False,
-                        settings: Settings | None = None) -> Any | None:
-    """The embedding backend that matches ``library``'s index, or None for BM25 only.
-
-    ``settings`` (default :meth:`Settings.from_env`, read here only when not given; an edge
-    such as :func:`build_narrative_retriever` passes its own) complete the backend's spec
-    (model folder, endpoint, key, e5 engine). ``spec`` (default: ``settings.embedding``,
-    i.e. ``RAGSPINE_EMBEDDING``, else ``auto``): ``none`` disables the dense
-    channel; ``auto`` re-creates the backend recorded in the manifest when its extra is
-    installed and silently falls back to BM25 when it is not (``strict=True``: raises
-    the ImportError/MissingExtraError instead, for a caller that reports it).
-    """
-    from ragspine_query.retriever import LEXICAL_MODES, normalize_mode
-
-    if normalize_mode(mode) in LEXICAL_MODES:
-        return None
-    emb = library.manifest.get("embedding")
-    if not emb:
-        return None
-    settings = settings or Settings.from_env()
-    spec = (spec or settings.embedding or "auto").lower()
-    if spec == "none":
-        return None
-    from dataclasses import replace
-
-    from ragspine_core.dense.embedding import EmbeddingSpec, shared_embedding_backend
-    from ragspine_core.runtime.threads import query_threads
-
-    backend_spec = emb.get("backend", spec)
-    try:
-        resolved = EmbeddingSpec.from_settings(settings, backend=backend_spec)
-        if emb.get("model_dir"):
-            resolved = replace(resolved, model_dir=emb["model_dir"])
-        # a query-time backend: its native pools pinned (ragspine_core.runtime.threads)
-        return shared_embedding_backend(resolved, threads=query_threads(settings=settings))
-    except ImportError:
-        if spec == "auto" and normalize_mode(mode) == "auto" and not strict:
-            return None
-        raise

@@ -279,8 +279,6 @@ class RelevanceGrader:
         return normed[0].normalized, {s.signal: s.normalized for s in normed}
 
     def __call__(self, query: str, hits: Sequence[Any], config: Any, *, filters: Any = None) -> tuple[Any, list[Any]]:
-        from ragspine_query.corrective import Grade
-
         if not hits:
             return Grade("incorrect", 0.0, 0, "nothing retrieved"), []
         scores = self.library_scores(query, filters)
@@ -295,5 +293,15 @@ class RelevanceGrader:
         return Grade(grade, float(conf), len(kept), how), kept
 
 
-__all__ = ["CALIBRATIONS", "CONFIDENCE_GRADES", "Calibration", "Confidence", "GRADE_TO_CONFIDENCE", "RelevanceGrader", "calibration_for",
+@dataclass(frozen=True, slots=True)
+class Grade:
+    grade: str
+    confidence: float
+    kept: int
+    how: str
+
+    def describe(self) -> str:
+        return f"{self.grade} (confidence {self.confidence:.2f}, {self.kept} kept, {self.how})"
+
+__all__ = ["CALIBRATIONS", "CONFIDENCE_GRADES", "Calibration", "Confidence", "GRADE_TO_CONFIDENCE", "Grade", "RelevanceGrader", "calibration_for",
            "default_tier", "relevance_features"]

@@ -20,7 +20,6 @@ from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.pipeline.stages import QueryPipeline, stages_of
 
 T = TypeVar("T")
 
@@ -121,25 +120,4 @@ def invalidate_library(cache: ScopedCache, library_id: str) -> int:
     return cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))
 
 
-class CachedPipeline(QueryPipeline):
-    """``pipeline``'s stage list with its whole runs cached by scope + normalised query +
-    arguments (a pipeline that is not a :class:`QueryPipeline` runs as one stage).
-
-    The cache is a property of the pipeline (:class:`QueryPipeline` ``cache``), not a
-    wrapper around it: :func:`~ragspine_query.intelligence.build_query_pipeline` sets it
-    directly. A cached result is returned as a fresh :class:`SearchResult` (same hits,
-    same refusal); with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
-    """
-
-    def __init__(self, pipeline: Any, cache: ScopedCache, *, variant: str = "") -> None:
-        self.pipeline = pipeline
-        source, stages = stages_of(pipeline)
-        self._init_from(source, stages, cache=cache, variant=variant)
-        if source is None:  # the scope of whatever the pipeline searches
-            self.scope = scope_of(pipeline)
-
-    def key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
-        return self.cache_key(query, filters, top_k, include_restricted)
-
-
-__all__ = ["CachedPipeline", "ScopedCache", "invalidate_library", "library_prefix", "scope_of"]
+__all__ = ["ScopedCache", "invalidate_library", "library_prefix", "scope_of"]

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ragspine_query.assessment import Confidence, Grade, default_tier
 from ragspine_query.score_normalization import normalize_score
 from ragspine_core.errors import ConfigError
 from ragspine_core.gate import Refusal
@@ -79,17 +80,6 @@ def default_crag_config() -> CRAGConfig:
 def dynamic_crag_config() -> CRAGConfig:
     """RRF-scale scores (the seed's ``DynamicCRAGConfig``): channel agreement, relative floor 0.25."""
     return CRAGConfig(floor=0.25, dynamic=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Grade:
-    grade: str
-    confidence: float
-    kept: int
-    how: str
-
-    def describe(self) -> str:
-        return f"{self.grade} (confidence {self.confidence:.2f}, {self.kept} kept, {self.how})"
 
 
 def _channels(hits: list[Hit]) -> list[str]:
@@ -253,7 +243,6 @@ class CorrectiveStage(Stage):
         if rewritten is not None:
             acts.append(("rewrite", rewritten, kept if dropped else filters, not dropped, note))
         if len(acts) < self.config.max_rounds:
-            from ragspine_query.assessment import default_tier
 
             tier = first.tier
             if tier is not None and tier != default_tier(self.source):  # an adaptive tier restricted the channels
@@ -277,7 +266,6 @@ class CorrectiveStage(Stage):
 
     @staticmethod
     def _annotate(out: QueryState, chosen: QueryState, grade: Grade) -> QueryState:
-        from ragspine_query.assessment import Confidence
 
         for name in ("tier", "applied_filters"):  # what the chosen run says (SearchResult.carry: not None)
             value = getattr(chosen, name)
@@ -289,7 +277,6 @@ class CorrectiveStage(Stage):
         return out
 
     def __call__(self, state: QueryState) -> QueryState:
-        from ragspine_query.assessment import Confidence
 
         tracer = current_tracer()
         query, filters = state.query, state.caller_filters

@@ -21,7 +21,7 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -44,12 +44,9 @@ from ragspine_core.text.language import LanguageProfile, query_language
 from ragspine_core.runtime.kernels import query_kernels
 from ragspine_core.runtime.threads import pin_query_threads
 from ragspine_core.settings import Settings
+from ragspine_query.backends import backend_for_library
+from ragspine_query.modes import LEXICAL_MODES, normalize_mode
 
-RetrievalMode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph"]
-#: ``graph``: the default's channels fused as the default fuses them (the language-aware
-#: plan), then that ranking and the relation-graph PPR channel's fused by weighted RRF
-RETRIEVAL_MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
-LEXICAL_MODES = frozenset({"bm25", "lexical", "economy"})
 #: Channels fused *after* the language-aware plan of the others: the plan fuses the default's
 #: channels into one ranking, then weighted RRF fuses that ranking (weight 1) with these
 #: channels' (``GraphChannelConfig.stage_weight``, RRF k ``stage_rrf_k`` unless
@@ -70,13 +67,6 @@ def check_top_k(top_k: Any) -> int:
     if value < 0:
         raise ConfigError(f"top_k must be a whole number >= 0, got {top_k!r}; e.g. --top-k 5")
     return value
-
-
-def normalize_mode(mode: str | None) -> str:
-    m = (mode or "auto").strip().lower()
-    if m not in RETRIEVAL_MODES:
-        raise ConfigError(f"unknown retrieval mode {mode!r}; allowed: {', '.join(RETRIEVAL_MODES)}")
-    return m
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +141,6 @@ def _default_backend(library: Library, mode: str, settings: Settings | None) -> 
     when its extra is missing and ``mode`` is ``auto``. ``settings`` complete the
     backend's spec; None: :meth:`Settings.from_env`, read here only when a backend is
     needed (the notebook entry point ``HybridRetriever(lib)`` given no settings)."""
-    from ragspine_query.agent_api import backend_for_library
-
     if library.embedding_model_id is None or mode in LEXICAL_MODES:
         return None
     if settings is None:

@@ -11,6 +11,7 @@ import dagster as dg
 from ragspine_core.dense.ann import AnnConfig
 from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for the assets)
 
+from ragspine_assets.runs import TAG_RUN_HOST, UNFINISHED
 from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
 from ragspine_index.locks import claim_library, release_library
@@ -130,7 +131,6 @@ def step_context(context: ExecutionContext, ragspine: "RagspineConfig", *, llm: 
 def _run_unfinished(context: ExecutionContext):
     """``run_id -> True (unfinished) / False (finished) / None (unknown)`` on the run's instance,
     for :func:`~ragspine_index.locks.claim_library` (one writer per library on every path)."""
-    from ragspine_assets.runs import UNFINISHED
 
     def unfinished(run_id: str) -> bool | None:
         try:
@@ -168,7 +168,6 @@ def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
 
 #: Run tag: the machine the run's steps execute on (``ragspine_assets.runs`` judges only
 #: runs of its own machine when it looks for killed ones).
-TAG_RUN_HOST = "ragspine/run_host"
 
 
 def _tag_run_host(context: ExecutionContext) -> None:

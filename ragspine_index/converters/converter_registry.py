@@ -4,11 +4,30 @@ and the module it needs, and :func:`convert_bytes`, which converts one file by i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from pathlib import PurePosixPath
 from importlib import import_module
 from typing import Callable
 
 from ragspine_index.converters import csv, docx, eml, epub, html, image, msg, ocr, odf, pdf, pptx, rtf, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
+
+
+def read_attachment(name: str, payload: bytes, number: int, limits: ConversionLimits) -> Converted | None:
+    """An attachment's text when its suffix is one a converter reads (``.txt``/``.md`` as
+    text; not a nested message), ``None`` when it is not read; a damaged one raises
+    ConversionError naming it by number and suffix (never by name: it may be RESTRICTED)."""
+    suffix = PurePosixPath(name).suffix.lower()
+    readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix not in (".eml", ".msg")
+                                             and FORMAT_BY_SUFFIX[suffix].available())
+    if not readable or not payload:
+        return None
+    try:
+        return eml.text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
+    except ConversionError as exc:
+        raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
+                              exc.hint, field=exc.field) from exc
+
 
 FORMATS_EXTRA = "formats"
 
@@ -76,8 +95,8 @@ FORMATS: tuple[Format, ...] = (
     Format("ods", (".ods",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_ods),
     Format("odp", (".odp",), odf.VERSION, odf.EXTRA_MODULE, odf.convert_odp),
     Format("rtf", (".rtf",), rtf.VERSION, rtf.EXTRA_MODULE, rtf.convert_rtf),
-    Format("eml", (".eml",), eml.VERSION, eml.EXTRA_MODULE, eml.convert_eml),
-    Format("msg", (".msg",), msg.VERSION, msg.EXTRA_MODULE, msg.convert_msg),
+    Format("eml", (".eml",), eml.VERSION, eml.EXTRA_MODULE, partial(eml.convert_eml, read_attachment=read_attachment)),
+    Format("msg", (".msg",), msg.VERSION, msg.EXTRA_MODULE, partial(msg.convert_msg, read_attachment=read_attachment)),
     Format("epub", (".epub",), epub.VERSION, epub.EXTRA_MODULE, epub.convert_epub),
     Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
            engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),

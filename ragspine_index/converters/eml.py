@@ -19,7 +19,8 @@ from __future__ import annotations
 import email
 import email.policy
 from email.message import EmailMessage
-from pathlib import PurePosixPath
+
+from typing import Callable
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, TextBuilder, clean_line
 
@@ -30,9 +31,14 @@ _PROPERTY_HEADERS = ("subject", "keywords", "sensitivity", "msip_labels", "x-cla
                      "classification")
 #: How many attachments are read at most (a mail bomb is one located error).
 MAX_ATTACHMENTS = 200
+#: ``(name, payload, part number, limits) -> Converted | None``: reads one attachment by its
+#: suffix. The format registry hands its own (``converter_registry.read_attachment``), so a
+#: container's converter needs no import of the registry that lists it.
+AttachmentReader = Callable[[str, bytes, int, ConversionLimits], "Converted | None"]
 
 
-def convert_eml(data: bytes, limits: ConversionLimits) -> Converted:
+def convert_eml(data: bytes, limits: ConversionLimits, *,
+                read_attachment: AttachmentReader) -> Converted:
     try:
         message = email.message_from_bytes(data, policy=email.policy.default)
     except Exception as exc:  # noqa: BLE001 - the parser is lenient; anything it raises is a damaged file
@@ -70,24 +76,6 @@ def convert_eml(data: bytes, limits: ConversionLimits) -> Converted:
                      title=clean_line(str(message.get("Subject") or "")), parts=tuple(parts))
 
 
-def read_attachment(name: str, payload: bytes, number: int, limits: ConversionLimits) -> Converted | None:
-    """An attachment's text when its suffix is one a converter reads (``.txt``/``.md`` as
-    text; not a nested message), ``None`` when it is not read; a damaged one raises
-    ConversionError naming it by number and suffix (never by name: it may be RESTRICTED)."""
-    from ragspine_index.converters.converter_registry import FORMAT_BY_SUFFIX, convert_bytes
-
-    suffix = PurePosixPath(name).suffix.lower()
-    readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix not in (".eml", ".msg")
-                                             and FORMAT_BY_SUFFIX[suffix].available())
-    if not readable or not payload:
-        return None
-    try:
-        return _text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
-    except ConversionError as exc:
-        raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
-                              exc.hint, field=exc.field) from exc
-
-
 def _body_text(message: EmailMessage, limits: ConversionLimits) -> str:
     from ragspine_index.converters.html import convert_html
 
@@ -107,7 +95,7 @@ def _body_text(message: EmailMessage, limits: ConversionLimits) -> str:
     return "\n".join(line.rstrip() for line in str(content).replace("\r\n", "\n").split("\n")).strip()
 
 
-def _text_part(payload: bytes, limits: ConversionLimits) -> Converted:
+def text_part(payload: bytes, limits: ConversionLimits) -> Converted:
     from ragspine_index.source_documents.encoding import decode_text
 
     text = decode_text(payload, "attachment")

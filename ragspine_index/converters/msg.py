@@ -16,7 +16,7 @@ import struct
 from io import BytesIO
 
 from ragspine_index.converters.converted import OLE_MAGIC, ConversionError, ConversionLimits, Converted, TextBuilder, clean_line
-from ragspine_index.converters.eml import MAX_ATTACHMENTS, read_attachment
+from ragspine_index.converters.eml import MAX_ATTACHMENTS, AttachmentReader
 
 VERSION = "1"
 EXTRA_MODULE = "olefile"
@@ -49,7 +49,8 @@ def _fixed(ole, header: int) -> dict[int, bytes]:
     return out
 
 
-def convert_msg(data: bytes, limits: ConversionLimits) -> Converted:
+def convert_msg(data: bytes, limits: ConversionLimits, *,
+                read_attachment: AttachmentReader) -> Converted:
     import olefile
 
     if not data.startswith(OLE_MAGIC):

@@ -45,6 +45,7 @@ from ragspine_core.records import Hit, hits_to_frame
 from ragspine_core.text.language import query_language
 from ragspine_core.text.normalize import normalize_query
 from ragspine_query.transforms.transform import in_language_of
+from ragspine_query.cache import invalidate_library, scope_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
 from ragspine_query.pipeline.trace import current_tracer, tracing
 from ragspine_query.pipeline.plugins import (  # noqa: F401 - the registries' names are re-exported from their old home
@@ -521,8 +522,6 @@ class QueryPipeline:
         self.stages: list[Stage] = list(stages)
         self.cache = cache
         self.variant = variant  # what else makes two pipelines' results differ (their configuration), for the cache key
-        from ragspine_query.cache import scope_of
-
         self.scope = scope_of(source) if source is not None else ""
 
     @classmethod
@@ -596,8 +595,6 @@ class QueryPipeline:
 
     def invalidate_library(self, library_id: str) -> int:
         """Drop every cached result of ``library_id`` (any snapshot); returns how many (0 without a cache)."""
-        from ragspine_query.cache import invalidate_library
-
         return invalidate_library(self.cache, library_id) if self.cache is not None else 0
 
 

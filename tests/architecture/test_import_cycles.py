@@ -16,6 +16,11 @@ packages, so it sees what a plain ``import`` runs and needs no import to succeed
   else at ``p`` (its ``__init__``); ``import p.q`` points at ``p.q``. Parent packages'
   ``__init__`` modules are not added (the convention of grimp/import-linter).
 
+A third graph (:func:`build_all_imports_graph`) counts every import statement of the
+project, function-level ones included (issue 39: a lazy import must not hide a cycle);
+it must have no cycle at all. A lazy import of an optional *dependency* (numba, onnx,
+fastapi…) is not an edge of these graphs, which hold the project's own modules only.
+
 A cycle is a strongly connected component of more than one module (or a module importing
 itself). Each one still in the code is listed in :data:`ALLOWED_CYCLES` with the reason it
 is there; the list can only shrink: a new cycle, or one that grows, fails with a path
@@ -147,6 +152,24 @@ def build_graphs(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES) -
     return run_graph, type_graph
 
 
+def build_all_imports_graph(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES) -> Graph:
+    """Every project import of ``packages``, wherever it stands: module level, under
+    ``TYPE_CHECKING`` and inside functions."""
+    modules: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            modules[module_name(path, root)] = path
+    graph = Graph(root, dict(modules))
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _resolve(node, name, is_package, modules):
+                    graph.add(name, target, node.lineno)
+    return graph
+
+
 def cycles(graph: Graph) -> list[frozenset[str]]:
     """Strongly connected components with a cycle (Tarjan, iterative), sorted."""
     index: dict[str, int] = {}
@@ -240,6 +263,15 @@ def graphs() -> tuple[Graph, Graph]:
     return build_graphs()
 
 
+def test_no_import_cycle_with_function_level_imports_counted():
+    """0 cycles once lazy (function-level) project imports count too (issue 39)."""
+    graph = build_all_imports_graph()
+    found = cycles(graph)
+    if found:
+        pytest.fail("import cycles through function-level imports (move what belongs elsewhere; a lazy import "
+                    "does not break a cycle):\n" + "\n".join(describe(graph, c) for c in found), pytrace=False)
+
+
 def test_the_graph_sees_the_project(graphs):
     run_graph, _ = graphs
     assert "ragspine_query.retriever" in run_graph.modules
@@ -319,6 +351,9 @@ def test_the_checker_finds_a_cycle_and_ignores_function_level_imports(tmp_path):
     text = describe(type_graph, cycles(type_graph)[0])
     assert "pkg.a -> pkg.b -> pkg.c -> pkg.a" in text
     assert "pkg/b.py:3 imports pkg.c" in text
+    # counted with function-level imports, c -> d -> c is a cycle too
+    assert frozenset({"pkg.c", "pkg.d"}) <= next(c for c in cycles(build_all_imports_graph(tmp_path, ("pkg",)))
+                                                if "pkg.d" in c)
 
 
 def test_the_allowlist_only_shrinks(tmp_path):

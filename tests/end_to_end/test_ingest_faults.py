@@ -20,7 +20,7 @@ import pytest
 dg = pytest.importorskip("dagster", reason="ingesting needs the 'pipeline' extra")
 
 from ragspine_tools.cli import main as cli_main  # noqa: E402
-from ragspine_index import parsing  # noqa: E402
+from ragspine_index.source_documents import jsonl as parsing, metadata  # noqa: E402
 from ragspine_query import limits  # noqa: E402
 from tests.conftest import RAGSPINE_ENV_VARS, REPO_ROOT  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_a_huge_json_integer_is_a_located_error_for_its_line_only():
 
 
 def test_field_size_limits_are_located_errors():
-    long_title = "t" * (parsing.MAX_METADATA_VALUE_CHARS + 1)
+    long_title = "t" * (metadata.MAX_METADATA_VALUE_CHARS + 1)
     out = parsing.parse_jsonl(json.dumps({"doc_id": "a", "title": long_title, "text": "body"}).encode(), "p.jsonl", "lib")
     assert len(out) == 1 and "'title' value has" in str(out[0]) and "p.jsonl#L1" in str(out[0])
 

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from ragspine_query.cache import CachedPipeline, ScopedCache, scope_of
+from ragspine_query.cache import ScopedCache, scope_of
+from ragspine_query.pipeline.cached import CachedPipeline
 from ragspine_core.errors import ConfigError
 
 

@@ -20,7 +20,8 @@ import dagster as dg
 import pytest
 
 from ragspine_index.pipeline import STEPS
-from ragspine_assets.ingest import TAG_LAUNCHER, locate_library
+from ragspine_assets.ingest import locate_library
+from ragspine_assets.runs import TAG_LAUNCHER
 from ragspine_core.errors import ConfigError, RagspineError
 from tests.conftest import PYTHON, ingest, python_env
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.assets._util import TAG_RUN_HOST
+from ragspine_assets.runs import TAG_RUN_HOST
 from ragspine_tools.cli import main as cli_main
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.locks import ConcurrentIngestError
