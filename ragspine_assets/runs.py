@@ -29,6 +29,7 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_index.artifacts import pid_alive
+from ragspine_index.locks import process_start
 
 TAG_PARTITION = "dagster/partition"
 #: Tags ``ragspine ingest`` puts on its runs: who runs them, so a later ingest can tell a
@@ -96,20 +97,11 @@ def _local_launcher(instance: dg.DagsterInstance) -> bool:
         return False
 
 
-def _process_start(pid: int) -> str:
-    """The start time of process ``pid`` (clock ticks since boot, Linux), or "" if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()[19]
-    except (OSError, ValueError, IndexError):
-        return ""
-
-
 def ingest_run_tags() -> dict[str, str]:
     """Tags naming the process that runs an ingest (see :func:`fail_dead_runs`)."""
     pid = os.getpid()
     return {TAG_LAUNCHER: LAUNCHER_INGEST, TAG_HOST: socket.gethostname(), TAG_PID: str(pid),
-            TAG_PROCESS_START: _process_start(pid)}
+            TAG_PROCESS_START: process_start(pid)}
 
 
 def ingest_process_alive(tags: dict[str, str]) -> bool | None:
@@ -120,7 +112,7 @@ def ingest_process_alive(tags: dict[str, str]) -> bool | None:
         return None
     if not pid_alive(int(pid)):
         return False
-    started, now = tags.get(TAG_PROCESS_START, ""), _process_start(int(pid))
+    started, now = tags.get(TAG_PROCESS_START, ""), process_start(int(pid))
     return not (started and now and started != now)  # a different process got the pid
 
 

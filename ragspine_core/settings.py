@@ -6,7 +6,7 @@ pass plain values inward — the embedding settings as one
 :class:`~ragspine_core.dense.embedding.EmbeddingSpec` (``EmbeddingSpec.from_settings``).
 ``docs/configuration.md`` holds this table, generated (``python -m ragspine_core.settings``).
 
-Three variables are read deep on purpose, each where it acts, through this table:
+Four variables are read deep on purpose, each where it acts, through this table:
 
 * ``RAGSPINE_QUERY_JIT`` (``ragspine_core.runtime.kernels``): a process-wide switch of
   the compiled query kernels, read once when the kernels are first asked for; every
@@ -15,6 +15,8 @@ Three variables are read deep on purpose, each where it acts, through this table
 * ``RAGSPINE_INGEST_WORKERS`` (``ragspine_index.workers``): the worker processes of the
   machine a step runs on, read at each call, so a step on a Dagster or Celery worker sees
   that worker's own value, not the value of the process that launched the run.
+* ``RAGSPINE_OCR_LANGS`` (``ragspine_index.converters.ocr``): the Tesseract languages
+  of the machine a converter runs on, read there like ``RAGSPINE_INGEST_WORKERS``.
 * ``DAGSTER_HOME`` (``ragspine_assets.ingest``): Dagster's own variable (where its
   instance lives), read and set as Dagster does, not a RAGSpine setting.
 
@@ -102,6 +104,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_INGEST_WORKERS", "ingest_workers", "0",
            "worker processes a large library's parsing, chunking and BM25 counting use within a step "
            "(0 = one per CPU up to 8, 1 = serial)"),
+    EnvVar("RAGSPINE_OCR_LANGS", "ocr_langs", "",
+           "Tesseract languages OCR reads with, e.g. eng+chi_sim (empty = eng and chi_sim, those of them "
+           "installed on the machine the converter runs on)"),
     EnvVar("RAGSPINE_QUERY_THREADS", "query_threads", "1",
            "threads per native pool on the query path: BLAS (process-wide, once a retriever is built) and "
            "query-time onnxruntime sessions (0 = leave the pools as they are)"),
@@ -167,6 +172,7 @@ class Settings:
     embedding_shards: int = 1  # ragspine_index.steps.embedding_shards
     ingest_workers: int = 0  # ragspine_index.workers
     query_threads: int = 1  # ragspine_core.runtime.threads
+    ocr_langs: str = ""  # ragspine_index.converters.ocr
     query_jit: str = "on"  # ragspine_core.runtime.kernels
     e5_engine: str = "auto"  # ragspine_core.dense.e5
     api_keys_file: str = ""  # ragspine_tools.serve.access

@@ -125,7 +125,9 @@ _OWNER_MUTEX = ".ingest.owner.lock"
 _MUTEX_WAIT_S = 30.0
 
 
-def _process_start(pid: int) -> str:
+def process_start(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, Linux), or "" if unknown:
+    with the pid, it names one process (a pid reused later has another start)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         return stat[stat.rindex(")") + 2:].split()[19]
@@ -152,7 +154,7 @@ def _owner_alive(owner: dict, run_unfinished) -> bool:
 
     if not pid_alive(pid):
         return False
-    started, now = str(owner.get("start", "")), _process_start(pid)
+    started, now = str(owner.get("start", "")), process_start(pid)
     return not (started and now and started != now)
 
 
@@ -203,7 +205,7 @@ def claim_library(paths: LibraryPaths, run_id: str, *, run_unfinished=None, step
         pid = os.getpid()
         tmp = path.with_name(f".{OWNER_FILE}-{pid}")
         tmp.write_text(json.dumps({"run_id": run_id, "host": socket.gethostname(), "pid": pid,
-                                   "start": _process_start(pid), "step": step}), encoding="utf-8")
+                                   "start": process_start(pid), "step": step}), encoding="utf-8")
         os.replace(tmp, path)
 
 

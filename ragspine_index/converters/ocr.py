@@ -20,6 +20,8 @@ from functools import lru_cache
 
 from ragspine_index.converters.converted import ConversionError, Deadline
 
+from ragspine_core.settings import Settings
+
 #: What to run to install the engine (docs/formats.md).
 INSTALL_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
 #: Images above this many pixels are refused (a decompression bomb, or a poster).
@@ -41,7 +43,7 @@ def engine() -> tuple[str, str, str] | None:
     words = (version.stdout + version.stderr).split()
     number = words[1] if len(words) > 1 and words[0] == "tesseract" else "?"
     have = {line.strip() for line in listed.stdout.splitlines()[1:] if line.strip()}
-    wanted = os.environ.get("RAGSPINE_OCR_LANGS", "").strip()
+    wanted = Settings.from_env().ocr_langs.strip()  # the machine the converter runs on (settings.py)
     langs = wanted or "+".join(lang for lang in _PREFERRED if lang in have)
     if not langs:
         return None

@@ -85,13 +85,13 @@ def test_readme_notebook_block_runs_as_written_and_is_hybrid(onnx_root, repo_roo
 
 def test_missing_model_extra_falls_back_to_bm25_with_one_notice(onnx_root, monkeypatch):
     from ragspine_query import HybridRetriever, open_library
-    from ragspine_query import agent_api as link, retriever
+    from ragspine_query import retriever
     from ragspine_core.errors import MissingExtraError
 
     def missing(*a, **k):
         raise MissingExtraError("the ONNX embedding backend", "embed-onnx", "onnxruntime")
 
-    monkeypatch.setattr(link, "backend_for_library", missing)
+    monkeypatch.setattr(retriever, "backend_for_library", missing)  # the name the retriever calls
     monkeypatch.setattr(retriever, "_NOTIFIED", set())
     lib = open_library(onnx_root / "data" / "artifacts" / SAMPLE_LIBRARY)
     with pytest.warns(RuntimeWarning, match=r"ragspine\[embed-onnx\]"):
