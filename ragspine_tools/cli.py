@@ -111,6 +111,12 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
+def _llm(args: argparse.Namespace) -> int:
+    from ragspine_tools.llm_serve import run_llm
+
+    return run_llm(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_arguments(p)
 
+    from ragspine_tools.llm_serve import add_llm_parser
+
+    add_llm_parser(sub)
+
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
                                       "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -155,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "bench":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + list(args.rest)
-    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench}
+    handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench, "llm": _llm}
     try:
         return handlers[args.command](args)
     except RagspineError as exc:
