@@ -47,7 +47,7 @@ class StepBackTransform:
         lines, dropped = same_language_lines(query, reply_lines(reply, limit=3) if reply else [])
         lines = [line for line in lines if line.casefold() != query.strip().casefold()][:1]
         if reply is not None and not lines:
-            note = dropped.replace("line(s)", "answer") if dropped else "the LLM repeated the query or gave no question"
+            note = "the LLM answered in another language" if dropped else "the LLM repeated the query or gave no question"
         if lines:
             return Variants(merge(list(variants), lines), "step_back: LLM")
         generic = abstract_query(query)
