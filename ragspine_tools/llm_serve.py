@@ -191,7 +191,8 @@ def add_llm_parser(sub: "argparse._SubParsersAction") -> None:
     s.add_argument("--port", type=int, default=8000, help="loopback port (default 8000; 0: a free one)")
     s.add_argument("--model", default=None, help="a GGUF file (default: the packaged Gemma 3 270M)")
     s.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
-    s.add_argument("--n-ctx", type=int, default=2048, help="context window in tokens (default 2048)")
+    s.add_argument("--n-ctx", type=int, default=8192,
+                   help="context window in tokens (default 8192: the listwise judge's prompt of 10 passages needs ~4k)")
     s.add_argument("--startup-timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT_S, help="seconds to wait for the server")
 
 

@@ -150,4 +150,4 @@ def record(feature: str, fell_back: bool) -> None:
 
 
 #: the most completion tokens a test call asks for: a 270M model on 2 cores, seconds per call
-TEST_MAX_TOKENS = 48
+TEST_MAX_TOKENS = 24

@@ -28,7 +28,7 @@ EN_QUERY = "How did Acme China's revenue and R&D spending change in 2024Q3?"
 ZH_QUERY = "艾克美中国2024年第三季度的收入为什么下降？"
 #: queries whose words reach RESTRICTED documents (board minutes, the workforce plan): their
 #: candidates include RESTRICTED hits, which must never be sent
-NEAR_RESTRICTED = ["board meeting minutes merger discussion November 2024", "Acme China workforce plan 2025 headcount"]
+NEAR_RESTRICTED = ["board decision on the merger and pricing", "Acme US pricing action 2025 price increase"]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,7 @@ def test_listwise_judge_orders_or_keeps_the_fused_order_and_says_which(proxy, pr
 
     hits = hits_for(retriever, NEAR_RESTRICTED[0], k=6)
     assert any(h.chunk.is_restricted for h in hits), "a RESTRICTED candidate is in the list (never sent)"
+    assert not all(h.chunk.is_restricted for h in hits), "open candidates too: the judge is asked"
 
     def judge(shape):
         p = slow_provider if shape == "slow" else provider
@@ -165,10 +166,11 @@ def test_llm_filter_extraction_or_the_rules(proxy, provider, lib):
 def test_corrective_grader_asks_the_model_or_falls_back_to_the_rules(proxy, provider, retriever):
     from ragspine_query.corrective import GRADES, LLMGrader, dynamic_crag_config
 
-    hits = hits_for(retriever, NEAR_RESTRICTED[1], k=5)
+    hits = hits_for(retriever, NEAR_RESTRICTED[0], k=6)
+    assert any(h.chunk.is_restricted for h in hits) and not all(h.chunk.is_restricted for h in hits)
     grader = LLMGrader(provider, n=3, max_chars=300)
     for shape, (grade, kept) in run_shapes(proxy, ["pass", "prose", "cut"],
-                                           lambda s: grader(NEAR_RESTRICTED[1], hits, dynamic_crag_config())):
+                                           lambda s: grader(NEAR_RESTRICTED[0], hits, dynamic_crag_config())):
         fell_back = grade.how != "LLM grader"
         record("grader", fell_back)
         assert grade.grade in GRADES
@@ -201,11 +203,13 @@ def test_every_query_feature_end_to_end_says_what_happened_in_explain(proxy, pro
     (what ``ragspine query`` runs): real replies, explain names each feature's outcome."""
     from ragspine_query.agent_api import build_narrative_retriever
     from ragspine_query.intelligence import QueryIntelligence
+    from ragspine_query.rerank import make_reranker
 
     qi = QueryIntelligence(transforms="decompose,step_back,hyde", filters="llm", corrective="llm")
-    r = build_narrative_retriever(built_sample, provider, embedding_backend=None, mode="bm25", reranker="listwise",
+    r = build_narrative_retriever(built_sample, provider, embedding_backend=None, mode="bm25",
+                                  reranker=make_reranker("listwise", provider=provider),
                                   intelligence=qi, rerank_top_n=5)
-    for query in [EN_QUERY, NEAR_RESTRICTED[0]]:
+    for query in [NEAR_RESTRICTED[0]]:
         out = r.retrieve(query, top_k=5, explain=True)
         assert out.refusal is None or out.refusal.kind == "low_confidence"
         table = out.explain.format_table(per_stage=50)
@@ -217,10 +221,10 @@ def test_every_query_feature_end_to_end_says_what_happened_in_explain(proxy, pro
 # ----------------------------------------------------------------------------- build side
 @pytest.fixture(scope="module")
 def small_raw(tmp_path_factory):
-    """Three documents of the sample, one of them RESTRICTED (the board minutes)."""
+    """Two documents of the sample, one of them RESTRICTED (the board minutes)."""
     raw = tmp_path_factory.mktemp("llm_lib") / "raw" / "small"
     raw.mkdir(parents=True)
-    for name in ("acme-cn-rd-investment-plan.md", "acme-us-product-roadmap-2025.md", "board-minutes-2024-11.md"):
+    for name in ("acme-us-product-roadmap-2025.md", "board-minutes-2024-11.md"):
         shutil.copy2(REPO_ROOT / "data" / "raw" / "sample" / name, raw / name)
     return raw
 
@@ -250,10 +254,11 @@ def test_raptor_llm_summary_or_the_clusters_extractive_summary(proxy, provider):
     texts = ["Acme China raised R&D spending by 12% in 2024, mostly on sodium-ion cells.",
              "Acme US plans two new storage products in 2025 and a pricing review."]
     summ = LLMSummarizer(provider, model="gemma3-270m", max_words=40)
-    for shape, out in run_shapes(proxy, ["pass", "zh", "cut"], lambda s: summ.summarize(texts)):
-        record("raptor", summ.last_fell_back)
+    for shape, (out, fell_back) in run_shapes(proxy, ["pass", "zh", "cut"],
+                                              lambda s: (summ.summarize(texts), summ.last_fell_back)):
+        record("raptor", fell_back)
         assert out.strip()
-        if summ.last_fell_back:
+        if fell_back:
             assert out == ExtractiveSummarizer().summarize(texts)
     assert summ.fallbacks == FALLBACKS["raptor"]
 
