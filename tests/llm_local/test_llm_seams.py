@@ -315,3 +315,32 @@ def test_zz_no_restricted_text_in_any_request_body(proxy):
         for m in json.loads(ex.sent)["messages"]:
             scan.text(f"LLM request body #{i} ({m['role']} message, decoded)", m["content"])
     print(f"\n{len(proxy.exchanges)} request bodies scanned against {len(prints)} RESTRICTED fingerprints: 0 found")
+
+
+def test_ragspine_llm_serve_prints_the_url_serves_and_stops_on_ctrl_c(local_llm):
+    """The CLI: ``ragspine llm serve --port 0`` prints the base URL the provider settings take,
+    answers ``/v1/models`` there, and Ctrl-C (SIGINT) stops it and its server."""
+    import os
+    import signal
+    import subprocess
+    import urllib.request
+
+    from tests.conftest import PYTHON, python_env
+
+    proc = subprocess.Popen([PYTHON, "-m", "ragspine_tools.cli", "llm", "serve", "--port", "0", "--n-ctx", "512"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env=python_env(), start_new_session=True)
+    try:
+        url = proc.stdout.readline().strip()  # bounded: the server's startup timeout (60 s) ends the command
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), (url, proc.stderr.read()[-2000:] if proc.poll() else "")
+        assert proc.stdout.readline().strip() == f"export RAGSPINE_LLM_BASE_URL={url} RAGSPINE_LLM_MODEL=gemma3-270m"
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as resp:
+            assert json.loads(resp.read())["data"][0]["id"] == "gemma3-270m"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{url}/models", timeout=2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -44,15 +44,15 @@ CONFIGS = {
 #: "Local model"): name -> (QueryIntelligence, reranker, needs the LLM provider)
 LLM_CONFIGS = {
     "default (rules filters, no LLM)": (QueryIntelligence(), None, False),
-    "listwise judge (llm)": (QueryIntelligence(), "listwise", True),
-    "hyde (llm)": (QueryIntelligence(transforms="hyde"), None, True),
     "step_back (rules)": (QueryIntelligence(transforms="step_back"), None, False),
-    "step_back (llm)": (QueryIntelligence(transforms="step_back"), None, True),
     "decompose (rules)": (QueryIntelligence(transforms="decompose"), None, False),
+    "crag relevance (rules)": (QueryIntelligence(corrective="relevance"), None, False),
+    "hyde (llm)": (QueryIntelligence(transforms="hyde"), None, True),
+    "step_back (llm)": (QueryIntelligence(transforms="step_back"), None, True),
     "decompose (llm)": (QueryIntelligence(transforms="decompose"), None, True),
     "filters (llm)": (QueryIntelligence(filters="llm"), None, True),
-    "crag relevance (rules)": (QueryIntelligence(corrective="relevance"), None, False),
     "crag llm grader + rewrite": (QueryIntelligence(corrective="llm"), None, True),
+    "listwise judge (llm)": (QueryIntelligence(), "listwise", True),
 }
 
 
@@ -149,7 +149,9 @@ def _llm_main(args, queries, qrels, unanswerable) -> int:
             per_kind[q["kind"]].append(m)
             per_kind["all"].append(m)
         ms = (time.perf_counter() - t0) * 1e3 / max(1, len(queries))
-        answered = sum(r.retrieve(u["text"], top_k=args.top_k).refusal is None for u in unanswerable)
+        # unanswerable questions only where the configuration can refuse (CRAG), to save model calls
+        answered = sum(r.retrieve(u["text"], top_k=args.top_k).refusal is None for u in unanswerable) \
+            if qi.corrective not in ("off", "", None) else "-"
         a = per_kind["all"]
         cells = "  ".join(f"{k}={sum(x[0] for x in v) / len(v):.4f}" for k, v in sorted(per_kind.items()))
         usage = dict(provider.usage) if provider is not None else {}
