@@ -84,6 +84,17 @@ def server_command(model: Path, *, port: int, host: str = "127.0.0.1", n_ctx: in
             "--n_threads_batch", str(threads), "--verbose", "False"]
 
 
+def _die_with_parent() -> None:
+    """In the server's process (Linux): SIGTERM it when the process that started it dies, so
+    a launcher killed without its clean-up (SIGKILL, a timeout's SIGTERM) leaves no server."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() is the only clean-up
+
+
 class LocalLLMServer:
     """llama.cpp's server as a context manager: ``with LocalLLMServer() as srv: srv.base_url``.
 
@@ -125,7 +136,7 @@ class LocalLLMServer:
         self.process = subprocess.Popen(server_command(model, port=self.port, host=self.host, n_ctx=self.n_ctx,
                                                        threads=self.threads, alias=self.alias),
                                         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self._wait_ready(t0)
         except BaseException:

@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-base-url", default="", help="an OpenAI-compatible server: run LLM_CONFIGS (each LLM feature "
                     "against its deterministic default) instead of CONFIGS, e.g. `ragspine llm serve`'s URL")
     ap.add_argument("--llm-model", default="gemma3-270m")
+    ap.add_argument("--llm-max-tokens", type=int, default=512, help="the provider's cap on every call's completion tokens")
     ap.add_argument("--every", type=int, default=1, help="keep every N-th question (a 2-core CPU model is seconds per call)")
     args = ap.parse_args(argv)
     queries, qrels, unanswerable = load(args.eval_dir)
@@ -125,7 +126,8 @@ def _llm_main(args, queries, qrels, unanswerable) -> int:
     print(f"{len(queries)} judged questions, {len(unanswerable)} unanswerable; LLM {args.llm_model} at {args.llm_base_url}")
     for name in names:
         qi, reranker, needs = LLM_CONFIGS[name]
-        provider = OpenAICompatibleProvider(args.llm_base_url, args.llm_model, timeout_s=120, deadline_s=120, max_retries=0) \
+        provider = OpenAICompatibleProvider(args.llm_base_url, args.llm_model, timeout_s=120, deadline_s=120, max_retries=0,
+                                            max_tokens_cap=args.llm_max_tokens) \
             if needs else None
         if reranker is not None:
             from ragspine_query.rerank import make_reranker
