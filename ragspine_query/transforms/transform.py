@@ -64,7 +64,11 @@ class ChannelQuery(str):
         """The text channel ``name`` searches, or None when it must not run for this query."""
         if self.channels is not None and name not in self.channels:
             return None
-        return self.channel_texts.get(name, str(self))
+        if name in self.channel_texts:
+            return self.channel_texts[name]
+        # a part of an ensemble ("vector:e5") searches what its kind ("vector") was given: HyDE's probe
+        # reaches every dense model, not only the first
+        return self.channel_texts.get(name.split(":", 1)[0], str(self))
 
     def replace(self, **changes: Any) -> "ChannelQuery":  # type: ignore[override]  # a ChannelQuery's fields, not str.replace
         args: dict[str, Any] = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned,

@@ -110,3 +110,11 @@ def test_a_wrong_language_summary_becomes_the_extractive_one_and_is_not_cached(t
             cache.summarize(summ, texts)
         assert len(server.requests) == 2  # not cached: asked again
     assert json.loads(server.requests[0].raw_body)["max_tokens"] == 256  # the RAPTOR budget
+
+
+def test_hydes_probe_reaches_every_part_of_an_embedding_ensemble():
+    from ragspine_query.transforms.transform import ChannelQuery
+
+    q = ChannelQuery("acme revenue", channel_texts={"vector": "a passage about revenue"})
+    assert [q.for_channel(c) for c in ("bm25", "vector", "vector:e5", "vector:usem")] == [
+        "acme revenue", "a passage about revenue", "a passage about revenue", "a passage about revenue"]
