@@ -128,10 +128,18 @@ class ShapingProxy:
         finally:
             self.shape, self.slow_s = "pass", 0.0
 
-    def answered(self, since: int = 0) -> list[Exchange]:
-        """Exchanges since index ``since`` that the real model answered (HTTP 200)."""
-        with self._lock:
-            return [e for e in self.exchanges[since:] if e.status == 200]
+    def answered(self, since: int = 0, wait_s: float = 120.0) -> list[Exchange]:
+        """Exchanges since index ``since`` that the real model answered (HTTP 200), waiting
+        (at most ``wait_s``) for replies still being computed — the client of a "slow"
+        exchange gave up at its deadline, the model's reply comes later."""
+        stop = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                pending = [e for e in self.exchanges[since:] if e.status == 0]
+                done = [e for e in self.exchanges[since:] if e.status == 200]
+            if not pending or time.monotonic() >= stop:
+                return done
+            time.sleep(0.1)
 
     def mark(self) -> int:
         with self._lock:
