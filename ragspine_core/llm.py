@@ -12,11 +12,19 @@ shortcut; the variables are listed in ``docs/configuration.md``).
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.errors import ConfigError, ProviderError
-from ragspine_core.net.openai_http import OpenAIHttpClient, excerpt, openai_endpoint
+from ragspine_core.net.openai_http import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_CONCURRENCY,
+    OpenAIHttpClient,
+    excerpt,
+    openai_endpoint,
+)
 
 if TYPE_CHECKING:
     from ragspine_core.settings import Settings
@@ -26,6 +34,29 @@ ENV_BASE_URL = "RAGSPINE_LLM_BASE_URL"
 ENV_MODEL = "RAGSPINE_LLM_MODEL"
 ENV_API_KEY = "RAGSPINE_LLM_API_KEY"
 ENV_API_KEY_FALLBACK = "OPENAI_API_KEY"
+
+#: The completion tokens each LLM feature asks for (its budget per call). A provider's
+#: ``max_tokens_cap`` (``RAGSPINE_LLM_MAX_TOKENS``) bounds them all; a call that names no
+#: budget gets the cap.
+FEATURE_MAX_TOKENS: dict[str, int] = {
+    "listwise": 64,      # "[2] > [0] > [1] ..." for the top 10
+    "hyde": 300,         # a 3-5 sentence passage
+    "step_back": 80,     # one question
+    "decompose": 60,     # per sub-question (x max_subquestions)
+    "filters": 120,      # a small JSON object
+    "tiers": 8,          # one word
+    "grader": 8,         # one word
+    "rewrite": 80,       # one query
+    "fusion": 60,        # per reformulation
+    "openie": 512,       # JSON triples of one chunk
+    "raptor": 256,       # one summary paragraph
+}
+DEFAULT_MAX_TOKENS_CAP = 512
+
+
+def feature_max_tokens(feature: str, *, times: int = 1) -> int:
+    """The completion-token budget of one call of ``feature`` (see :data:`FEATURE_MAX_TOKENS`)."""
+    return FEATURE_MAX_TOKENS[feature] * max(1, int(times))
 
 
 @runtime_checkable
@@ -77,6 +108,14 @@ class OpenAICompatibleProvider:
         max_retries: extra attempts after the first (>= 0).
         backoff_s: first sleep between attempts, doubled each time (>= 0).
         max_retry_after_s: the longest ``Retry-After`` obeyed, seconds (>= 0).
+        deadline_s: the hard limit of one :meth:`chat` call, all attempts together (> 0).
+        max_concurrency: :meth:`chat` calls to this endpoint at once in this process (>= 1).
+        stream: ask for a streamed completion (server-sent events, assembled here).
+        max_tokens_cap: the most completion tokens any call asks for (>= 1); a call's own
+            ``max_tokens`` (the feature's budget) is cut to it, and a call without one gets it.
+
+    ``usage`` counts calls and the tokens the server reported (``usage`` of the reply; a
+    streamed reply that reports none counts its pieces as completion tokens).
 
     Raises:
         ConfigError: an argument is out of range.
@@ -91,12 +130,25 @@ class OpenAICompatibleProvider:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         max_retry_after_s: float = 30.0,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        stream: bool = False,
+        max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP,
     ) -> None:
         self.url = chat_completions_url(base_url)
+        if isinstance(max_tokens_cap, bool) or not (isinstance(max_tokens_cap, int) and max_tokens_cap >= 1):
+            raise ConfigError(f"max_tokens_cap must be an integer >= 1, got {max_tokens_cap!r}")
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"LLM model name must be a non-empty string, got {model!r}")
         self._client = OpenAIHttpClient(self.url, api_key=api_key, what="LLM request", timeout_s=timeout_s,
-                                        max_retries=max_retries, backoff_s=backoff_s, max_retry_after_s=max_retry_after_s)
+                                        max_retries=max_retries, backoff_s=backoff_s, max_retry_after_s=max_retry_after_s,
+                                        deadline_s=deadline_s, max_concurrency=max_concurrency)
+        self.stream = bool(stream)
+        self.max_tokens_cap = max_tokens_cap
+        self.deadline_s = self._client.deadline_s
+        self.max_concurrency = self._client.max_concurrency
+        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self._usage_lock = threading.Lock()
         self.base_url = base_url.strip()
         self.model = model.strip()
         self._api_key = api_key or None
@@ -108,8 +160,9 @@ class OpenAICompatibleProvider:
     def from_settings(cls, settings: "Settings", **overrides) -> "OpenAICompatibleProvider":
         """Build a provider from ``settings.llm_base_url`` / ``llm_model`` / ``llm_api_key``.
 
-        ``overrides`` (``timeout_s``, ``max_retries``, ``backoff_s``, ``max_retry_after_s``)
-        pass through to the constructor.
+        ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_max_tokens`` / ``llm_concurrency``
+        (``RAGSPINE_LLM_STREAM``, ``…_DEADLINE_S``, ``…_MAX_TOKENS``, ``…_CONCURRENCY``) set
+        streaming and the limits; ``overrides`` (any constructor argument) win.
 
         Raises:
             ConfigError: the base URL or the model is not set (the message names the variables).
@@ -122,7 +175,9 @@ class OpenAICompatibleProvider:
                 f"export {ENV_BASE_URL} (e.g. http://127.0.0.1:8000/v1) and {ENV_MODEL} "
                 f"(the model name your server serves)"
             )
-        return cls(base_url, model, api_key=settings.llm_api_key.strip() or None, **overrides)
+        limits = _limits_of(settings)
+        limits.update(overrides)
+        return cls(base_url, model, api_key=settings.llm_api_key.strip() or None, **limits)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "OpenAICompatibleProvider":
@@ -151,17 +206,23 @@ class OpenAICompatibleProvider:
             ProviderError: retries exhausted, a non-retryable HTTP status, or an
                 unusable response body; the message names the URL and the problem.
         """
+        cap = self.max_tokens_cap if max_tokens is None else min(int(max_tokens), self.max_tokens_cap)
         payload: dict = {
             "model": self.model,
             "messages": list(messages),
             "temperature": float(temperature),
-            "stream": False,
+            "stream": self.stream,
+            "max_tokens": max(1, cap),
         }
-        if max_tokens is not None:
-            payload["max_tokens"] = int(max_tokens)
-        return self._extract_content(self._client.post(payload))
+        raw = self._client.post(payload)
+        text, usage = self._extract_stream(raw) if self.stream else self._extract_content(raw)
+        with self._usage_lock:
+            self.usage["calls"] += 1
+            for key in ("prompt_tokens", "completion_tokens"):
+                self.usage[key] += int(usage.get(key) or 0)
+        return text
 
-    def _extract_content(self, raw: bytes) -> str:
+    def _extract_content(self, raw: bytes) -> tuple[str, dict]:
         parsed = self._client.decode_json(raw)
         choices = parsed.get("choices") if isinstance(parsed, dict) else None
         message = None
@@ -173,5 +234,68 @@ class OpenAICompatibleProvider:
         elif not isinstance(content, str):
             problem = "lacks a string choices[0].message.content"
         else:
-            return content
+            usage = parsed.get("usage") if isinstance(parsed.get("usage"), dict) else {}
+            return content, usage
         raise ProviderError(f"LLM response from {self.url} {problem}; body starts {excerpt(raw)}")
+
+    def _extract_stream(self, raw: bytes) -> tuple[str, dict]:
+        """Assemble a streamed reply: ``data: {json}`` events (``choices[0].delta.content``)
+        up to ``data: [DONE]``. A stream without [DONE] or a ``finish_reason`` was cut short."""
+        pieces: list[str] = []
+        usage: dict = {}
+        finished = done = False
+        text = raw.decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            line = line.strip()
+            if not line.startswith("data:"):
+                continue  # blank separators, ": keep-alive" comments, "event:" lines
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderError(f"LLM stream from {self.url} holds an event that is not JSON; "
+                                    f"body starts {excerpt(raw)}") from None
+            if isinstance(event, dict) and isinstance(event.get("usage"), dict):
+                usage = event["usage"]
+            choices = event.get("choices") if isinstance(event, dict) else None
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                continue
+            delta = choices[0].get("delta") or choices[0].get("message") or {}
+            piece = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(piece, str):
+                pieces.append(piece)
+            if choices[0].get("finish_reason"):
+                finished = True
+        if not (done or finished):
+            raise ProviderError(f"LLM stream from {self.url} ended without [DONE] or a finish_reason (cut short); "
+                                f"body starts {excerpt(raw)}")
+        if not usage:
+            usage = {"completion_tokens": len(pieces)}
+        return "".join(pieces), usage
+
+
+def _limits_of(settings: "Settings") -> dict:
+    """The constructor arguments the ``RAGSPINE_LLM_*`` limit variables set (validated)."""
+    out: dict = {}
+    stream = str(getattr(settings, "llm_stream", "") or "").strip().lower()
+    if stream:
+        if stream not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"RAGSPINE_LLM_STREAM must be on or off, got {stream!r}")
+        out["stream"] = stream in ("on", "true", "1", "yes")
+    for field, name, key, kind in (("llm_deadline_s", "RAGSPINE_LLM_DEADLINE_S", "deadline_s", float),
+                                   ("llm_max_tokens", "RAGSPINE_LLM_MAX_TOKENS", "max_tokens_cap", int),
+                                   ("llm_concurrency", "RAGSPINE_LLM_CONCURRENCY", "max_concurrency", int)):
+        raw = str(getattr(settings, field, "") or "").strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a {'number' if kind is float else 'whole number'} > 0, got {raw!r}") from None
+        if value <= 0:
+            raise ConfigError(f"{name} must be > 0, got {raw!r}")
+        out[key] = value
+    return out

@@ -72,6 +72,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_LLM_MODEL", "llm_model", "", "chat model name"),
     EnvVar("RAGSPINE_LLM_API_KEY", "llm_api_key", "", "API key for the chat and embeddings endpoints"),
     EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
+    EnvVar("RAGSPINE_LLM_STREAM", "llm_stream", "off", "ask the chat endpoint for streamed completions on|off"),
+    EnvVar("RAGSPINE_LLM_DEADLINE_S", "llm_deadline_s", "120", "hard limit of one chat call, all retries together, seconds"),
+    EnvVar("RAGSPINE_LLM_MAX_TOKENS", "llm_max_tokens", "512",
+           "the most completion tokens any chat call asks for (each feature's own budget is cut to it)"),
+    EnvVar("RAGSPINE_LLM_CONCURRENCY", "llm_concurrency", "4", "chat calls to one endpoint at once in a process"),
+    EnvVar("RAGSPINE_LLM_MODEL_DIR", "llm_model_dir", "",
+           "where `ragspine llm serve` assembles the packaged local model (default ~/.cache/ragspine/models)"),
     EnvVar("RAGSPINE_GATE", "query_gate", "on", "competitor gate on|off (refuses queries naming a glossary competitor)"),
     EnvVar("RAGSPINE_MULTI_QUERY", "multi_query", "on",
            "glossary multi-query variants on|off (sample's judged set: on +0.008 nDCG@10, ~2x the query time; docs/evaluation.md)"),
@@ -148,6 +155,11 @@ class Settings:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: str = ""
+    llm_stream: str = "off"
+    llm_deadline_s: str = "120"
+    llm_max_tokens: str = "512"
+    llm_concurrency: str = "4"
+    llm_model_dir: str = ""
     query_gate: str = "on"
     multi_query: str = "on"
     query_transforms: str = ""

@@ -46,7 +46,8 @@ from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, sta
 from ragspine_query.pipeline.trace import current_tracer
 from ragspine_core.records import Hit
 from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
-from ragspine_query.transforms.transform import MAX_QUERY_CHARS, ChannelQuery, ask_llm, reply_lines
+from ragspine_query.transforms.transform import (MAX_QUERY_CHARS, ChannelQuery, ask_llm, feature_max_tokens, reply_lines,
+                                                 same_language_lines)
 
 GRADES = ("correct", "ambiguous", "incorrect")
 _NOT_CHANNELS = frozenset({"fused", "rerank", "judge"})
@@ -143,7 +144,8 @@ class LLMGrader:
         if not shown:
             return rule, kept
         passages = "\n".join(f"[{i}] {' '.join(h.chunk.text.split())[: self.max_chars]}" for i, h in enumerate(shown))
-        reply, note = ask_llm(self.provider, GRADER_SYSTEM, f"Query: {query}\n\nPassages:\n{passages}", max_tokens=8)
+        reply, note = ask_llm(self.provider, GRADER_SYSTEM, f"Query: {query}\n\nPassages:\n{passages}",
+                              max_tokens=feature_max_tokens("grader"))
         word = reply.strip().lower().split()[0].strip(".:,") if reply and reply.split() else ""
         if word not in GRADES:
             return Grade(rule.grade, rule.confidence, rule.kept, f"{rule.how}; LLM grader: {note or 'no grade in the answer'}"), kept
@@ -217,9 +219,11 @@ class CorrectiveStage(Stage):
     def _rewrite(self, query: str) -> tuple[str | None, str]:
         rewritten, note = None, ""
         if self.provider is not None:
-            reply, note = ask_llm(self.provider, REWRITE_SYSTEM, str(query), max_tokens=80)
-            lines = reply_lines(reply, limit=1) if reply else []
+            reply, note = ask_llm(self.provider, REWRITE_SYSTEM, str(query), max_tokens=feature_max_tokens("rewrite"))
+            lines, dropped = same_language_lines(str(query), reply_lines(reply, limit=1) if reply else [])
             rewritten = lines[0] if lines else None
+            if reply is not None and rewritten is None:
+                note = f"LLM rewrite unusable ({dropped or 'no line'}): content words"
         if rewritten is None:
             rewritten = refine_query(query)
         if rewritten and rewritten.casefold() != str(query).strip().casefold():

@@ -357,12 +357,12 @@ class LLMFilterExtractor:
         self.values = {k: tuple(sorted({str(v) for v in vs if str(v)})) for k, vs in values.items()}
 
     def extract(self, query: str) -> Extraction:
-        from ragspine_query.transforms.transform import ask_llm
+        from ragspine_query.transforms.transform import ask_llm, feature_max_tokens
 
         system = LLM_SYSTEM.format(entities=", ".join(self.values.get("entity", ())) or "none",
                                    periods=", ".join(self.values.get("period", ())) or "none",
                                    geos=", ".join(self.values.get("geography", ())) or "none")
-        reply, note = ask_llm(self.provider, system, str(query), max_tokens=120)
+        reply, note = ask_llm(self.provider, system, str(query), max_tokens=feature_max_tokens("filters"))
         rules = self.fallback.extract(query)
         if reply is None:
             return Extraction(rules.predicates, f"rules ({note})", "llm→rules")
@@ -374,17 +374,24 @@ class LLMFilterExtractor:
         except ValueError:
             return Extraction(rules.predicates, "rules (the LLM answered no JSON object)", "llm→rules")
         out: list[ExtractedPredicate] = []
+        named = unheld = 0
         for fld in ("entity", "period", "geography"):
             raw = data.get(fld) or []
             raw = [raw] if isinstance(raw, str) else raw
             if not isinstance(raw, list):
                 continue
             allowed = set(self.values.get(fld, ()))
+            named += sum(1 for v in raw if str(v).strip())
+            unheld += sum(1 for v in raw if str(v).strip() and str(v) not in allowed)
             vals = tuple(sorted({str(v) for v in raw if str(v) in allowed}))
             if vals:
                 pred = Predicate(fld, "eq", vals[0]) if len(vals) == 1 else Predicate(fld, "in", vals)
                 out.append(ExtractedPredicate(pred, 0.7, str(query)[:60], "LLM"))
-        return Extraction(tuple(out), "LLM", "llm")
+        if unheld and not out:  # every value it named is one the libraries do not hold
+            return Extraction(rules.predicates, f"rules (the LLM named {unheld} value(s) the libraries do not hold)",
+                              "llm→rules")
+        note = "LLM" + (f" ({unheld} of {named} named value(s) not held, ignored)" if unheld else "")
+        return Extraction(tuple(out), note, "llm")
 
 
 def library_values(source: Any, fields: Sequence[str] = ("entity", "period", "geography")) -> dict[str, tuple[str, ...]]:

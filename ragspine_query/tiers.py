@@ -40,7 +40,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.transform import Variants, ask_llm, with_channels
+from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, with_channels
 
 TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)
@@ -116,7 +116,7 @@ class TierClassifier:
         if self.force is not None:
             return self.force, "forced"
         if self.use_llm:
-            reply, note = ask_llm(self.provider, LLM_SYSTEM, str(query), max_tokens=8)
+            reply, note = ask_llm(self.provider, LLM_SYSTEM, str(query), max_tokens=feature_max_tokens("tiers"))
             if reply is not None:
                 word = reply.strip().lower().replace("-", "_").split()[0].strip(".:,") if reply.split() else ""
                 word = {"multihop": "multi_hop", "multi": "multi_hop", "hybrid": "semantic", "lexical": "direct",

@@ -162,6 +162,12 @@ def _mcp(args: argparse.Namespace) -> int:
     return run_mcp(args)
 
 
+def _llm(args: argparse.Namespace) -> int:
+    from ragspine_tools.llm_serve import run_llm
+
+    return run_llm(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragspine", description="RAGSpine: build and query retrieval indexes")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -196,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ragspine_tools.evaluate import add_eval_arguments
 
     add_eval_arguments(p)
+
+    from ragspine_tools.llm_serve import add_llm_parser
+
+    add_llm_parser(sub)
 
     p = sub.add_parser("bench", help="benchmark the lexical index side by side with bm25s and tantivy "
                                       "(--hybrid: hybrid latency; --scale N: ingest + query at N chunks; --embedding: passages/s per embedding backend; "
@@ -234,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + list(args.rest)
     handlers = {"query": run_query, "graph": run_graph, "ingest": _ingest, "snapshots": _snapshots, "eval": _eval, "bench": _bench,
-                "serve": _serve, "mcp": _mcp}
+                "serve": _serve, "mcp": _mcp, "llm": _llm}
     try:
         return handlers[args.command](args)
     except RagspineError as exc:

@@ -3,6 +3,13 @@
 Standard library only (``urllib``), so the default install needs no HTTP dependency.
 One rule set for every endpoint:
 
+* Each call has a hard ``deadline_s`` (all attempts, back-off sleeps and the wait for a
+  concurrency slot together): an attempt's socket timeout is ``timeout_s`` or what is
+  left of the deadline, whichever is shorter, the reply is read in pieces with the
+  deadline checked (and the socket's timeout cut to it) before each, and no attempt or
+  sleep starts after it. A call past its deadline is not retried.
+* At most ``max_concurrency`` calls to one endpoint run at once in a process (a slot is
+  waited for within the deadline).
 * Each attempt has a socket timeout of ``timeout_s``.
 * HTTP 429, HTTP 5xx, timeouts, refused/reset connections and replies cut short are
   retried up to ``max_retries`` times. Before retry ``k`` (0-based) the client sleeps
@@ -21,6 +28,7 @@ import email.utils
 import http.client
 import json
 import math
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +42,13 @@ from ragspine_core.errors import ConfigError, ProviderError
 RATE_LIMITED = 429
 #: The longest ``Retry-After`` the client obeys, by default (seconds).
 RETRY_AFTER_CAP_S = 30.0
+#: The longest one call may take, all attempts together, by default (seconds).
+DEFAULT_DEADLINE_S = 120.0
+#: Calls to one endpoint that may run at once in a process, by default.
+DEFAULT_MAX_CONCURRENCY = 4
+_READ_BLOCK = 65536
+_SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
 #: How much of a server's reply an error message quotes.
 EXCERPT_CHARS = 200
 _WITHHELD = "[request text withheld]"
@@ -150,6 +165,8 @@ class OpenAIHttpClient:
         backoff_s: first sleep between attempts, doubled each time (>= 0).
         max_retry_after_s: the longest ``Retry-After`` obeyed (>= 0).
         what: how messages name the request, e.g. ``"LLM request"``.
+        deadline_s: the longest one call may take, all attempts together (> 0).
+        max_concurrency: calls to this endpoint at once in this process (>= 1).
 
     Raises:
         ConfigError: an argument is out of range.
@@ -165,6 +182,8 @@ class OpenAIHttpClient:
         backoff_s: float = 0.5,
         max_retry_after_s: float = RETRY_AFTER_CAP_S,
         what: str = "request",
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         if isinstance(timeout_s, bool) or not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ConfigError(f"timeout_s must be a number > 0, got {timeout_s!r}")
@@ -176,7 +195,15 @@ class OpenAIHttpClient:
             isinstance(max_retry_after_s, (int, float)) and max_retry_after_s >= 0
         ):
             raise ConfigError(f"max_retry_after_s must be a number >= 0, got {max_retry_after_s!r}")
+        if isinstance(deadline_s, bool) or not (isinstance(deadline_s, (int, float)) and deadline_s > 0):
+            raise ConfigError(f"deadline_s must be a number > 0, got {deadline_s!r}")
+        if isinstance(max_concurrency, bool) or not (isinstance(max_concurrency, int) and max_concurrency >= 1):
+            raise ConfigError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
         self.url = url
+        self.deadline_s = float(deadline_s)
+        self.max_concurrency = max_concurrency
+        with _SLOTS_LOCK:
+            self._slots = _SLOTS.setdefault((url, max_concurrency), threading.BoundedSemaphore(max_concurrency))
         self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.backoff_s = float(backoff_s)
@@ -199,15 +226,34 @@ class OpenAIHttpClient:
         return self.decode_json(raw, withhold=request_texts(payload))
 
     def post(self, payload: Any) -> bytes:
-        """POST ``payload`` as JSON with retries; return the raw body of the 200 reply."""
+        """POST ``payload`` as JSON with retries within the deadline; return the raw body of the 200 reply."""
+        deadline = time.monotonic() + self.deadline_s
+        if not self._slots.acquire(timeout=self.deadline_s):
+            raise ProviderError(
+                f"{self.what} to {self.url} found no free slot within its deadline of {self.deadline_s:g} s "
+                f"({self.max_concurrency} call(s) at once already running) — raise max_concurrency or deadline_s"
+            )
+        try:
+            return self._post_within(payload, deadline)
+        finally:
+            self._slots.release()
+
+    def _post_within(self, payload: Any, deadline: float) -> bytes:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         withhold = request_texts(payload)
         attempts = self.max_retries + 1
         last_problem = ""
+        tried = 0
         for attempt in range(attempts):
+            if time.monotonic() >= deadline:
+                break
+            tried += 1
             retry_after: float | None = None
             try:
-                return self._post_once(body)
+                return self._post_once(body, deadline)
+            except _DeadlinePassed:
+                last_problem = f"no complete reply within the call's deadline of {self.deadline_s:g} s"
+                break
             except urllib.error.HTTPError as err:
                 last_problem = f"HTTP {err.code} {err.reason}: {self._error_body(err, withhold)}"
                 if err.code != RATE_LIMITED and err.code < 500:
@@ -218,10 +264,10 @@ class OpenAIHttpClient:
                 header = err.headers.get("Retry-After") if err.headers else None
                 retry_after = retry_after_seconds(header, cap_s=self.max_retry_after_s)
             except TimeoutError:
-                last_problem = f"no response within {self.timeout_s:g} s"
+                last_problem = self._timeout_problem(deadline)
             except urllib.error.URLError as err:
                 if isinstance(err.reason, TimeoutError):
-                    last_problem = f"no response within {self.timeout_s:g} s"
+                    last_problem = self._timeout_problem(deadline)
                 else:
                     last_problem = f"connection failed: {err.reason}"
             except http.client.HTTPException as err:  # e.g. IncompleteRead: the reply was cut short
@@ -232,12 +278,21 @@ class OpenAIHttpClient:
                 delay = self.backoff_s * (2**attempt)
                 if retry_after is not None:
                     delay = max(delay, retry_after)
+                left = deadline - time.monotonic()
+                if delay >= left:
+                    last_problem += f"; the next attempt would start after the call's deadline of {self.deadline_s:g} s"
+                    break
                 time.sleep(delay)
         raise ProviderError(
-            f"{self.what} to {self.url} failed after {attempts} attempt(s); last problem: "
+            f"{self.what} to {self.url} failed after {tried} attempt(s); last problem: "
             f"{last_problem} — check that the server is up and reachable, or raise "
-            f"timeout_s / max_retries"
+            f"timeout_s / max_retries / deadline_s"
         )
+
+    def _timeout_problem(self, deadline: float) -> str:
+        if time.monotonic() >= deadline - 1e-3:
+            return f"no complete reply within the call's deadline of {self.deadline_s:g} s"
+        return f"no response within {self.timeout_s:g} s"
 
     def decode_json(self, raw: bytes, *, withhold: tuple[str, ...] = ()) -> Any:
         """Parse a reply body, or raise a :class:`ProviderError` saying it is not JSON."""
@@ -250,13 +305,42 @@ class OpenAIHttpClient:
                 f"OpenAI-compatible server"
             ) from err
 
-    def _post_once(self, body: bytes) -> bytes:
+    def _post_once(self, body: bytes, deadline: float | None = None) -> bytes:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        if deadline is None:
+            deadline = time.monotonic() + self.deadline_s
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _DeadlinePassed()
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            return response.read()
+        with urllib.request.urlopen(request, timeout=min(self.timeout_s, left)) as response:
+            # read in pieces: a reply that trickles (a stream, a slow server) stops at the deadline
+            sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+            read = getattr(response, "read1", None) or response.read
+            parts: list[bytes] = []
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _DeadlinePassed()
+                if sock is not None:
+                    try:
+                        sock.settimeout(min(self.timeout_s, left))
+                    except OSError:  # closed once the whole reply was read
+                        sock = None
+                try:
+                    block = read(_READ_BLOCK)
+                except TimeoutError:
+                    if deadline - time.monotonic() <= 1e-3:
+                        raise _DeadlinePassed() from None
+                    raise
+                if not block:
+                    missing = getattr(response, "length", None)
+                    if isinstance(missing, int) and missing > 0:  # the connection closed before Content-Length
+                        raise http.client.IncompleteRead(b"".join(parts), missing)
+                    return b"".join(parts)
+                parts.append(block)
 
     @staticmethod
     def _error_body(err: urllib.error.HTTPError, withhold: tuple[str, ...]) -> str:
@@ -266,7 +350,13 @@ class OpenAIHttpClient:
             return "(body unreadable)"
 
 
+class _DeadlinePassed(Exception):
+    """The call's deadline passed (never retried)."""
+
+
 __all__ = [
+    "DEFAULT_DEADLINE_S",
+    "DEFAULT_MAX_CONCURRENCY",
     "EXCERPT_CHARS",
     "OpenAIHttpClient",
     "RATE_LIMITED",

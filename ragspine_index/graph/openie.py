@@ -31,16 +31,28 @@ _OPENIE_SYSTEM = ("You extract relations for a knowledge graph. From the passage
 class OpenIETripleExtractor:
     """OpenIE-style triples through an :class:`~ragspine_core.llm.LLMProvider`, cached by chunk hash.
 
+    A reply that is not the asked-for JSON (prose, a reply cut at ``max_tokens``) keeps
+    the complete ``["s", "p", "o"]`` triples it holds (:func:`salvage_triples`, counted in
+    ``salvaged``); one with none adds no edge for that chunk (counted in ``unparsed``, not
+    cached). A provider failure (server down, deadline) still raises: the build fails
+    with the provider's message rather than publish a graph missing the model's edges.
+
     Only non-RESTRICTED chunks may be passed (:func:`build_relation_graph` guarantees it;
     :meth:`extract` refuses a RESTRICTED one). Results are cached in SQLite keyed by
     (``model_id``, prompt version, sha256 of the text), so a re-build asks only for new
     text. Every edge it yields is stamped model-derived and unverified.
     """
 
-    def __init__(self, provider: Any, *, model_id: str, cache_path: Path, max_tokens: int = 512) -> None:
+    def __init__(self, provider: Any, *, model_id: str, cache_path: Path, max_tokens: int | None = None) -> None:
+        from ragspine_core.llm import feature_max_tokens
+
         self.provider = provider
         self.model_id = model_id
-        self.max_tokens = max_tokens
+        self.max_tokens = feature_max_tokens("openie") if max_tokens is None else max_tokens
+        #: replies that held no readable triple (that chunk adds no model edge; not cached, asked again next build)
+        self.unparsed = 0
+        #: replies cut short whose complete triples were kept
+        self.salvaged = 0
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(cache_path, timeout=60)
         self._conn.execute("CREATE TABLE IF NOT EXISTS openie_cache (model_id TEXT NOT NULL, prompt_version TEXT NOT NULL, "
@@ -64,7 +76,14 @@ class OpenIETripleExtractor:
         self.calls += 1
         reply = self.provider.chat([{"role": "system", "content": _OPENIE_SYSTEM},
                                     {"role": "user", "content": chunk.text}], temperature=0.0, max_tokens=self.max_tokens)
-        triples = parse_triples(reply)
+        try:
+            triples = parse_triples(reply)
+        except ProviderError:
+            triples = salvage_triples(reply)
+            if not triples:  # the documented fallback: this chunk adds no model edge, and the build says how many
+                self.unparsed += 1
+                return []
+            self.salvaged += 1
         with self._conn:
             self._conn.execute("INSERT OR REPLACE INTO openie_cache VALUES (?,?,?,?)",
                                (self.model_id, OPENIE_PROMPT_VERSION, h, json.dumps([[t.subject, t.predicate, t.object] for t in triples])))
@@ -84,4 +103,22 @@ def parse_triples(reply: str) -> list[Triple]:
     for t in data.get("triples", []) if isinstance(data, dict) else []:
         if isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) and x.strip() for x in t):
             out.append(Triple(*(x.strip()[:200] for x in t)))
+    return out
+
+
+_QUOTED = r'"((?:[^"\\]|\\.){1,400})"'
+_TRIPLE = __import__("re").compile(r"\[\s*" + _QUOTED + r"\s*,\s*" + _QUOTED + r"\s*,\s*" + _QUOTED + r"\s*\]")
+
+
+def salvage_triples(reply: str) -> list[Triple]:
+    """The complete ``["s", "p", "o"]`` triples of a reply that is not valid JSON (e.g. cut
+    short at ``max_tokens``, or wrapped in prose); empty when it holds none."""
+    out = []
+    for m in _TRIPLE.finditer(reply or ""):
+        try:
+            parts = [json.loads(f'"{g}"') for g in m.groups()]
+        except ValueError:
+            continue
+        if all(isinstance(x, str) and x.strip() for x in parts):
+            out.append(Triple(*(x.strip()[:200] for x in parts)))
     return out

@@ -30,7 +30,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ragspine_core.errors import ConfigError, ProviderError
+from ragspine_core.errors import ConfigError
 from ragspine_core.text.tokenize import tokenize
 
 __all__ = ["EXTRACTIVE_VERSION", "LLM_SUMMARIZER_VERSION", "SUMMARIZER_NAMES", "ExtractiveSummarizer", "LLMSummarizer",
@@ -156,20 +156,34 @@ class LLMSummarizer:
     ``model`` is part of :attr:`id` (and so of the cache key): a different model never
     reuses another model's summaries.
 
+    A reply that is empty, or in another language than the passages (a script test,
+    :func:`~ragspine_core.text.language.detect_language`), is not used: that cluster gets the
+    extractive summary instead, ``fallbacks`` counts it, ``last_fell_back`` says so for the
+    cluster just summarized (the cache does not keep it: the next build asks again) and the
+    tree's ``meta.json`` records the count (``build.llm_fallbacks``).
+
     Raises (from :meth:`summarize`):
-        ProviderError: the provider failed or answered an empty text.
+        ProviderError: the provider failed (server down, deadline, unusable body): the
+            build fails with its message rather than publish a tree of other summaries.
     """
 
     is_llm = True
 
-    def __init__(self, provider: Any, *, model: str | None = None, max_words: int = 120, max_tokens: int = 256) -> None:
+    def __init__(self, provider: Any, *, model: str | None = None, max_words: int = 120, max_tokens: int | None = None) -> None:
         if provider is None or not callable(getattr(provider, "chat", None)):
             raise ConfigError("the llm summarizer needs an LLM provider with a chat() method; set RAGSPINE_LLM_BASE_URL "
                               "and RAGSPINE_LLM_MODEL (the llm resource), or use summarizer = \"extractive\"")
         self.provider = provider
         self.model = model or str(getattr(provider, "model", "") or "unknown")
         self.max_words = int(max_words)
+        if max_tokens is None:
+            from ragspine_core.llm import feature_max_tokens
+
+            max_tokens = feature_max_tokens("raptor")
         self.max_tokens = int(max_tokens)
+        self.fallbacks = 0
+        self.last_fell_back = False
+        self._extractive = ExtractiveSummarizer()
 
     @property
     def id(self) -> str:
@@ -181,10 +195,13 @@ class LLMSummarizer:
                 {"role": "user", "content": f"Passages:\n\n{body}\n\nSummary:"}]
 
     def summarize(self, texts: Sequence[str]) -> str:
+        from ragspine_core.text.language import detect_language
+
         out = self.provider.chat(self.messages(texts), temperature=0.0, max_tokens=self.max_tokens).strip()
-        if not out:
-            raise ProviderError(f"the LLM summarizer ({self.model}) answered an empty summary; check the server "
-                                "or use summarizer = \"extractive\"")
+        self.last_fell_back = not out or detect_language(out) != detect_language(" ".join(texts))
+        if self.last_fell_back:  # an empty or wrong-language reply: this cluster's extractive summary
+            self.fallbacks += 1
+            return self._extractive.summarize(texts)
         return out
 
 
@@ -260,7 +277,8 @@ class SummaryCache:
             return found
         self.misses += 1
         out = summarizer.summarize(texts)
-        self.put(key, summarizer.id, out, texts)
+        if not getattr(summarizer, "last_fell_back", False):  # a fallback summary is not kept: the next build asks again
+            self.put(key, summarizer.id, out, texts)
         return out
 
     def close(self) -> None:

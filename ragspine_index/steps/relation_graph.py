@@ -124,6 +124,9 @@ class RelationGraphRef:
     note: str = ""
     llm_calls: int = 0
     llm_cached: int = 0
+    #: LLM replies with no readable triple (those chunks add no model edge) / cut short, complete triples kept
+    llm_unparsed: int = 0
+    llm_salvaged: int = 0
     #: The largest communities: (title, entities, member chunks, summary, cited chunk ids) — UI metadata.
     communities: tuple[tuple[str, int, int, str, str], ...] = ()
     communities_count: int = 0
@@ -555,6 +558,8 @@ def build_library_relation_graph(paths: LibraryPaths, store_path: Path, *, gloss
                            bool(params["synonyms"]), mermaid, reused,
                            llm_calls=0 if extractor is None else extractor.calls,
                            llm_cached=0 if extractor is None else extractor.cache_hits,
+                           llm_unparsed=0 if extractor is None else extractor.unparsed,
+                           llm_salvaged=0 if extractor is None else extractor.salvaged,
                            communities=summarize_communities(target), communities_count=int(com.get("count", 0)),
                            communities_note=str(com.get("note", "")))
     return ref, chunks, glossary

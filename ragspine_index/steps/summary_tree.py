@@ -244,12 +244,13 @@ def build_summary_tree(paths: LibraryPaths, leaves: Leaves, leaf_vectors: np.nda
         if cache is not None:
             cache.close()
     meta = _write_tree(target, leaves, leaf_vectors if store_leaf_vectors else None, levels, summarizer_id=summarizer.id,
-                       vector_kind=vector_kind, params=params, llm_calls=calls, llm_cached=cached)
+                       vector_kind=vector_kind, params=params, llm_calls=calls, llm_cached=cached,
+                       llm_fallbacks=int(getattr(summarizer, "fallbacks", 0)))
     return _ref_from_meta(target, meta, h, time.perf_counter() - t0, llm_calls=calls, llm_cached=cached, reused=False)
 
 
 def _write_tree(target: Path, leaves: Leaves, leaf_vectors: np.ndarray | None, levels: list[_Level], *, summarizer_id: str,
-                vector_kind: str, params: TreeParams, llm_calls: int, llm_cached: int) -> dict[str, Any]:
+                vector_kind: str, params: TreeParams, llm_calls: int, llm_cached: int, llm_fallbacks: int = 0) -> dict[str, Any]:
     offsets = np.cumsum([0] + [len(lvl.ids) for lvl in levels])
     ids, level_col, texts, n_leaves, doc_col, member_col = [], [], [], [], [], []
     children_flat: list[int] = []
@@ -294,7 +295,7 @@ def _write_tree(target: Path, leaves: Leaves, leaf_vectors: np.ndarray | None, l
         "nodes_per_level": [len(lvl.ids) for lvl in levels],
         "mean_cluster_size": round(float(np.mean(sizes)), 4) if sizes else 0.0,
         "compression_ratio": round(child_chars / node_chars, 4) if node_chars else 0.0,
-        "build": {"llm_calls": llm_calls, "llm_cached": llm_cached},
+        "build": {"llm_calls": llm_calls, "llm_cached": llm_cached, "llm_fallbacks": llm_fallbacks},
         "leaf_vectors": leaf_vectors is not None,
         "top_level": [list(t) for t in top],
     }

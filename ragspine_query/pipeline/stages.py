@@ -359,14 +359,20 @@ class RerankStage(Stage):
         t0 = now()
         tracer = current_tracer()
         note: Any = ""  # what the reranker leaves alone because of its languages (of the hits it was given)
-        if self.reranker is not None:
+        if self.reranker is not None and getattr(self.reranker, "is_listwise", False):
+            report: list[str] = []  # the LLM judge says what its answer did (or why the fused order stays)
+            state.hits, name = self.reranker.rank(state.query, state.hits, top_n=self.top_n, report=report), "listwise"
+            note = "; ".join(report)
+        elif self.reranker is not None:
             reranker, given = self.reranker, state.hits
             note = partial(_language_note, reranker, state.query, given, self.top_n)
             state.hits, name = reranker.rank(state.query, given, top_n=self.top_n), type(reranker).__name__
         else:
             from ragspine_query.rerank.listwise import listwise_rerank
 
-            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n), "listwise"  # type: ignore[arg-type]
+            report = []
+            state.hits, name = listwise_rerank(state.query, state.hits, self.judge, top_n=self.top_n, report=report), "listwise"  # type: ignore[arg-type]
+            note = "; ".join(report)
         hits = state.hits
         tracer.add("rerank", name, now() - t0, lambda: hit_candidates(hits), detail=note)
         return state

@@ -49,6 +49,7 @@ def listwise_rerank(
     judge: ListwiseJudge,
     *,
     top_n: int = DEFAULT_TOP_N,
+    report: list[str] | None = None,
 ) -> list[Hit]:
     """Reorder the open hits among the first ``top_n`` by the judge's answer.
 
@@ -58,6 +59,8 @@ def listwise_rerank(
         judge: the :class:`ListwiseJudge`; only open candidates' texts reach it.
         top_n: how many leading hits take part; hits after them keep their places.
             A value below 1 reorders nothing.
+        report: when given, one line is appended saying what the judge's answer did (a
+            full or partial order, or why the fused order was kept) — ``explain``'s note.
 
     Returns:
         A new list holding the same ``Hit`` objects. RESTRICTED hits keep their index;
@@ -66,21 +69,26 @@ def listwise_rerank(
         candidates, the input order is returned unchanged. Never raises.
     """
     ordered = list(results)
+    say = report.append if report is not None else (lambda note: None)
     try:
         limit = max(0, int(top_n))
     except (TypeError, ValueError):
         return ordered
     open_slots = [i for i, hit in enumerate(ordered[:limit]) if not hit.chunk.is_restricted]
     if not open_slots:
+        say("listwise: no open candidate; judge not asked")
         return ordered
     candidates = [passage_text(ordered[i]) for i in open_slots]
     try:
         answer = judge.judge(query, list(candidates))
         permutation = _as_permutation(answer, len(candidates))
-    except Exception:  # noqa: BLE001 — any judge failure degrades to the fused order
+    except Exception as exc:  # noqa: BLE001 — any judge failure degrades to the fused order
+        say(f"listwise: judge failed ({type(exc).__name__}): fused (RRF) order kept")
         return ordered
     if permutation is None:
+        say("listwise: the judge's answer is not a permutation of the candidates: fused (RRF) order kept")
         return ordered
+    say(f"listwise: {getattr(answer, 'how', '') or f'judge ordered {len(candidates)} candidates'}")
     reranked = list(ordered)
     for slot, pick in zip(open_slots, permutation):
         reranked[slot] = ordered[open_slots[pick]]
@@ -151,21 +159,44 @@ def parse_listwise_response(text: str, n_candidates: int) -> list[int]:
     few). A reply with no index, or with any index out of range (it is then unclear
     what the model meant), yields the identity order.
     """
+    return parse_listwise_detail(text, n_candidates)[0]
+
+
+def parse_listwise_detail(text: str, n_candidates: int) -> tuple[list[int], str]:
+    """:func:`parse_listwise_response` and a note saying how the reply was read: a full
+    order, a partial one (the rest kept in fused order), repeated ids dropped, or why no
+    order could be read (the identity: the fused order stays)."""
     n = int(n_candidates)
     identity = list(range(max(n, 0)))
     if n <= 0 or not isinstance(text, str):
-        return identity
+        return identity, "judge answered no text: fused (RRF) order kept"
     found = _indices_in(_CODE_FENCE.sub("", text.strip()))
-    if not found or any(i < 0 or i >= n for i in found):
-        return identity
+    if not found:
+        return identity, "judge answered no ranking: fused (RRF) order kept"
+    if any(i < 0 or i >= n for i in found):
+        return identity, f"judge named a passage outside [0]..[{n - 1}]: fused (RRF) order kept"
     order: list[int] = []
     seen: set[int] = set()
     for i in found:
         if i not in seen:
             seen.add(i)
             order.append(i)
+    ranked = len(order)
     order.extend(i for i in identity if i not in seen)
-    return order
+    notes = []
+    if ranked < n:
+        notes.append(f"judge ranked {ranked} of {n}; the rest keep their fused order")
+    else:
+        notes.append(f"judge ordered all {n}")
+    if len(found) > ranked:
+        notes.append(f"{len(found) - ranked} repeated id(s) ignored")
+    return order, "; ".join(notes)
+
+
+class JudgedOrder(list):
+    """A judge's order (a list of candidate indices) with ``how`` it was read from the reply."""
+
+    how: str = ""
 
 
 def _indices_in(text: str) -> list[int]:
@@ -213,15 +244,20 @@ class ProviderListwiseJudge:
         max_tokens: int | None = None,
         max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS,
     ) -> None:
+        from ragspine_core.llm import feature_max_tokens
+
         self.provider = provider
         self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.max_tokens = feature_max_tokens("listwise") if max_tokens is None else max_tokens
         self.max_passage_chars = max_passage_chars
 
     def judge(self, query: str, candidates: list[str]) -> list[int]:
         messages = build_listwise_prompt(query, candidates, max_passage_chars=self.max_passage_chars)
         reply = self.provider.chat(messages, temperature=self.temperature, max_tokens=self.max_tokens)
-        return parse_listwise_response(reply, len(candidates))
+        order, how = parse_listwise_detail(reply, len(candidates))
+        out = JudgedOrder(order)
+        out.how = how
+        return out
 
 
 class ListwiseReranker:
@@ -239,5 +275,5 @@ class ListwiseReranker:
         self.judge = judge
         self.top_n = top_n
 
-    def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
-        return listwise_rerank(query, hits, self.judge, top_n=self.top_n if top_n is None else top_n)
+    def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None, report: list[str] | None = None) -> list[Hit]:
+        return listwise_rerank(query, hits, self.judge, top_n=self.top_n if top_n is None else top_n, report=report)

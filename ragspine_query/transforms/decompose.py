@@ -14,7 +14,8 @@ import re
 from typing import Any
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.transform import MAX_QUERY_CHARS, Variants, ask_llm, merge, reply_lines
+from ragspine_query.transforms.transform import (MAX_QUERY_CHARS, Variants, ask_llm, feature_max_tokens, merge, reply_lines,
+                                                 same_language_lines)
 
 SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that together answer it. "
           "If it is already simple, repeat it. One sub-question per line, no numbering.")
@@ -60,11 +61,16 @@ class DecomposeTransform:
         query = str(variants[0])
         note = ""
         if self.provider is not None:
-            reply, note = ask_llm(self.provider, SYSTEM.format(n=self.max_subquestions), query, max_tokens=60 * self.max_subquestions)
-            subs = reply_lines(reply, limit=self.max_subquestions) if reply else []
-            subs = [s for s in subs if s.casefold() != query.strip().casefold()]
+            reply, note = ask_llm(self.provider, SYSTEM.format(n=self.max_subquestions), query,
+                                  max_tokens=feature_max_tokens("decompose", times=self.max_subquestions))
+            lines = reply_lines(reply, limit=2 * self.max_subquestions) if reply else []
+            subs, dropped = same_language_lines(query, lines)
+            subs = [s for s in subs if s.casefold() != query.strip().casefold()][: self.max_subquestions]
             if subs:
-                return Variants(merge(list(variants), subs), f"decompose: {len(subs)} LLM sub-questions, fused by RRF")
+                extra = f" ({dropped})" if dropped else ""
+                return Variants(merge(list(variants), subs), f"decompose: {len(subs)} LLM sub-questions, fused by RRF{extra}")
+            if reply is not None:
+                note = dropped or "the LLM only repeated the question"
         subs = split_question(query, limit=self.max_subquestions)
         how = "deterministic (no LLM)" if self.provider is None else f"deterministic ({note or 'LLM gave no sub-question'})"
         if not subs:

@@ -5,14 +5,15 @@ An LLM writes a short passage that would answer the query; the *dense* channel e
 that passage instead of the query, while the lexical channel keeps the user's words
 (a hypothetical passage is a probe, never a citable fact, and its invented terms would
 only add lexical noise). Without a provider, or when the LLM fails, the query runs as is
-and ``explain`` says why.
+and ``explain`` says why; so does a passage in another language than the query (a
+model's slip, not a probe of the query's language).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ragspine_query.transforms.transform import MAX_PROBE_CHARS, ChannelQuery, Variants, ask_llm
+from ragspine_query.transforms.transform import MAX_PROBE_CHARS, ChannelQuery, Variants, ask_llm, feature_max_tokens, other_language
 
 SYSTEM = ("You write a short, factual-sounding passage (3-5 sentences) that would answer the user's search query, "
           "as it might appear in a report. Answer with the passage only.")
@@ -30,10 +31,12 @@ class HyDETransform:
 
     def __call__(self, variants: list[str]) -> Variants:
         query = variants[0]
-        reply, note = ask_llm(self.provider, SYSTEM, str(query), max_tokens=300)
+        reply, note = ask_llm(self.provider, SYSTEM, str(query), max_tokens=feature_max_tokens("hyde"))
         if reply is None:
             return Variants(variants, f"hyde: {note}")
         probe = " ".join(reply.split())[:MAX_PROBE_CHARS]
+        if other_language(str(query), probe):
+            return Variants(variants, "hyde: the LLM answered in another language: plain query")
         texts = dict(getattr(query, "channel_texts", {}))
         texts.update({c: probe for c in self.dense_channels})
         first = query.replace(channel_texts=texts, origin="hyde") if isinstance(query, ChannelQuery) \

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_core.errors import ConfigError
-from ragspine_query.transforms.transform import Variants, ask_llm, merge, reply_lines
+from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, merge, reply_lines
 
 SYSTEM = ("You generate alternative search queries. Given a search query, write {n} different rephrasings that "
           "would find the same information (synonyms, more specific or more general wording). One per line, no numbering.")
@@ -29,7 +29,7 @@ class RagFusionTransform:
         self.n = n
 
     def __call__(self, variants: list[str]) -> Variants:
-        reply, note = ask_llm(self.provider, SYSTEM.format(n=self.n), str(variants[0]), max_tokens=60 * self.n)
+        reply, note = ask_llm(self.provider, SYSTEM.format(n=self.n), str(variants[0]), max_tokens=feature_max_tokens("fusion", times=self.n))
         if reply is None:
             return Variants(variants, f"fusion: {note}")
         new = reply_lines(reply, limit=self.n)

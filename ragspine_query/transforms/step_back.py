@@ -3,7 +3,7 @@ in Large Language Models", ICLR 2024): retrieve for a more generic question as w
 specific one, and fuse both.
 
 With an LLM the step-back question is asked of it; without one (or when it fails) a
-deterministic abstraction drops the specifics — years, quarters, dates, figures — so
+deterministic abstraction (also when its answer is in another language or repeats the query) drops the specifics — years, quarters, dates, figures — so
 "Acme China revenue in 2024Q3" also searches "Acme China revenue".
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragspine_query.transforms.transform import Variants, ask_llm, merge, reply_lines
+from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, merge, reply_lines, same_language_lines
 
 SYSTEM = ("Rewrite the user's search query as a more generic 'step-back' question about the underlying concept or "
           "background needed to answer it. Answer with one question only.")
@@ -42,8 +42,12 @@ class StepBackTransform:
 
     def __call__(self, variants: list[str]) -> Variants:
         query = str(variants[0])
-        reply, note = ask_llm(self.provider, SYSTEM, query, max_tokens=80) if self.provider is not None else (None, "")
-        lines = reply_lines(reply, limit=1) if reply else []
+        reply, note = (ask_llm(self.provider, SYSTEM, query, max_tokens=feature_max_tokens("step_back"))
+                       if self.provider is not None else (None, ""))
+        lines, dropped = same_language_lines(query, reply_lines(reply, limit=3) if reply else [])
+        lines = [line for line in lines if line.casefold() != query.strip().casefold()][:1]
+        if reply is not None and not lines:
+            note = "the LLM answered in another language" if dropped else "the LLM repeated the query or gave no question"
         if lines:
             return Variants(merge(list(variants), lines), "step_back: LLM")
         generic = abstract_query(query)

@@ -18,6 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from ragspine_core.llm import feature_max_tokens
+from ragspine_core.text.language import detect_language
+
 #: The longest variant a transform may produce (the seed's AgentCRAGMaxQueryRunes).
 MAX_QUERY_CHARS = 320
 #: The longest hypothetical document HyDE keeps.
@@ -61,7 +64,11 @@ class ChannelQuery(str):
         """The text channel ``name`` searches, or None when it must not run for this query."""
         if self.channels is not None and name not in self.channels:
             return None
-        return self.channel_texts.get(name, str(self))
+        if name in self.channel_texts:
+            return self.channel_texts[name]
+        # a part of an ensemble ("vector:e5") searches what its kind ("vector") was given: HyDE's probe
+        # reaches every dense model, not only the first
+        return self.channel_texts.get(name.split(":", 1)[0], str(self))
 
     def replace(self, **changes: Any) -> "ChannelQuery":  # type: ignore[override]  # a ChannelQuery's fields, not str.replace
         args: dict[str, Any] = {"channel_texts": self.channel_texts, "channels": self.channels, "origin": self.origin, "pinned": self.pinned,
@@ -125,6 +132,20 @@ def ask_llm(provider: Any, system: str, user: str, *, max_tokens: int = 256) -> 
     return reply, ""
 
 
+def other_language(query: str, text: str) -> bool:
+    """Whether an LLM's ``text`` is in another language than the user's ``query`` (the
+    script test of :func:`~ragspine_core.text.language.detect_language`): a reply a model
+    wrote in the wrong language is not used as a variant of the query."""
+    return detect_language(str(text)) != detect_language(str(query))
+
+
+def same_language_lines(query: str, lines: list[str]) -> tuple[list[str], str]:
+    """``lines`` in the query's language, and a note when some were dropped for their language."""
+    kept = [line for line in lines if not other_language(query, line)]
+    dropped = len(lines) - len(kept)
+    return kept, (f"{dropped} LLM line(s) in another language dropped" if dropped else "")
+
+
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\(\d+\)|q\d*[:.)]|question\s*\d*[:.)])\s*", re.IGNORECASE)
 
 
@@ -155,4 +176,5 @@ def merge(variants: list[str], new: Iterable[str]) -> list[str]:
     return out
 
 
-__all__ = ["ChannelQuery", "MAX_PROBE_CHARS", "MAX_QUERY_CHARS", "Variants", "ask_llm", "merge", "reply_lines", "with_channels"]
+__all__ = ["ChannelQuery", "MAX_PROBE_CHARS", "MAX_QUERY_CHARS", "Variants", "ask_llm", "feature_max_tokens", "merge",
+           "other_language", "reply_lines", "same_language_lines", "with_channels"]

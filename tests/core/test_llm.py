@@ -45,12 +45,14 @@ def test_chat_returns_message_content_and_sends_openai_body():
         assert request.headers["Content-Type"] == "application/json"
 
 
-def test_no_api_key_sends_no_authorization_and_omits_max_tokens():
+def test_no_api_key_sends_no_authorization_and_a_call_without_a_budget_gets_the_cap():
     with LocalChatServer("ok", reply=fixed_reply) as server:
         provider_for(server).chat(MESSAGES)
+        provider_for(server, max_tokens_cap=40).chat(MESSAGES, max_tokens=300)
         request = server.requests[0]
         assert "Authorization" not in request.headers
-        assert "max_tokens" not in request.json_body
+        assert request.json_body["max_tokens"] == 512  # never an unbounded completion
+        assert server.requests[1].json_body["max_tokens"] == 40  # a feature's budget is cut to the cap
         assert request.json_body["temperature"] == 0.0
 
 
