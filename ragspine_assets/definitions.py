@@ -66,7 +66,6 @@ def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
             artifacts_root=settings.artifacts_root,
             cache_root=settings.cache_root,
             glossary_path=settings.glossary_path,
-            embedding=settings.embedding,
             keep_snapshots=settings.keep_snapshots,
             ann_min_vectors=settings.ann_min_vectors,
             embedding_shards=max(1, settings.embedding_shards),

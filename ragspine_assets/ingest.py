@@ -218,7 +218,6 @@ def ingest_library(
     resource = RagspineConfig(
         data_root=str(where.data_root),
         raw_root=str(where.folder.parent),
-        embedding=spec,
         keep_snapshots=keep_snapshots or settings.keep_snapshots,
         ann_min_vectors=settings.ann_min_vectors,
         embedding_backend=EmbeddingBackendResource.from_settings(settings, spec),

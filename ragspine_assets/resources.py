@@ -8,7 +8,6 @@ reads the environment: ``definitions.py`` / ``ingest.py`` build these from
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -108,9 +107,8 @@ class LLMProviderResource(dg.ConfigurableResource):
 class RagspineConfig(dg.ConfigurableResource):
     """Roots of the raw documents, published artifacts and caches; the embedding backend.
 
-    ``embedding_backend`` (nested resource) chooses the backend; without it the legacy
-    ``embedding`` spec string does (deprecated: kept for one release so existing run
-    configs work, with a ``DeprecationWarning`` when it names a backend other than ``auto``).
+    ``embedding_backend`` (nested resource) chooses the backend; without it, ``auto`` (the
+    backend recorded for the library, or the default model).
     """
 
     data_root: str = "data"
@@ -118,7 +116,6 @@ class RagspineConfig(dg.ConfigurableResource):
     artifacts_root: str = ""
     cache_root: str = ""
     glossary_path: str = ""
-    embedding: str = "auto"
     keep_snapshots: int = DEFAULT_KEEP_SNAPSHOTS
     #: Libraries with at least this many vectors get the ANN index (0 = never); a library's
     #: ``_library.toml`` ``ann_min_vectors`` wins (``RAGSPINE_ANN_MIN_VECTORS``).
@@ -133,13 +130,8 @@ class RagspineConfig(dg.ConfigurableResource):
     summarizer_llm: Optional[LLMProviderResource] = None
 
     def embedding_resource(self) -> EmbeddingBackendResource:
-        """The nested embedding resource, or one on the legacy ``embedding`` spec."""
-        if self.embedding_backend is not None:
-            return self.embedding_backend
-        if (self.embedding or "auto").strip().lower() != "auto":
-            warnings.warn("RagspineConfig.embedding is deprecated and goes in the next release; configure "
-                          "embedding_backend=EmbeddingBackendResource(spec=...) instead", DeprecationWarning, stacklevel=2)
-        return EmbeddingBackendResource(spec=self.embedding)
+        """The nested embedding resource, or ``auto``."""
+        return self.embedding_backend if self.embedding_backend is not None else EmbeddingBackendResource()
 
     def embedding_spec(self) -> EmbeddingSpec:
         """The run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec` the steps receive."""

@@ -24,7 +24,7 @@ from ragspine_index.step_api import CheckSpec, Progress, StepContext, StepResult
 from ragspine_assets.io_manager import StepOutputIOManager  # noqa: E402
 from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_assets.progress import RateMeter  # noqa: E402
-from ragspine_assets.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig  # noqa: E402
 from tests.conftest import copy_sample_data  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def test_a_new_step_gets_an_asset_with_lineage_checks_and_code_version():
 
 def test_a_new_step_materializes_after_documents_and_reports_structured_progress(tmp_path, capfd):
     data = copy_sample_data(tmp_path / "data")
-    resources = {"ragspine": RagspineConfig(data_root=str(data), embedding="none"),
+    resources = {"ragspine": RagspineConfig(data_root=str(data), embedding_backend=EmbeddingBackendResource(spec="none")),
                  "io_manager": StepOutputIOManager(base_dir=str(tmp_path / "io"))}
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(LIBRARIES_PARTITION, ["sample"])

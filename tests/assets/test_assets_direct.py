@@ -13,7 +13,7 @@ import pytest
 dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' extra")
 
 from ragspine_assets.assets import bm25_index, chunk_embeddings, chunks, documents, index_manifest, index_text, relation_graph, summary_tree  # noqa: E402
-from ragspine_assets.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig  # noqa: E402
 from ragspine_core import schema  # noqa: E402
 from ragspine_query.library import open_library  # noqa: E402
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig  # noqa: E402
@@ -26,7 +26,7 @@ def ctx(data_root: Path) -> dg.AssetExecutionContext:
     # RagspineConfig nests the embedding backend resource: open the context as a context manager
     return dg.build_asset_context(
         partition_key=LIBRARY,
-        resources={"ragspine": RagspineConfig(data_root=str(data_root), embedding="none")},
+        resources={"ragspine": RagspineConfig(data_root=str(data_root), embedding_backend=EmbeddingBackendResource(spec="none"))},
     )
 
 

@@ -100,7 +100,7 @@ def test_resources_come_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("RAGSPINE_KEEP_SNAPSHOTS", "3")
     cfg = make_resources()["ragspine"]
     assert isinstance(cfg, RagspineConfig)
-    assert (cfg.data_root, cfg.embedding, cfg.keep_snapshots) == (str(tmp_path), "none", 3)
+    assert (cfg.data_root, cfg.embedding_resource().spec, cfg.keep_snapshots) == (str(tmp_path), "none", 3)
     paths = cfg.library_paths("sample")
     assert paths.raw == tmp_path / "raw" / "sample" and paths.root == tmp_path / "artifacts" / "sample"
 

@@ -57,10 +57,10 @@ def test_resources_come_from_settings_not_deeper_environment_reads():
                                 "RAGSPINE_LLM_BASE_URL": "http://127.0.0.1:9/v1", "RAGSPINE_LLM_MODEL": "m"})
     cfg: RagspineConfig = resources["ragspine"]
     emb = cfg.embedding_resource()
-    assert (emb.spec, emb.model_dir, cfg.embedding) == ("deterministic", "/models/x", "deterministic")
+    assert (emb.spec, emb.model_dir) == ("deterministic", "/models/x")
     assert isinstance(resources["llm"], LLMProviderResource) and resources["llm"].model == "m"
-    # without the nested resource, the legacy spec string still chooses the backend
-    assert RagspineConfig(embedding="none").embedding_resource().spec == "none"
+    # without the nested resource: auto (0.2.0 removed the legacy spec string)
+    assert RagspineConfig().embedding_resource().spec == "auto"
 
 
 def test_the_resource_is_one_embedding_spec_and_builds_from_it_alone(monkeypatch):
@@ -89,9 +89,3 @@ def test_a_bad_resource_field_is_named(tmp_path):
         EmbeddingBackendResource(spec="openai", dim="wide").embedding_spec()
     with pytest.raises(ConfigError, match="unknown embedding backend 'bert'"):
         EmbeddingBackendResource(spec="bert").embedding_spec()
-
-
-def test_the_legacy_embedding_field_still_chooses_and_says_it_is_deprecated():
-    with pytest.warns(DeprecationWarning, match="RagspineConfig.embedding is deprecated"):
-        spec = RagspineConfig(embedding="deterministic").embedding_spec()
-    assert spec.backend == "deterministic"

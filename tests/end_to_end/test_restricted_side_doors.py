@@ -18,7 +18,7 @@ import pytest
 
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.steps.chunk_embeddings import text_hash
-from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_query.library import open_library
 from ragspine_query.agent_api import build_narrative_retriever
@@ -278,7 +278,7 @@ def test_partition_key_outside_the_data_root_writes_nothing_outside(tmp_path):
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(LIBRARIES_PARTITION, ["../../outside"])
         result = dg.materialize(ALL_ASSETS, instance=instance, partition_key="../../outside", raise_on_error=False,
-                                resources={"ragspine": RagspineConfig(data_root=str(data), embedding="none"),
+                                resources={"ragspine": RagspineConfig(data_root=str(data), embedding_backend=EmbeddingBackendResource(spec="none")),
                                            "io_manager": StepOutputIOManager()})
     assert not result.success
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))

@@ -9,7 +9,7 @@ dg = pytest.importorskip("dagster", reason="materializing needs the 'pipeline' e
 from ragspine_assets.assets import ALL_ASSETS  # noqa: E402
 from ragspine_assets.partitions import LIBRARIES_PARTITION  # noqa: E402
 from ragspine_assets.io_manager import StepOutputIOManager  # noqa: E402
-from ragspine_assets.resources import RagspineConfig  # noqa: E402
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig  # noqa: E402
 from ragspine_query.library import open_library  # noqa: E402
 from ragspine_query.tree import TreeRetriever  # noqa: E402
 from tests.conftest import RESTRICTED_MARKERS, copy_sample_data  # noqa: E402
@@ -20,7 +20,7 @@ def test_materialize_builds_the_summary_tree_with_its_metadata_and_check(tmp_pat
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(LIBRARIES_PARTITION, ["sample"])
     result = dg.materialize(ALL_ASSETS, instance=instance, partition_key="sample",
-                            resources={"ragspine": RagspineConfig(data_root=str(data), embedding="none"),
+                            resources={"ragspine": RagspineConfig(data_root=str(data), embedding_backend=EmbeddingBackendResource(spec="none")),
                                        "io_manager": StepOutputIOManager()})
     assert result.success
     mats = [m for m in result.asset_materializations_for_node("summary_tree")]

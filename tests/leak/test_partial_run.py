@@ -18,7 +18,7 @@ import pytest
 
 from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.io_manager import StepOutputIOManager
-from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 from ragspine_query.library import open_library
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
 
@@ -58,7 +58,7 @@ def test_partial_run_after_reclassification_publishes_nothing_stale(tmp_path, mo
         keys = [a.key for a in ALL_ASSETS if a.key.to_user_string() in
                 ("documents", "chunks", "index_text", "bm25_index", "index_manifest")]
         assert len(keys) == 5
-        resources = {"ragspine": RagspineConfig(data_root=str(data), raw_root=str(data / "raw"), embedding="deterministic"),
+        resources = {"ragspine": RagspineConfig(data_root=str(data), raw_root=str(data / "raw"), embedding_backend=EmbeddingBackendResource(spec="deterministic")),
                      "io_manager": StepOutputIOManager()}
         result = dg.materialize(ALL_ASSETS, selection=keys, instance=instance, resources=resources, partition_key="lib",
                                 raise_on_error=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 
 from tests.assets.ops.helpers import make_dagster_home
 
@@ -22,7 +22,7 @@ def data_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ragspine(data_root: Path) -> RagspineConfig:
-    return RagspineConfig(data_root=str(data_root), embedding="none")
+    return RagspineConfig(data_root=str(data_root), embedding_backend=EmbeddingBackendResource(spec="none"))
 
 
 @pytest.fixture

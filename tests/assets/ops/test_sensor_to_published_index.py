@@ -9,7 +9,7 @@ import pytest
 
 from ragspine_assets.definitions import build_definitions
 from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 from ragspine_assets.sensors import raw_files_sensor
 from ragspine_core import schema
 from ragspine_query.library import open_library
@@ -42,7 +42,7 @@ def doc_ids(artifacts: Path) -> set[str]:
 def test_sensor_runs_publish_new_library_and_withdraw_deleted_file(data_root: Path, instance) -> None:
     env = {"RAGSPINE_DATA_ROOT": str(data_root), "RAGSPINE_EMBEDDING": "none"}
     defs = build_definitions(env)
-    ragspine = RagspineConfig(data_root=str(data_root), embedding="none")
+    ragspine = RagspineConfig(data_root=str(data_root), embedding_backend=EmbeddingBackendResource(spec="none"))
     alpha = data_root / "raw" / "alpha"
     write_doc(alpha / "revenue.md", "Revenue", "Alpha revenue grew 12% on strong exports.")
 

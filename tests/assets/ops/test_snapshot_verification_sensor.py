@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_core import schema
-from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 from ragspine_assets.verification import MAX_REPAIR_RUNS, TAG_REPAIR_OF, snapshot_verification_sensor
 from tests.conftest import ingest
 from tests.assets.ops.helpers import write_doc
@@ -33,7 +33,7 @@ def test_the_sensor_verifies_records_and_requests_bounded_repairs(data_root: Pat
     raw = data_root / "raw" / "alpha"
     write_doc(raw / "a.md", "Alpha", "Alpha revenue grew in the north region.")
     ingest(raw, instance=instance)
-    ragspine = RagspineConfig(data_root=str(data_root), embedding="none")
+    ragspine = RagspineConfig(data_root=str(data_root), embedding_backend=EmbeddingBackendResource(spec="none"))
     result = tick(ragspine, instance)
     seen = observed(instance, result)
     assert seen["partition"] == "alpha" and seen["verification"] == "ok" and seen["files"] > 5
