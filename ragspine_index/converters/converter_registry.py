@@ -12,23 +12,6 @@ from typing import Callable
 from ragspine_index.converters import csv, docx, eml, epub, html, image, msg, ocr, odf, pdf, pptx, rtf, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
-
-def read_attachment(name: str, payload: bytes, number: int, limits: ConversionLimits) -> Converted | None:
-    """An attachment's text when its suffix is one a converter reads (``.txt``/``.md`` as
-    text; not a nested message), ``None`` when it is not read; a damaged one raises
-    ConversionError naming it by number and suffix (never by name: it may be RESTRICTED)."""
-    suffix = PurePosixPath(name).suffix.lower()
-    readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix not in (".eml", ".msg")
-                                             and FORMAT_BY_SUFFIX[suffix].available())
-    if not readable or not payload:
-        return None
-    try:
-        return eml.text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
-    except ConversionError as exc:
-        raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
-                              exc.hint, field=exc.field) from exc
-
-
 FORMATS_EXTRA = "formats"
 
 
@@ -82,6 +65,22 @@ class Format:
 
 
 _DISTRIBUTIONS = {"docx": "python-docx", "pptx": "python-pptx", "PIL": "pillow"}
+
+
+def read_attachment(name: str, payload: bytes, number: int, limits: ConversionLimits) -> Converted | None:
+    """An attachment's text when its suffix is one a converter reads (``.txt``/``.md`` as
+    text; not a nested message), ``None`` when it is not read; a damaged one raises
+    ConversionError naming it by number and suffix (never by name: it may be RESTRICTED)."""
+    suffix = PurePosixPath(name).suffix.lower()
+    readable = suffix in (".txt", ".md") or (suffix in FORMAT_BY_SUFFIX and suffix not in (".eml", ".msg")
+                                             and FORMAT_BY_SUFFIX[suffix].available())
+    if not readable or not payload:
+        return None
+    try:
+        return eml.text_part(payload, limits) if suffix in (".txt", ".md") else convert_bytes(payload, suffix, limits)
+    except ConversionError as exc:
+        raise ConversionError(f"attachment {number - 1} ({suffix or 'no suffix'}, part {number}) {exc.problem}",
+                              exc.hint, field=exc.field) from exc
 
 
 FORMATS: tuple[Format, ...] = (
