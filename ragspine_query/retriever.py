@@ -274,6 +274,11 @@ class HybridRetriever:
         return weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=top)
 
     @property
+    def library_retrievers(self) -> Mapping[str, "HybridRetriever"]:
+        """This retriever, under its library's id (the :class:`~ragspine_query.source.Source` protocol)."""
+        return {self.library.library_id: self}
+
+    @property
     def library_id(self) -> str:
         return self.library.library_id
 
@@ -636,6 +641,11 @@ class MultiIndexRetriever:
     pipeline = HybridRetriever.pipeline
 
     traces_itself = True
+
+    @property
+    def library_retrievers(self) -> Mapping[str, HybridRetriever]:
+        """The retrievers searched, by library id (the :class:`~ragspine_query.source.Source` protocol)."""
+        return self.retrievers
 
     def prefetch_queries(self, queries: Sequence[str]) -> int:
         """:meth:`HybridRetriever.prefetch_queries` for every library the queries route to."""

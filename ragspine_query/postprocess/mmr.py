@@ -19,6 +19,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.records import Hit
+from ragspine_query.source import Source, libraries_of
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -32,12 +33,9 @@ class VectorLookup:
         self._lock = threading.Lock()
 
     @classmethod
-    def of_source(cls, source: Any) -> "VectorLookup":
-        """The libraries behind a HybridRetriever / MultiIndexRetriever (duck-typed)."""
-        if hasattr(source, "retrievers"):
-            return cls({lid: r.library for lid, r in source.retrievers.items()})
-        lib = getattr(source, "library", None)
-        return cls({lib.library_id: lib} if lib is not None else {})
+    def of_source(cls, source: Source) -> "VectorLookup":
+        """The libraries behind a HybridRetriever / MultiIndexRetriever (:func:`~ragspine_query.source.libraries_of`)."""
+        return cls({lib.library_id: lib for lib in libraries_of(source)})
 
     def _for(self, library_id: str):
         with self._lock:

@@ -11,11 +11,14 @@ clauses and "compare A and/with B".
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.transforms.transform import (MAX_QUERY_CHARS, Variants, ask_llm, feature_max_tokens, merge, reply_lines,
                                                  same_language_lines)
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that together answer it. "
           "If it is already simple, repeat it. One sub-question per line, no numbering.")
@@ -51,7 +54,7 @@ class DecomposeTransform:
 
     name = "decompose"
 
-    def __init__(self, provider: Any | None = None, *, max_subquestions: int = 3) -> None:
+    def __init__(self, provider: LLMProvider | None = None, *, max_subquestions: int = 3) -> None:
         if max_subquestions < 1:
             raise ConfigError(f"max_subquestions must be >= 1, got {max_subquestions}")
         self.provider = provider

@@ -16,10 +16,13 @@ transform ever sends index text to an LLM.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragspine_core.llm import feature_max_tokens
 from ragspine_core.text.language import detect_language
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 #: The longest variant a transform may produce (the seed's AgentCRAGMaxQueryRunes).
 MAX_QUERY_CHARS = 320
@@ -114,7 +117,7 @@ class Variants(list):
         self.tier = tier
 
 
-def ask_llm(provider: Any, system: str, user: str, *, max_tokens: int = 256) -> tuple[str | None, str]:
+def ask_llm(provider: LLMProvider | None, system: str, user: str, *, max_tokens: int = 256) -> tuple[str | None, str]:
     """One chat call; returns ``(reply, "")`` or ``(None, note)`` — never raises.
 
     Any failure (HTTP error after retries, timeout, unusable body, an exception of any
