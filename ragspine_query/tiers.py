@@ -90,9 +90,9 @@ def classify_query(query: str, *, entity_count: Callable[[str], int] | None = No
 def _multi_part(q: str) -> bool:
     """Whether ``q`` asks several things: the deterministic splitter finds sub-questions
     (a comparison "compare A and B" is relational, not multi-part)."""
-    from ragspine_query.transforms.decompose import _COMPARE, split_question
+    from ragspine_query.transforms.decompose import COMPARE, split_question
 
-    return not _COMPARE.match(q) and len(split_question(q)) >= 2
+    return not COMPARE.match(q) and len(split_question(q)) >= 2
 
 
 LLM_SYSTEM = ("Classify the search query into exactly one retrieval tier: direct (exact keyword or identifier lookup), "

@@ -25,14 +25,14 @@ SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that
 
 _SENTENCE = re.compile(r"(?<=[?;])\s+|;\s*")
 _CLAUSE = re.compile(r"\s*(?:,\s*)?\b(?:and also|as well as|and then|and|versus|vs\.?)\b\s*", re.IGNORECASE)
-_COMPARE = re.compile(r"^\s*(?:compare|comparison of|difference between|differences between)\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)\s*\??$",
+COMPARE = re.compile(r"^\s*(?:compare|comparison of|difference between|differences between)\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)\s*\??$",
                       re.IGNORECASE)
 
 
 def split_question(query: str, *, limit: int = 4) -> list[str]:
     """Deterministic sub-questions of ``query`` (empty when it does not split)."""
     q = " ".join(query.split())
-    m = _COMPARE.match(q)
+    m = COMPARE.match(q)
     if m:
         a, b = m.group(1).strip(), m.group(2).strip()
         return [a, b][:limit] if a and b else []
