@@ -30,13 +30,14 @@ if TYPE_CHECKING:
     from ragspine_query.rerank.reranker import Reranker
     from ragspine_query.rerank.listwise import ListwiseJudge
     from ragspine_query.source import Source
+    from ragspine_query.pipeline.plugins import Transform
 
 
 class SearchIndex(Protocol):
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]: ...
 
 
-def glossary_transform(rewriter: GlossaryQueryRewriter):
+def glossary_transform(rewriter: GlossaryQueryRewriter) -> Transform:
     """The glossary multi-query rewriter as a pipeline transform (variants of the user's query)."""
     def transform(variants: list[str]) -> list[str]:
         return rewriter.rewrite(variants[0]) + [v for v in variants[1:]]
@@ -103,7 +104,7 @@ class NarrativeIndexRetriever:
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             snippets, res = self._open_snippets(query, filters or None, top_k)
-            dropped: tuple[dict, ...] = ()
+            dropped: tuple[dict[str, Any], ...] = ()
             if not snippets and res.refusal is None and filters and self.retry_without_filters:
                 tracer.add("retry", "without-filters", 0.0, query=query,
                            detail="the caller's filtered result was empty (retry_without_filters is on)")
@@ -146,7 +147,7 @@ def result_assessment(result: Any) -> dict[str, Any]:
 
 
 def build_narrative_retriever(
-    libraries: str | os.PathLike | Library | Sequence[str | os.PathLike | Library],
+    libraries: str | os.PathLike[str] | Library | Sequence[str | os.PathLike[str] | Library],
     provider: LLMProvider | None = None,
     *,
     embedding_backend: Any | None | str = "env",
@@ -245,7 +246,7 @@ def build_narrative_retriever(
 
             router = make_router(settings.router if router == "env" else router, retrievers, glossary_obj)
         base = MultiIndexRetriever(retrievers, router=router)
-    extra_post: list = []
+    extra_post: list[Any] = []
     if isinstance(postprocessor, str):
         import dataclasses
 

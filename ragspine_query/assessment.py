@@ -50,7 +50,7 @@ class Confidence:
     def needs_refinement(self) -> bool:
         return self.grade != "high"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"grade": self.grade, "score": round(float(self.score), 4)}
 
     @classmethod
@@ -80,7 +80,7 @@ class _LibraryTerms:
     __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows")
 
     def __init__(self, library: Any) -> None:
-        from ragspine_core.lexical.bm25 import idf
+        from ragspine_core.lexical.bm25_format import idf
 
         bm25 = library.bm25
         self.analyze = getattr(library.analyzer, "fn", library.analyzer)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.source import libraries_of
@@ -113,7 +113,7 @@ def library_prefix(library_id: str) -> str:
     return f"{library_id}@"
 
 
-def invalidate_library(cache: ScopedCache, library_id: str) -> int:
+def invalidate_library(cache: ScopedCache[Any], library_id: str) -> int:
     """Drop every result of ``library_id`` (any snapshot) from ``cache``; returns how many."""
     prefix = library_prefix(library_id)
     return cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))

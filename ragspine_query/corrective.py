@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ragspine_query.assessment import Confidence, Grade, default_tier
 from ragspine_query.score_normalization import normalize_score
@@ -216,8 +216,8 @@ class CorrectiveStage(Stage):
     def _grade(self, query: str, hits: list[Hit], filters: Any = None) -> tuple[Grade, list[Hit]]:
         if self.grader is not None:
             if getattr(self.grader, "takes_filters", False):  # it reads the rows the run's filters allow
-                return self.grader(query, hits, self.config, filters=filters)
-            return self.grader(query, hits, self.config)
+                return cast("tuple[Grade, list[Hit]]", self.grader(query, hits, self.config, filters=filters))
+            return cast("tuple[Grade, list[Hit]]", self.grader(query, hits, self.config))
         return grade_hits(hits, self.config)
 
     def _rewrite(self, query: str) -> tuple[str | None, str]:
@@ -259,12 +259,12 @@ class CorrectiveStage(Stage):
         return acts[: self.config.max_rounds]
 
     @staticmethod
-    def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict, ...]:
+    def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict[str, Any], ...]:
         """The filters a corrective rerun (``f2``, ``extract``) runs without, as records."""
         from ragspine_query.pipeline.stages import dropped_filter_records
 
         why = f"corrective retrieval: the first result graded {g1.grade} ({g1.confidence:.2f})"
-        out: tuple[dict, ...] = ()
+        out: tuple[dict[str, Any], ...] = ()
         if filters and not f2:
             out += dropped_filter_records(filters, "caller", why)
         ex = first.extraction

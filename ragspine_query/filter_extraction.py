@@ -442,9 +442,9 @@ class AppliedFilters:
     predicates: tuple[ExtractedPredicate, ...] = ()
     outcome: str = "none"  # none | applied | filled | dropped
     note: str = ""
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "note": self.note,
                 "predicates": [{"field": p.predicate.field, "op": p.predicate.op,
                                 "value": list(p.predicate.value) if isinstance(p.predicate.value, tuple) else p.predicate.value,

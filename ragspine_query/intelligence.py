@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Callable
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.filter_extraction import DEFAULT_MIN_CONFIDENCE
@@ -128,7 +128,7 @@ class QueryIntelligence:
                 + (" relax_filters" if self.relax_filters else ""))
 
 
-def _entity_counter(glossary: "Glossary"):
+def _entity_counter(glossary: "Glossary") -> Callable[[str], int]:
     """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
     from ragspine_core.text.normalize import normalize_query
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence, cast
 
 import numpy as np
 
@@ -192,7 +192,7 @@ class BM25Index:
         self._masks: dict[int, np.ndarray] = {}  # term -> bool[n_rows] own-text rows, see _own_mask
         self._column_bytes = 0
         self._known: dict[str, tuple[int, tuple[int, int]]] = {}  # token -> (id, span), see _lookup
-        self._jit: tuple | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
+        self._jit: tuple[Any, ...] | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
         self._jit_calls = 0
         n = self.n_rows
         self._dense_df = max(1, n // self.DENSE_DF_DIVISOR) if n >= self.DENSE_MIN_ROWS else n + 1
@@ -328,7 +328,7 @@ class BM25Index:
         _load_jit(self)
         return self._jit is not None
 
-    def _jit_kernel(self) -> tuple | None:
+    def _jit_kernel(self) -> tuple[Any, ...] | None:
         """The compiled kernel, or None (then counts the query toward :attr:`JIT_AFTER`)."""
         jit = self._jit
         if jit is None and self.JIT_AFTER is not None:
@@ -339,14 +339,14 @@ class BM25Index:
                 threading.Thread(target=_load_jit, args=(self,), name="ragspine-bm25-jit").start()
         return jit
 
-    def _kernel_top_k(self, jit: tuple, spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
+    def _kernel_top_k(self, jit: tuple[Any, ...], spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
                       allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         kernel, post, imp, no_own, no_mask = jit
         acc, shared = self._borrow(dense=False)
         try:
-            return kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
+            return cast("tuple[np.ndarray, np.ndarray]", kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
                           no_own if own is None else _readonly(own), own is not None,
-                          no_mask if allowed is None else _readonly(allowed), allowed is not None)
+                          no_mask if allowed is None else _readonly(allowed), allowed is not None))
         except BaseException:
             acc.fill(0.0)  # keep the all-zero invariant
             raise
@@ -475,7 +475,7 @@ class BM25Index:
                 np.logical_or(out, m, out=out)
         return out if out is not None else np.zeros(self.n_rows, dtype=bool)
 
-    def _search_dense(self, term_ids, spans, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _search_dense(self, term_ids: list[int], spans: list[tuple[int, int]], k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         if len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
             cols = [self._column(t, s, e) for t, (s, e) in zip(term_ids, spans)]
             if all(c is not None for c in cols):
@@ -497,7 +497,7 @@ class BM25Index:
             self._release(shared)
         return top_k_rows(rows, scores, k)
 
-    def _search_pruned(self, term_ids, cols: list[np.ndarray], k: int,
+    def _search_pruned(self, term_ids: list[int], cols: list[np.ndarray], k: int,
                        allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """MaxScore over dense columns (Turtle & Flood 1995): leave out the terms whose
         maximum impacts together cannot lift a row over the k-th best score.

@@ -3,6 +3,8 @@ floor to skip most of a long candidate list."""
 
 from __future__ import annotations
 
+from typing import cast
+
 
 import numpy as np
 
@@ -71,7 +73,7 @@ def kth_largest(values: np.ndarray, k: int) -> float | None:
     flat = values.ravel()
     if flat.shape[0] < k:
         return None
-    return np.partition(flat, flat.shape[0] - k)[flat.shape[0] - k].item()
+    return cast("float | None", np.partition(flat, flat.shape[0] - k)[flat.shape[0] - k].item())
 
 
 def sample_floor(values: np.ndarray, k: int) -> float | None:

@@ -69,7 +69,7 @@ VARIANTS_OWN_LANGUAGE_ONLY = False
 _R = TypeVar("_R")
 
 
-def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict, ...]:
+def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict[str, Any], ...]:
     """``{field, op, value, origin, why}`` of each dropped predicate (``origin``: ``caller`` or
     ``extracted``): what :attr:`SearchResult.dropped_filters` holds."""
     from ragspine_query.filters import parse_filters
@@ -79,7 +79,7 @@ def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict
                   "origin": origin, "why": why} for p in preds)
 
 
-class SearchResult(list):
+class SearchResult(list[Any]):
     """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
     ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
@@ -104,7 +104,7 @@ class SearchResult(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
 
     def carry(self: _R, other: Any) -> _R:
         """Copy ``other``'s tier, confidence, needs_refinement, filters and dropped filters onto this result."""
@@ -117,18 +117,18 @@ class SearchResult(list):
             setattr(self, "dropped_filters", tuple(getattr(self, "dropped_filters", ())) + dropped)
         return self
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """A pandas DataFrame with provenance columns (see :func:`hits_to_frame`)."""
         return hits_to_frame(self)
 
 
-class Snippets(list):
+class Snippets(list[Any]):
     """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
     ``confidence``, ``needs_refinement``, ``filters``, ``dropped_filters`` (see :class:`SearchResult`) and ``to_frame()``."""
 
     __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
 
-    def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None, refusal: Any = None) -> None:
+    def __init__(self, snippets: Sequence[dict[str, Any]] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(snippets)
         self.explain = explain
         self.refusal = refusal
@@ -136,11 +136,11 @@ class Snippets(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
 
     carry = SearchResult.carry
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         return hits_to_frame(self)
 
 
@@ -188,7 +188,7 @@ class QueryState:
         self.extraction: Any = None
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
         self._rerun: Callable[..., "QueryState"] | None = None
 
     def rerun(self, query: Any, filters: Any, *, extract: bool = True, after: Any = None) -> "QueryState":

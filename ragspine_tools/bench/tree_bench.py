@@ -106,7 +106,7 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
     paths = prepare_library(dataset, out, quiet=True)
@@ -162,7 +162,7 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     from ragspine_tools.evaluate import prepare_library
     from ragspine_index.steps.summary_tree import TreeParams, cached_embed, read_leaves, build_summary_tree
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
 
     paths = prepare_library(dataset, out, quiet=True)
     leaves, _, _ = read_leaves(paths.chunk_store)
