@@ -28,7 +28,7 @@ def connect_read_only(db_path: Path, *, immutable: bool = False) -> sqlite3.Conn
     return conn
 
 
-def row_to_chunk(row: sqlite3.Row | dict) -> Chunk:
+def row_to_chunk(row: sqlite3.Row | dict[str, Any]) -> Chunk:
     extra = json.loads(row["extra_json"] or "{}")
     return Chunk(
         chunk_id=row["chunk_id"],

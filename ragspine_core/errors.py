@@ -5,6 +5,8 @@ Every message says what happened, with which value, and what to do about it.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RagspineError(Exception):
     """Base class of every error RAGSpine raises on purpose."""
@@ -36,11 +38,11 @@ class DocumentError(RagspineError):
             msg += f" — {hint}"
         super().__init__(msg)
 
-    def __reduce__(self):  # picklable with its fields (parsing runs in worker processes)
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable with its fields (parsing runs in worker processes)
         return (_rebuild_document_error, (type(self), self.path, self.problem, self.field, self.hint))
 
 
-def _rebuild_document_error(cls: type, path: str, problem: str, field: str | None, hint: str) -> DocumentError:
+def _rebuild_document_error(cls: type[DocumentError], path: str, problem: str, field: str | None, hint: str) -> DocumentError:
     return cls(path, problem, field=field, hint=hint)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ragspine_core.text.normalize import normalize_query
 from ragspine_core.glossary import Glossary
@@ -38,7 +38,7 @@ class Refusal:
     query: str = ""
     entities: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "query": self.query, "entities": list(self.entities)}
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def check_manifest_id(snapshot_dir: Path, manifest: Mapping[str, Any]) -> None:
 
 def verify_snapshot_files(snapshot_dir: Path, manifest: Mapping[str, Any], *, full: bool = False,
                           max_file_bytes: int | None = None, budget_bytes: int | None = None,
-                          memo: dict | None = None, hashed_files: set[str] | None = None) -> dict[str, int]:
+                          memo: dict[tuple[int, int, int, int], str] | None = None, hashed_files: set[str] | None = None) -> dict[str, int]:
     """Check the files the manifest lists against their recorded size and sha256.
 
     ``full``: hash every file (``ragspine snapshots --verify``); otherwise only files of at
@@ -194,7 +194,7 @@ def _verify_unit(snapshot_dir: Path, rel: str, start: int, length: int, digest: 
         raise corrupt(snapshot_dir, rel, f"{label} does not match its sha256 in the manifest (its bytes changed)")
 
 
-def verify_blocks(snapshot_dir: Path, manifest: Mapping[str, Any], *, skip: set[str] | frozenset = frozenset(),
+def verify_blocks(snapshot_dir: Path, manifest: Mapping[str, Any], *, skip: set[str] | frozenset[str] = frozenset(),
                   threads: int = VERIFY_THREADS) -> dict[str, int]:
     """Hash what the check at open left out (files in ``skip`` were hashed then): each
     block of a file that has block hashes, each other file whole; ``threads`` at a time.
@@ -233,7 +233,7 @@ def verify_blocks(snapshot_dir: Path, manifest: Mapping[str, Any], *, skip: set[
     return {"files": len({u[0] for u in units}), "blocks": len(units), "bytes": sum(u[2] for u in units)}
 
 
-def _hash_once(path: Path, memo: dict | None) -> str:
+def _hash_once(path: Path, memo: dict[tuple[int, int, int, int], str] | None) -> str:
     if memo is None:
         return sha256_path(path)
     st = path.stat()
@@ -244,7 +244,7 @@ def _hash_once(path: Path, memo: dict | None) -> str:
 
 
 def verify_snapshot(snapshot_dir: Path, manifest: Mapping[str, Any] | None = None, *, full: bool = True,
-                    memo: dict | None = None) -> dict[str, int]:
+                    memo: dict[tuple[int, int, int, int], str] | None = None) -> dict[str, int]:
     """Verify one snapshot folder: its manifest's id, every file's size and (``full``) sha256.
 
     Raises:
@@ -321,8 +321,8 @@ COPY_AT_OPEN_MAX_FILE_BYTES = HASH_AT_OPEN_MAX_FILE_BYTES
 def map_or_copy(path: Path) -> np.ndarray:
     """``np.load(path)``: into memory up to :data:`COPY_AT_OPEN_MAX_FILE_BYTES`, else mapped read-only."""
     if path.stat().st_size > COPY_AT_OPEN_MAX_FILE_BYTES:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    return np.load(path, allow_pickle=False)
+        return cast("np.ndarray", np.load(path, mmap_mode="r", allow_pickle=False))
+    return cast("np.ndarray", np.load(path, allow_pickle=False))
 
 
 def load_array(directory: Path, name: str) -> np.ndarray:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.errors import ConfigError, ProviderError
 from ragspine_core.net.openai_http import (
@@ -65,7 +65,7 @@ class LLMProvider(Protocol):
 
     def chat(
         self,
-        messages: list[dict],
+        messages: list[dict[str, Any]],
         *,
         temperature: float = 0.0,
         max_tokens: int | None = None,
@@ -157,7 +157,7 @@ class OpenAICompatibleProvider:
         self.backoff_s = self._client.backoff_s
 
     @classmethod
-    def from_settings(cls, settings: "Settings", **overrides) -> "OpenAICompatibleProvider":
+    def from_settings(cls, settings: "Settings", **overrides: Any) -> "OpenAICompatibleProvider":
         """Build a provider from ``settings.llm_base_url`` / ``llm_model`` / ``llm_api_key``.
 
         ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_max_tokens`` / ``llm_concurrency``
@@ -180,7 +180,7 @@ class OpenAICompatibleProvider:
         return cls(base_url, model, api_key=settings.llm_api_key.strip() or None, **limits)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "OpenAICompatibleProvider":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "OpenAICompatibleProvider":
         """:meth:`from_settings` on ``Settings.from_env(environ)`` (default ``os.environ``).
 
         The API key is ``RAGSPINE_LLM_API_KEY``, else ``OPENAI_API_KEY``, else none.
@@ -195,7 +195,7 @@ class OpenAICompatibleProvider:
 
     def chat(
         self,
-        messages: list[dict],
+        messages: list[dict[str, Any]],
         *,
         temperature: float = 0.0,
         max_tokens: int | None = None,
@@ -207,7 +207,7 @@ class OpenAICompatibleProvider:
                 unusable response body; the message names the URL and the problem.
         """
         cap = self.max_tokens_cap if max_tokens is None else min(int(max_tokens), self.max_tokens_cap)
-        payload: dict = {
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
             "temperature": float(temperature),
@@ -222,7 +222,7 @@ class OpenAICompatibleProvider:
                 self.usage[key] += int(usage.get(key) or 0)
         return text
 
-    def _extract_content(self, raw: bytes) -> tuple[str, dict]:
+    def _extract_content(self, raw: bytes) -> tuple[str, dict[str, Any]]:
         parsed = self._client.decode_json(raw)
         choices = parsed.get("choices") if isinstance(parsed, dict) else None
         message = None
@@ -238,11 +238,11 @@ class OpenAICompatibleProvider:
             return content, usage
         raise ProviderError(f"LLM response from {self.url} {problem}; body starts {excerpt(raw)}")
 
-    def _extract_stream(self, raw: bytes) -> tuple[str, dict]:
+    def _extract_stream(self, raw: bytes) -> tuple[str, dict[str, Any]]:
         """Assemble a streamed reply: ``data: {json}`` events (``choices[0].delta.content``)
         up to ``data: [DONE]``. A stream without [DONE] or a ``finish_reason`` was cut short."""
         pieces: list[str] = []
-        usage: dict = {}
+        usage: dict[str, Any] = {}
         finished = done = False
         text = raw.decode("utf-8", errors="replace")
         for line in text.splitlines():
@@ -277,9 +277,9 @@ class OpenAICompatibleProvider:
         return "".join(pieces), usage
 
 
-def _limits_of(settings: "Settings") -> dict:
+def _limits_of(settings: "Settings") -> dict[str, Any]:
     """The constructor arguments the ``RAGSPINE_LLM_*`` limit variables set (validated)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     stream = str(getattr(settings, "llm_stream", "") or "").strip().lower()
     if stream:
         if stream not in ("on", "off", "true", "false", "1", "0", "yes", "no"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast, Sequence
 
 RESTRICTED_SENSITIVITY = "RESTRICTED"
 SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
@@ -273,7 +273,7 @@ class _Ranking(_Rows):
         self._dicts: list[dict[str, float] | None] = [None] * len(rows)
 
     def chunk_id(self, pos: int) -> str:
-        return self._ids[self.rows[pos]]
+        return cast("str", self._ids[self.rows[pos]])
 
     def score(self, pos: int) -> float:
         return self._weight / (self._rrf_k + pos + 1)
@@ -315,7 +315,7 @@ FRAME_COLUMNS = ("rank", "score", "doc_id", "title", "locator", "library_id", "c
                  "entity", "topic", "geography", "period", "language", "valid_as_of", "text")
 
 
-def hits_to_frame(hits) -> "Any":
+def hits_to_frame(hits: Sequence[Any]) -> "Any":
     """A pandas DataFrame of ``hits`` (or snippet dicts) with provenance columns.
 
     Columns: rank, score, doc_id, title, locator, library_id, chunk_id, sensitivity, the
@@ -356,7 +356,7 @@ def _field(key: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class Snippet(dict):
+class Snippet(dict[str, Any]):
     """One cited, RESTRICTED-free snippet, typed: ``snippet.text``, ``.chunk_id``,
     ``.locator``, ``.scores`` … (see :func:`to_snippet` for every field), ``to_dict()``.
 
@@ -401,7 +401,7 @@ class Snippet(dict):
                       DeprecationWarning, stacklevel=2)
         return dict.__getitem__(self, key)
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key}", DeprecationWarning, stacklevel=2)
         return dict.get(self, key, default)
 
@@ -410,7 +410,7 @@ class Snippet(dict):
         return dict(self)
 
 
-def to_snippet(hit: Hit) -> dict:
+def to_snippet(hit: Hit) -> dict[str, Any]:
     """The snippet dict an agent gets: text, provenance, metadata, sensitivity, scores (the
     agent seam returns it typed, as a :class:`Snippet`).
 

@@ -74,7 +74,7 @@ def embeddings_problem(ref: Any, index_text: IndexTextRef) -> str | None:
 
 def summary_tree_problem(ref: Any, index_text: IndexTextRef, store_path: Path) -> str | None:
     """Why the summary tree ``ref`` may not be published with these chunks (None: it may)."""
-    from ragspine_index.steps.summary_tree import _restricted_chunk_texts, restricted_fingerprints, verify_summary_tree
+    from ragspine_index.steps.summary_tree import restricted_chunk_texts, restricted_fingerprints, verify_summary_tree
 
     if ref is None or not getattr(ref, "directory", None):
         return None
@@ -88,7 +88,7 @@ def summary_tree_problem(ref: Any, index_text: IndexTextRef, store_path: Path) -
         open_texts = [r[0] for r in store.execute_read(
             f"SELECT text FROM {schema.CHUNK_TABLE} WHERE active = 1 AND upper(trim(sensitivity)) != 'RESTRICTED'")]
         restricted_docs = store.restricted_doc_ids()
-    prints = restricted_fingerprints(_restricted_chunk_texts(store_path), open_texts)
+    prints = restricted_fingerprints(restricted_chunk_texts(store_path), open_texts)
     restricted_rows = {i for i, s in enumerate(sens) if is_restricted(s)}
     found = verify_summary_tree(ref, prints, restricted_rows)
     if found["nodes_with_restricted_text"] or found["restricted_leaves"]:

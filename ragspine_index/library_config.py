@@ -10,7 +10,7 @@ from typing import Any
 
 from ragspine_core.dense.embedding import EmbeddingSpec
 from ragspine_core.errors import ConfigError
-from ragspine_core.lexical.bm25 import BM25Params
+from ragspine_core.lexical.bm25_format import BM25Params
 
 from ragspine_index.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, Chunker, chunker_names, chunker_params, make_chunker
 from ragspine_index.converters.files import DEFAULTS_TABLE

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ragspine_core.dense.embedding import EmbeddingSpec, auto_backend_for_chunk_shares, canonical_embedding_spec
-from ragspine_core.lexical.bm25 import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
+from ragspine_core.lexical.bm25_format import DEFAULT_BM25_B, DEFAULT_BM25_K1, BM25Params
 from ragspine_core.text.language import MIXED_LIBRARY_THRESHOLD
 
 # the chunker settings of a library config live with LibraryConfig (it validates them);

@@ -72,7 +72,7 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int, wor
     (in this process) when there is one worker or fewer than ``min_items`` items.
     """
     n = ingest_workers() if workers is None else workers
-    if n <= 1 or len(items) < max(min_items, 2) or not _main_is_importable() or _daemonic():
+    if n <= 1 or len(items) < max(min_items, 2) or not _main_is_importable() or daemonic_process():
         yield from map(fn, items)
         return
     ctx = multiprocessing.get_context("forkserver")
@@ -147,7 +147,7 @@ def _watch_parent(step_pid: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _daemonic() -> bool:
+def daemonic_process() -> bool:
     """A daemonic process (a Dask worker with ``distributed.worker.daemon``) may not start children."""
     return bool(multiprocessing.current_process().daemon)
 

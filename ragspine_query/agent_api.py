@@ -11,7 +11,7 @@ RESTRICTED text to the judge.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, cast
 
 from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
@@ -25,12 +25,19 @@ from ragspine_core.settings import Settings
 from ragspine_query.backends import backend_for_library
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
 
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
+    from ragspine_query.rerank.reranker import Reranker
+    from ragspine_query.rerank.listwise import ListwiseJudge
+    from ragspine_query.source import Source
+    from ragspine_query.pipeline.plugins import Transform
+
 
 class SearchIndex(Protocol):
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]: ...
 
 
-def glossary_transform(rewriter: GlossaryQueryRewriter):
+def glossary_transform(rewriter: GlossaryQueryRewriter) -> Transform:
     """The glossary multi-query rewriter as a pipeline transform (variants of the user's query)."""
     def transform(variants: list[str]) -> list[str]:
         return rewriter.rewrite(variants[0]) + [v for v in variants[1:]]
@@ -50,8 +57,8 @@ class NarrativeIndex(QueryPipeline):
     :class:`~ragspine_query.intelligence.QueryIntelligence`.
     """
 
-    def __init__(self, retriever: SearchIndex, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Any | None = None, judge: Any | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
-                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: Any | None = None, cache: Any | None = None,
+    def __init__(self, retriever: Source, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Reranker | None = None, judge: ListwiseJudge | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
+                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: LLMProvider | None = None, cache: Any | None = None,
                  postprocessors: Sequence[tuple[str, Any]] = ()) -> None:
         from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
 
@@ -97,7 +104,7 @@ class NarrativeIndexRetriever:
         top_k = check_top_k(top_k)
         with tracing(explain) as tracer:
             snippets, res = self._open_snippets(query, filters or None, top_k)
-            dropped: tuple[dict, ...] = ()
+            dropped: tuple[dict[str, Any], ...] = ()
             if not snippets and res.refusal is None and filters and self.retry_without_filters:
                 tracer.add("retry", "without-filters", 0.0, query=query,
                            detail="the caller's filtered result was empty (retry_without_filters is on)")
@@ -140,11 +147,11 @@ def result_assessment(result: Any) -> dict[str, Any]:
 
 
 def build_narrative_retriever(
-    libraries: str | os.PathLike | Library | Sequence[str | os.PathLike | Library],
-    provider: Any | None = None,
+    libraries: str | os.PathLike[str] | Library | Sequence[str | os.PathLike[str] | Library],
+    provider: LLMProvider | None = None,
     *,
     embedding_backend: Any | None | str = "env",
-    reranker: Any | None | str = "env",
+    reranker: Reranker | None | str = "env",
     mode: str | None = None,
     glossary: Glossary | None | str = "auto",
     settings: Settings | None = None,
@@ -232,14 +239,14 @@ def build_narrative_retriever(
     if isinstance(glossary, Glossary):
         glossary_obj = glossary
     if len(retrievers) == 1:
-        base: SearchIndex = next(iter(retrievers.values()))
+        base: Source = next(iter(retrievers.values()))
     else:
         if router == "env" or isinstance(router, str):
             from ragspine_query.router import make_router
 
             router = make_router(settings.router if router == "env" else router, retrievers, glossary_obj)
         base = MultiIndexRetriever(retrievers, router=router)
-    extra_post: list = []
+    extra_post: list[Any] = []
     if isinstance(postprocessor, str):
         import dataclasses
 
@@ -255,10 +262,10 @@ def build_narrative_retriever(
         # an explicit "none" means no reranker and no network call at all
         default = "listwise" if provider is not None else "none"
         reranker = make_reranker(settings.reranker or default, provider=provider, settings=settings)
-    judge = None
+    judge: ListwiseJudge | None = None
     local = reranker
     if reranker is not None and getattr(reranker, "is_listwise", False):
-        local, judge = None, getattr(reranker, "judge", reranker)
+        local, judge = None, cast("ListwiseJudge", getattr(reranker, "judge", reranker))
     if multi_query is None:
         from ragspine_core.errors import ConfigError
 
@@ -271,6 +278,6 @@ def build_narrative_retriever(
         import dataclasses
 
         intelligence = dataclasses.replace(intelligence, relax_filters=bool(relax_filters))
-    return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=local, judge=judge, intelligence=intelligence,
+    return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=cast("Reranker | None", local), judge=judge, intelligence=intelligence,
                                                   glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
                                                   postprocessors=extra_post), retry_without_filters=intelligence.relax_filters)

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ragspine_query.score_normalization import AgentScore, normalize_scores
+from ragspine_query.source import LibraryRetriever, Source, channels_of, retrievers_of
 
 GRADE_TO_CONFIDENCE = {"correct": "high", "ambiguous": "medium", "incorrect": "low"}
 CONFIDENCE_GRADES = ("high", "medium", "low")
@@ -49,7 +50,7 @@ class Confidence:
     def needs_refinement(self) -> bool:
         return self.grade != "high"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"grade": self.grade, "score": round(float(self.score), 4)}
 
     @classmethod
@@ -58,15 +59,9 @@ class Confidence:
         return cls(GRADE_TO_CONFIDENCE[crag_grade.grade], float(crag_grade.confidence), crag_grade.how)
 
 
-def _channels_of(source: Any) -> list[Any]:
-    if hasattr(source, "retrievers"):
-        return [c for r in source.retrievers.values() for c in getattr(r, "channels", ())]
-    return list(getattr(source, "channels", ()))
-
-
-def default_tier(source: Any) -> str:
+def default_tier(source: Source | None) -> str:
     """The tier the channels of ``source`` amount to when no classifier chose one."""
-    chans = [c for c in _channels_of(source) if not c.on_demand]
+    chans = [c for c in channels_of(source) if not c.on_demand]
     names = {c.name for c in chans}
     if "graph" in names:
         return "multi_hop"
@@ -85,7 +80,7 @@ class _LibraryTerms:
     __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows")
 
     def __init__(self, library: Any) -> None:
-        from ragspine_core.lexical.bm25 import idf
+        from ragspine_core.lexical.bm25_format import idf
 
         bm25 = library.bm25
         self.analyze = getattr(library.analyzer, "fn", library.analyzer)
@@ -120,13 +115,7 @@ class _LibraryTerms:
         return best / total if total > 0 else 0.0
 
 
-def _retrievers_of(source: Any) -> list[Any]:
-    if hasattr(source, "retrievers"):
-        return list(source.retrievers.values())
-    return [source] if hasattr(source, "library") else []
-
-
-def relevance_features(retriever: Any, terms: "_LibraryTerms", query: str, filters: Any = None) -> dict[str, float] | None:
+def relevance_features(retriever: LibraryRetriever, terms: "_LibraryTerms", query: str, filters: Any = None) -> dict[str, float] | None:
     """The query's relevance signals in one library, from its **open** rows only (those the
     filters allow): ``lexical`` — the largest share of the query's open-row IDF mass one row
     contains — and, per dense channel, the largest cosine (``vector``, ``vector:e5``, …) and
@@ -224,8 +213,8 @@ class RelevanceGrader:
 
     takes_filters = True
 
-    def __init__(self, source: Any, *, n: int = 3) -> None:
-        self._retrievers = {r.library.library_id: r for r in _retrievers_of(source)}
+    def __init__(self, source: Source, *, n: int = 3) -> None:
+        self._retrievers = {r.library.library_id: r for r in retrievers_of(source)}
         self._libs = {lib_id: r.library for lib_id, r in self._retrievers.items()}
         self._terms: dict[str, _LibraryTerms] = {}
         self.n = n

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar
 
 from ragspine_core.errors import ConfigError
+from ragspine_query.source import libraries_of
 
 T = TypeVar("T")
 
@@ -97,13 +98,11 @@ class ScopedCache(Generic[T]):
             return self.hits / total if total else 0.0
 
 
-def scope_of(source: Any) -> str:
-    """``lib@snapshot[+lib@snapshot…]`` of the libraries behind a retriever (sorted)."""
-    if hasattr(source, "retrievers"):
-        libs = [r.library for r in source.retrievers.values()]
-    elif hasattr(source, "library"):
-        libs = [source.library]
-    else:
+def scope_of(source: object) -> str:
+    """``lib@snapshot[+lib@snapshot…]`` of the libraries behind a retriever (sorted); a
+    pipeline's is its source's."""
+    libs = libraries_of(source)
+    if not libs:
         inner = getattr(source, "source", None) or getattr(source, "pipeline", None)
         return scope_of(inner) if inner is not None else type(source).__name__
     return "+".join(sorted(f"{lib.library_id}@{lib.snapshot_id}" for lib in libs))
@@ -114,7 +113,7 @@ def library_prefix(library_id: str) -> str:
     return f"{library_id}@"
 
 
-def invalidate_library(cache: ScopedCache, library_id: str) -> int:
+def invalidate_library(cache: ScopedCache[Any], library_id: str) -> int:
     """Drop every result of ``library_id`` (any snapshot) from ``cache``; returns how many."""
     prefix = library_prefix(library_id)
     return cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ragspine_query.assessment import Confidence, Grade, default_tier
 from ragspine_query.score_normalization import normalize_score
@@ -44,10 +44,14 @@ from ragspine_core.gate import Refusal
 from ragspine_query.pipeline.explain import hit_candidates, now
 from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
 from ragspine_query.pipeline.trace import current_tracer
+from ragspine_query.source import Source
 from ragspine_core.records import Hit
 from ragspine_core.text.tokenize import ENGLISH_STOP_WORDS
 from ragspine_query.transforms.transform import (MAX_QUERY_CHARS, ChannelQuery, ask_llm, feature_max_tokens, reply_lines,
                                                  same_language_lines)
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 GRADES = ("correct", "ambiguous", "incorrect")
 _NOT_CHANNELS = frozenset({"fused", "rerank", "judge"})
@@ -132,7 +136,7 @@ class LLMGrader:
     """Grades with an LLM over the top ``n`` passages (RESTRICTED ones are never shown);
     a failure or an unusable answer falls back to the rules."""
 
-    def __init__(self, provider: Any, *, n: int = 5, max_chars: int = 500) -> None:
+    def __init__(self, provider: LLMProvider | None, *, n: int = 5, max_chars: int = 500) -> None:
         if provider is None:
             raise ConfigError("the LLM grader needs an LLM provider: set RAGSPINE_LLM_BASE_URL and RAGSPINE_LLM_MODEL, "
                               "or use corrective=dynamic / static")
@@ -200,8 +204,8 @@ class CorrectiveStage(Stage):
     name = "corrective"
     after_refusal = True
 
-    def __init__(self, source: Any = None, *, config: CRAGConfig | None = None, grader: Any | None = None,
-                 provider: Any | None = None, act: bool = True, relax_caller_filters: bool = False) -> None:
+    def __init__(self, source: Source | None = None, *, config: CRAGConfig | None = None, grader: Any | None = None,
+                 provider: LLMProvider | None = None, act: bool = True, relax_caller_filters: bool = False) -> None:
         self.source = source
         self.relax_caller_filters = relax_caller_filters
         self.config = config or dynamic_crag_config()
@@ -212,8 +216,8 @@ class CorrectiveStage(Stage):
     def _grade(self, query: str, hits: list[Hit], filters: Any = None) -> tuple[Grade, list[Hit]]:
         if self.grader is not None:
             if getattr(self.grader, "takes_filters", False):  # it reads the rows the run's filters allow
-                return self.grader(query, hits, self.config, filters=filters)
-            return self.grader(query, hits, self.config)
+                return cast("tuple[Grade, list[Hit]]", self.grader(query, hits, self.config, filters=filters))
+            return cast("tuple[Grade, list[Hit]]", self.grader(query, hits, self.config))
         return grade_hits(hits, self.config)
 
     def _rewrite(self, query: str) -> tuple[str | None, str]:
@@ -255,12 +259,12 @@ class CorrectiveStage(Stage):
         return acts[: self.config.max_rounds]
 
     @staticmethod
-    def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict, ...]:
+    def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict[str, Any], ...]:
         """The filters a corrective rerun (``f2``, ``extract``) runs without, as records."""
         from ragspine_query.pipeline.stages import dropped_filter_records
 
         why = f"corrective retrieval: the first result graded {g1.grade} ({g1.confidence:.2f})"
-        out: tuple[dict, ...] = ()
+        out: tuple[dict[str, Any], ...] = ()
         if filters and not f2:
             out += dropped_filter_records(filters, "caller", why)
         ex = first.extraction
@@ -337,7 +341,7 @@ class CorrectiveRetrieval(QueryPipeline):
         config, grader, provider, act, relax_caller_filters: the :class:`CorrectiveStage`'s.
     """
 
-    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: Any | None = None,
+    def __init__(self, pipeline: Any, *, config: CRAGConfig | None = None, grader: Any | None = None, provider: LLMProvider | None = None,
                  act: bool = True, relax_caller_filters: bool = False) -> None:
         self.pipeline = pipeline
         source, stages = stages_of(pipeline)

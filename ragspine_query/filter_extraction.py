@@ -39,9 +39,11 @@ from ragspine_query.filters import Predicate, parse_filters
 from ragspine_query.pipeline.explain import hit_candidates, now
 from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
 from ragspine_query.pipeline.trace import current_tracer
+from ragspine_query.source import Source, libraries_of
 
 if TYPE_CHECKING:
     from ragspine_core.glossary import Glossary
+    from ragspine_core.llm import LLMProvider
 
 #: Default minimum confidence of an extracted predicate that is applied (0.7: measured on the
 #: judged sample questions, docs/query-intelligence.md; bare years (0.5) and geographies (0.6) are shown, not applied).
@@ -348,7 +350,7 @@ class LLMFilterExtractor:
 
     name = "llm"
 
-    def __init__(self, provider: Any, fallback: RuleFilterExtractor, *, values: Mapping[str, Iterable[str]]) -> None:
+    def __init__(self, provider: LLMProvider | None, fallback: RuleFilterExtractor, *, values: Mapping[str, Iterable[str]]) -> None:
         if provider is None:
             raise ConfigError("the LLM filter extractor needs an LLM provider: set RAGSPINE_LLM_BASE_URL and RAGSPINE_LLM_MODEL, "
                               "or use filter extraction 'rules'")
@@ -394,10 +396,9 @@ class LLMFilterExtractor:
         return Extraction(tuple(out), note, "llm")
 
 
-def library_values(source: Any, fields: Sequence[str] = ("entity", "period", "geography")) -> dict[str, tuple[str, ...]]:
+def library_values(source: Source, fields: Sequence[str] = ("entity", "period", "geography")) -> dict[str, tuple[str, ...]]:
     """The values of ``fields`` the open (non-RESTRICTED) rows of ``source``'s libraries hold."""
-    libs = [r.library for r in source.retrievers.values()] if hasattr(source, "retrievers") else (
-        [source.library] if hasattr(source, "library") else [])
+    libs = libraries_of(source)
     out: dict[str, set[str]] = {f: set() for f in fields}
     for lib in libs:
         open_rows = ~lib.restricted_mask()
@@ -408,8 +409,8 @@ def library_values(source: Any, fields: Sequence[str] = ("entity", "period", "ge
     return {f: tuple(sorted(v)) for f, v in out.items()}
 
 
-def make_filter_extractor(mode: str, *, glossary: "Glossary | None" = None, source: Any = None,
-                          provider: Any | None = None) -> FilterExtractor | None:
+def make_filter_extractor(mode: str, *, glossary: "Glossary | None" = None, source: Source | None = None,
+                          provider: LLMProvider | None = None) -> FilterExtractor | None:
     """The extractor of ``mode`` (``off`` → None, ``rules``, ``llm``) over ``source``'s libraries."""
     m = (mode or "off").strip().lower()
     if m in ("off", "none", "0", "false", "no"):
@@ -441,9 +442,9 @@ class AppliedFilters:
     predicates: tuple[ExtractedPredicate, ...] = ()
     outcome: str = "none"  # none | applied | filled | dropped
     note: str = ""
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "note": self.note,
                 "predicates": [{"field": p.predicate.field, "op": p.predicate.op,
                                 "value": list(p.predicate.value) if isinstance(p.predicate.value, tuple) else p.predicate.value,

@@ -26,7 +26,7 @@ Accepted forms::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -69,24 +69,24 @@ class Predicate:
         (an extracted predicate), when it always does.
         """
         if self.keep_missing:
-            return self._raw_mask(column) | (column == "")
-        return self._raw_mask(column) & (column != "")
+            return cast("np.ndarray", self._raw_mask(column) | (column == ""))
+        return cast("np.ndarray", self._raw_mask(column) & (column != ""))
 
     def _raw_mask(self, column: np.ndarray) -> np.ndarray:
         v: Any = self.value
         if self.op == "eq":
-            return column == v
+            return cast("np.ndarray", column == v)
         if self.op == "ne":
-            return column != v
+            return cast("np.ndarray", column != v)
         if self.op == "in":
             return np.isin(column, np.asarray(v))
         if self.op == "nin":
             return ~np.isin(column, np.asarray(v))
         if self.op == "between":
             lo, hi = v
-            return (column >= lo) & (column <= hi)
+            return cast("np.ndarray", (column >= lo) & (column <= hi))
         cmp = {"gt": np.greater, "gte": np.greater_equal, "lt": np.less, "lte": np.less_equal}[self.op]
-        return cmp(column, v)
+        return cast("np.ndarray", cmp(column, v))
 
     def matches(self, value: str) -> bool:
         return bool(self.mask(np.asarray([value]))[0])

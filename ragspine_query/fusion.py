@@ -23,11 +23,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date
-from typing import Hashable, Iterable, Mapping, Sequence
+from typing import Any, Hashable, Iterable, Mapping, Sequence, cast, TYPE_CHECKING
 
 import numpy as np
 
 from ragspine_core.runtime.kernels import query_kernels
+
+if TYPE_CHECKING:
+    from ragspine_core.text.language import LanguageProfile
 
 DEFAULT_RRF_K = 60
 
@@ -48,7 +51,7 @@ def weighted_rrf(
     rrf_k: float = DEFAULT_RRF_K,
     depth: int | None = None,
     top: int | None = None,
-) -> tuple[list, list[float]] | tuple[np.ndarray, np.ndarray]:
+) -> tuple[list[Any], list[float]] | tuple[np.ndarray, np.ndarray]:
     """Fuse ranked id lists; returns ``(ids, fused scores)`` best first, ties by id ascending.
 
     ``rankings`` maps a name (a channel, a query variant, a library) to its ids best
@@ -70,7 +73,7 @@ def weighted_rrf(
         lists = [r[:depth] for r in lists]
     if lists and all(isinstance(r, np.ndarray) and r.dtype.kind in "iu" for r in lists):
         return _fuse_rows(lists, ws, rrf_k, top)  # type: ignore[arg-type]  # every list is an int array (checked above)
-    fused: dict = {}
+    fused: dict[str, Any] = {}
     for w, ranking in zip(ws, lists):
         for rank, item in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + w / (rrf_k + rank)
@@ -87,8 +90,8 @@ def _fuse_rows(lists: list[np.ndarray], ws: list[float], rrf_k: float, top: int 
     if len(lists) > 1:
         jit = query_kernels()
         if jit is not None:
-            return jit.fuse_rrf(np.concatenate(lists), ranking_bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k),
-                                _limit(top))
+            return cast("tuple[np.ndarray, np.ndarray]", jit.fuse_rrf(np.concatenate(lists), ranking_bounds(lists), np.array(ws, dtype=np.float64), float(rrf_k),
+                                _limit(top)))
     return _fuse_rows_numpy(lists, ws, rrf_k)
 
 
@@ -171,8 +174,8 @@ def weighted_score_fusion(
         rows_l = [np.asarray(r, dtype=np.int64)[:depth] for r, _ in rankings]
         vals_l = [np.asarray(s)[:depth] for _, s in rankings]
         if all(r.ndim == 1 and r.shape == v.shape for r, v in zip(rows_l, vals_l)):
-            return jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), ranking_bounds(rows_l),
-                                   np.array([float(w) for w in weights], dtype=np.float64), _limit(top))
+            return cast("tuple[np.ndarray, np.ndarray]", jit.fuse_minmax(np.concatenate(rows_l), np.concatenate(vals_l, dtype=np.float64), ranking_bounds(rows_l),
+                                   np.array([float(w) for w in weights], dtype=np.float64), _limit(top)))
     return _weighted_score_fusion_numpy(rankings, weights=weights, depth=depth)
 
 
@@ -242,7 +245,7 @@ class FusionPlan:
             how = f"rrf k={self.rrf_k:g}"
         return f"{self.case}: {ws} {how} ({self.reason})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {"case": self.case, "method": self.method, "weights": dict(self.weights), "rrf_k": self.rrf_k,
                "depth": self.depth, "reason": self.reason}
         if self.mixed is not None:
@@ -281,7 +284,7 @@ class MixedLanguagePolicy:
                 f"cross-lingual={self.cross_same:g}; other-language dense={self.other_dense:g} earn={self.earn:g} "
                 f"margin={self.margin:g}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"bm25": self.bm25, "dense": self.dense, "cross_same": self.cross_same, "other_dense": self.other_dense,
                 "earn": self.earn, "margin": self.margin, "depth": self.depth}
 
@@ -421,7 +424,7 @@ def is_dense_part(channel: str) -> bool:
     return channel.startswith("vector:")
 
 
-def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> FusionPlan:
+def plan_fusion(query_language: str, profile: LanguageProfile, channels: Sequence[str]) -> FusionPlan:
     """The :class:`FusionPlan` of the ``auto`` mode for one query.
 
     ``profile`` is the library's :class:`~ragspine_core.text.language.LanguageProfile`,
@@ -456,7 +459,7 @@ def plan_fusion(query_language: str, profile, channels: Sequence[str]) -> Fusion
     return FusionPlan(weights, pol.rrf_k, query_language, case, why, pol.method, pol.depth, pol.mixed)
 
 
-def rrf_fuse(rankings: Iterable[Sequence[Hashable]], *, rrf_k: int = DEFAULT_RRF_K, depth: int | None = None) -> dict:
+def rrf_fuse(rankings: Iterable[Sequence[Hashable]], *, rrf_k: int = DEFAULT_RRF_K, depth: int | None = None) -> dict[str, Any]:
     """Fuse ranked id lists: ``score(id) += 1 / (rrf_k + rank)``, rank starting at 1.
 
     ``depth`` truncates every input list first. Returns id -> fused score (best first,
@@ -468,7 +471,7 @@ def rrf_fuse(rankings: Iterable[Sequence[Hashable]], *, rrf_k: int = DEFAULT_RRF
     return dict(zip(ids, scores))
 
 
-def rrf_order(fused: Mapping) -> list:
+def rrf_order(fused: Mapping[Any, Any]) -> list[Any]:
     """Ids ordered by fused score descending, ties by id ascending."""
     return sorted(fused, key=lambda i: (-fused[i], i))
 

@@ -31,17 +31,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Callable
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.filter_extraction import DEFAULT_MIN_CONFIDENCE
 from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_query.postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
+from ragspine_query.source import Source, libraries_of
 from ragspine_query.transforms import make_transforms, parse_transform_spec
 
 if TYPE_CHECKING:
     from ragspine_core.glossary import Glossary
     from ragspine_core.settings import Settings
+    from ragspine_core.llm import LLMProvider
+    from ragspine_query.rerank.reranker import Reranker
+    from ragspine_query.rerank.listwise import ListwiseJudge
 
 TIER_MODES = ("off", "rules", "llm", "direct", "semantic", "multi_hop", "global", "multi_part")
 CORRECTIVE_MODES = ("off", "relevance", "dynamic", "static", "llm")
@@ -124,7 +128,7 @@ class QueryIntelligence:
                 + (" relax_filters" if self.relax_filters else ""))
 
 
-def _entity_counter(glossary: "Glossary"):
+def _entity_counter(glossary: "Glossary") -> Callable[[str], int]:
     """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
     from ragspine_core.text.normalize import normalize_query
 
@@ -136,23 +140,22 @@ def _entity_counter(glossary: "Glossary"):
     return count
 
 
-def _filter_fields(source: Any) -> frozenset[str] | None:
-    libs = [r.library for r in source.retrievers.values()] if hasattr(source, "retrievers") else (
-        [source.library] if hasattr(source, "library") else [])
+def _filter_fields(source: Source) -> frozenset[str] | None:
+    libs = libraries_of(source)
     if not libs:
         return None
     return frozenset.intersection(*(frozenset(lib.filter_fields()) for lib in libs))
 
 
 def query_stages(
-    source: Any,
+    source: Source,
     intelligence: QueryIntelligence | None = QueryIntelligence(),
     *,
     glossary: "Glossary | None" = None,
-    provider: Any | None = None,
+    provider: LLMProvider | None = None,
     transforms: Sequence[tuple[str, Any]] = (),
-    reranker: Any | None = None,
-    judge: Any | None = None,
+    reranker: Reranker | None = None,
+    judge: ListwiseJudge | None = None,
     rerank_top_n: int = 10,
     rrf_k: float = DEFAULT_RRF_K,
     postprocessors: Sequence[tuple[str, Any]] = (),
@@ -225,14 +228,14 @@ def query_stages(
 
 
 def build_query_pipeline(
-    source: Any,
+    source: Source,
     intelligence: QueryIntelligence | None = QueryIntelligence(),
     *,
     glossary: "Glossary | None" = None,
-    provider: Any | None = None,
+    provider: LLMProvider | None = None,
     transforms: Sequence[tuple[str, Any]] = (),
-    reranker: Any | None = None,
-    judge: Any | None = None,
+    reranker: Reranker | None = None,
+    judge: ListwiseJudge | None = None,
     rerank_top_n: int = 10,
     rrf_k: float = DEFAULT_RRF_K,
     cache: Any | None = None,

@@ -23,7 +23,7 @@ from ragspine_core.text.tokenize import Analyzer, analyzer_from_id
 _CHUNK_SELECT = ", ".join(schema.CHUNK_COLUMN_NAMES)
 
 
-def resolve_snapshot_dir(path: str | os.PathLike) -> Path:
+def resolve_snapshot_dir(path: str | os.PathLike[str]) -> Path:
     """Find the published snapshot for ``path``.
 
     ``path`` may be a snapshot directory (has ``manifest.json``), a library artifact
@@ -164,7 +164,7 @@ class Library:
         self.embeddings()
 
     # -- verification ----------------------------------------------------------------
-    def _verify_rest(self, hashed: frozenset) -> None:
+    def _verify_rest(self, hashed: frozenset[str]) -> None:
         try:
             self.verify_stats = integrity.verify_blocks(self.snapshot_dir, self.manifest, skip=hashed)
         except BaseException as exc:  # kept for every query to raise (a located IndexCorruptError)
@@ -434,7 +434,7 @@ def _blend_weight(blend_dir: Path) -> float:
     return weight
 
 
-def open_library(path: str | os.PathLike) -> Library:
+def open_library(path: str | os.PathLike[str]) -> Library:
     """Open the published snapshot of a library read-only.
 
     Opened through the library folder (its ``current`` pointer), the library keeps watching

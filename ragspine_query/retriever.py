@@ -21,7 +21,7 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 from ragspine_query.filters import Predicate, combined_mask, parse_filters
 from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, time_decayed, weighted_rrf,
                      weighted_score_fusion)
-from ragspine_core.lexical.bm25 import DEFAULT_DOC_WEIGHT, top_k_rows
+from ragspine_core.lexical.bm25_format import DEFAULT_DOC_WEIGHT
+from ragspine_core.lexical.topk import top_k_rows
 from ragspine_query.library import Library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
@@ -129,7 +130,7 @@ class RetrievalConfig:
         object.__setattr__(self, "channel_weights", tuple((str(n), float(w)) for n, w in pairs))
 
     def weight(self, channel: str) -> float:
-        return dict(self.channel_weights).get(channel, 1.0)
+        return cast("float", dict(self.channel_weights).get(channel, 1.0))
 
 
 _DEFAULT_BACKEND: Any = object()  # "use the index's own embedding model" (the notebook default)
@@ -256,7 +257,7 @@ class HybridRetriever:
                 self._plans[key] = plan
         return plan
 
-    def _fuse_mixed(self, plan: FusionPlan, channels: list, lists: list) -> tuple[np.ndarray, np.ndarray]:
+    def _fuse_mixed(self, plan: FusionPlan, channels: list[Any], lists: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~ragspine_query.fusion.fuse_mixed_languages` over this query's channel rankings."""
         served = {c.name: c.languages for c in channels}
         cross = frozenset(c.name for c in channels if c.cross_lingual)
@@ -264,7 +265,7 @@ class HybridRetriever:
                                     row_language=self._row_languages(), query_language=plan.query_language,
                                     policy=plan.mixed, channel_languages=served, cross_lingual=cross)  # type: ignore[arg-type]
 
-    def _fuse_planned(self, plan: FusionPlan | None, channels: list, lists: list, weights: list, rrf_k: float,
+    def _fuse_planned(self, plan: FusionPlan | None, channels: list[Any], lists: list[Any], weights: list[Any], rrf_k: float,
                       top: int | None) -> tuple[Any, Any]:
         """``lists`` fused by ``plan``'s method (mixed, convex or RRF; no plan: RRF with ``weights``, ``rrf_k``)."""
         if plan is not None and plan.method == "mixed":
@@ -272,6 +273,11 @@ class HybridRetriever:
         if plan is not None and plan.method == "convex":
             return weighted_score_fusion(lists, weights=weights, depth=plan.depth, top=top)
         return weighted_rrf([r for r, _ in lists], weights=weights, rrf_k=rrf_k, top=top)
+
+    @property
+    def library_retrievers(self) -> Mapping[str, "HybridRetriever"]:
+        """This retriever, under its library's id (the :class:`~ragspine_query.source.Source` protocol)."""
+        return {self.library.library_id: self}
 
     @property
     def library_id(self) -> str:
@@ -442,7 +448,7 @@ class HybridRetriever:
                    detail=detail)
         return allowed
 
-    def _channel_plan(self, query: str, tracer: Tracer) -> tuple[list, list[float], list[str], FusionPlan | None, float]:
+    def _channel_plan(self, query: str, tracer: Tracer) -> tuple[list[Any], list[float], list[str], FusionPlan | None, float]:
         """``(channels, weights, texts, plan, rrf_k)`` for ``query``: on-demand channels only
         when the query names them, a :class:`~ragspine_query.transforms.transform.ChannelQuery`'s
         per-channel text, and the language-aware plan's weights (a channel weighted 0 is not run)."""
@@ -468,7 +474,7 @@ class HybridRetriever:
             rrf_k = plan.rrf_k
         return list(channels), list(weights), list(texts), plan, rrf_k
 
-    def _channels_stage(self, channels: list, texts: list[str], depth: int, allowed: np.ndarray | None,
+    def _channels_stage(self, channels: list[Any], texts: list[str], depth: int, allowed: np.ndarray | None,
                         tracer: Tracer) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[int, str]]:
         """Each channel's ranking of the allowed rows (``search``, or ``search_with_via``
         for a channel that declares ``reaches_via``) and each row's ``via`` node."""
@@ -492,7 +498,7 @@ class HybridRetriever:
                        detail=lambda: ch.describe(text, depth, allowed) or "")  # e.g. the tree channel's `via` nodes
         return lists, via_of
 
-    def _fuse_stage(self, query: str, plan: FusionPlan | None, channels: list, weights: list[float],
+    def _fuse_stage(self, query: str, plan: FusionPlan | None, channels: list[Any], weights: list[float],
                     lists: list[tuple[np.ndarray, np.ndarray]], via_of: dict[int, str], rrf_k: float, top_k: int,
                     tracer: Tracer) -> list[Hit]:
         """The channels' rankings fused (weighted RRF, or the plan's convex / mixed-language
@@ -637,6 +643,11 @@ class MultiIndexRetriever:
 
     traces_itself = True
 
+    @property
+    def library_retrievers(self) -> Mapping[str, HybridRetriever]:
+        """The retrievers searched, by library id (the :class:`~ragspine_query.source.Source` protocol)."""
+        return self.retrievers
+
     def prefetch_queries(self, queries: Sequence[str]) -> int:
         """:meth:`HybridRetriever.prefetch_queries` for every library the queries route to."""
         libs: dict[str, None] = {}
@@ -644,7 +655,8 @@ class MultiIndexRetriever:
             libs.update(dict.fromkeys(self.route(q)))
         return sum(self.retrievers[lib].prefetch_queries(queries) for lib in libs)
 
-    def search(self, query: str, *, filters=None, top_k: int = 10, include_restricted: bool = True, explain: bool = False) -> SearchResult:
+    def search(self, query: str, *, filters: Mapping[str, Any] | Sequence[Predicate] | None = None, top_k: int = 10, include_restricted: bool = True,
+               explain: bool = False) -> SearchResult:
         """Route, search every chosen library (each records its own stages when traced),
         fuse the libraries' rankings with weighted RRF. The query limits apply (:mod:`ragspine_query.limits`)."""
         check_query(query)

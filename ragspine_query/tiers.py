@@ -37,10 +37,14 @@ The tier is applied as the last transform: every variant becomes a
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ragspine_core.errors import ConfigError
+from ragspine_query.source import Source, channels_of
 from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, with_channels
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 TIERS: tuple[str, ...] = ("direct", "semantic", "multi_hop", "global", "multi_part")
 GRAPH_CHANNELS: tuple[str, ...] = ("graph",)
@@ -86,9 +90,9 @@ def classify_query(query: str, *, entity_count: Callable[[str], int] | None = No
 def _multi_part(q: str) -> bool:
     """Whether ``q`` asks several things: the deterministic splitter finds sub-questions
     (a comparison "compare A and B" is relational, not multi-part)."""
-    from ragspine_query.transforms.decompose import _COMPARE, split_question
+    from ragspine_query.transforms.decompose import COMPARE, split_question
 
-    return not _COMPARE.match(q) and len(split_question(q)) >= 2
+    return not COMPARE.match(q) and len(split_question(q)) >= 2
 
 
 LLM_SYSTEM = ("Classify the search query into exactly one retrieval tier: direct (exact keyword or identifier lookup), "
@@ -100,7 +104,7 @@ LLM_SYSTEM = ("Classify the search query into exactly one retrieval tier: direct
 class TierClassifier:
     """Rule-based by default; with ``use_llm=True`` and a provider, asks the LLM first."""
 
-    def __init__(self, *, provider: Any | None = None, use_llm: bool = False, entity_count: Callable[[str], int] | None = None,
+    def __init__(self, *, provider: LLMProvider | None = None, use_llm: bool = False, entity_count: Callable[[str], int] | None = None,
                  force: str | None = None) -> None:
         if use_llm and provider is None:
             raise ConfigError("the LLM tier classifier needs an LLM provider: set RAGSPINE_LLM_BASE_URL and RAGSPINE_LLM_MODEL, "
@@ -129,11 +133,9 @@ class TierClassifier:
         return classify_query(query, entity_count=self.entity_count)
 
 
-def available_channels(source: Any) -> frozenset[str]:
+def available_channels(source: Source) -> frozenset[str]:
     """Names of the channels a retriever actually built (union over a multi-index)."""
-    if hasattr(source, "retrievers"):
-        return frozenset(c.name for r in source.retrievers.values() for c in getattr(r, "channels", ()))
-    return frozenset(c.name for c in getattr(source, "channels", ()))
+    return frozenset(c.name for c in channels_of(source))
 
 
 def tier_channels(tier: str, available: Iterable[str]) -> tuple[str, frozenset[str] | None, str]:
@@ -172,7 +174,7 @@ class AdaptiveTierTransform:
 
     name = "tiers"
 
-    def __init__(self, classifier: TierClassifier, source: Any, *, decomposer: Any | None = None) -> None:
+    def __init__(self, classifier: TierClassifier, source: Source, *, decomposer: Any | None = None) -> None:
         self.classifier = classifier
         self.source = source
         if decomposer is None:

@@ -294,7 +294,8 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     from ragspine_tools.eval.metrics import evaluate_run, write_trec_run
     from ragspine_tools.eval.report import CURVE_KS
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import NarrativeIndex, backend_for_library, build_narrative_retriever
+    from ragspine_query.agent_api import NarrativeIndex, build_narrative_retriever
+    from ragspine_query.backends import backend_for_library
     from ragspine_query.retriever import HybridRetriever
     from ragspine_core.settings import Settings
 

@@ -150,7 +150,7 @@ def run_global(args: argparse.Namespace, settings: Settings | None = None) -> in
     from ragspine_query.tree.tree_channel import global_overview
 
     top = args.top_k or 5
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
 
     settings = settings if settings is not None else Settings.from_env()
 

@@ -170,7 +170,7 @@ def check_results(result: StepResult) -> list[dg.AssetCheckResult]:
 #: runs of its own machine when it looks for killed ones).
 
 
-def _tag_run_host(context: ExecutionContext) -> None:
+def tag_run_host(context: ExecutionContext) -> None:
     try:
         import socket
 
@@ -184,7 +184,7 @@ def _tag_run_host(context: ExecutionContext) -> None:
 def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineConfig", *, llm: bool = False,
                    **inputs: Any) -> StepResult:
     """Call the asset's step; a failed pre-publication guard becomes a ``dg.Failure``."""
-    _tag_run_host(context)
+    tag_run_host(context)
     try:
         ctx = step_context(context, ragspine, llm=llm)  # claims the library for this run (locks.claim_library)
         with measure_step(step.name):  # `ragspine bench --ingest` (a no-op otherwise)

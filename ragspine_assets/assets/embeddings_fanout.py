@@ -21,7 +21,7 @@ from ragspine_index.pipeline import STEP_BY_NAME
 from ragspine_index.step_api import BlockingCheckError
 from ragspine_assets.partitions import libraries_partitions
 from ragspine_assets.resources import RagspineConfig
-from ragspine_assets.assets._util import _tag_run_host, check_results, check_specs, md_table, step_context
+from ragspine_assets.assets._util import tag_run_host, check_results, check_specs, md_table, step_context
 from ragspine_assets.assets.factory import embedding_metadata
 
 STEP = STEP_BY_NAME["chunk_embeddings"]
@@ -34,7 +34,7 @@ CHECK_OUTPUTS = {spec.name: spec.get_python_identifier() for spec in CHECK_SPECS
        description="Purge RESTRICTED vectors from the cache, find the texts it lacks, deal their blocks to shards.")
 def plan_embedding_shards_op(context: dg.OpExecutionContext, ragspine: RagspineConfig, index_text: IndexTextRef,
                              documents: DocumentSet):
-    _tag_run_host(context)
+    tag_run_host(context)
     plan = plan_embedding_shards(step_context(context, ragspine), index_text, documents, shards=ragspine.embedding_shards)
     yield dg.Output(plan, "plan", metadata={
         "shards": len(plan.shards), "vectors": plan.rows, "distinct_texts": plan.texts,

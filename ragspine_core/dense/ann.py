@@ -24,7 +24,7 @@ import threading
 import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, Callable
 
 import numpy as np
 
@@ -133,7 +133,7 @@ def _import(engine: str) -> Any:
                           f"(or {package}); without it the exact scan is used") from None
 
 
-def build_ann_index(vectors: np.ndarray, directory: Path, params: AnnParams = AnnParams(), *, threads: int = 1) -> dict:
+def build_ann_index(vectors: np.ndarray, directory: Path, params: AnnParams = AnnParams(), *, threads: int = 1) -> dict[str, Any]:
     """Write an inner-product HNSW index of ``vectors`` (unit rows) into ``directory``.
 
     Labels are row positions. ``threads=1`` (the default) keeps the build deterministic.
@@ -219,12 +219,12 @@ def ann_delta(old_keys: np.ndarray, new_keys: np.ndarray) -> AnnDelta:
         else:
             added.append(j)
     removed = sorted(i for rows in free.values() for i in rows)
-    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    as_array: Callable[[list[int]], np.ndarray] = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
     return AnnDelta(as_array(kept_old), as_array(kept_new), as_array(removed), as_array(added))
 
 
 def update_ann_index(previous: Path, delta: AnnDelta, vectors: np.ndarray, directory: Path, *,
-                     threads: int = 1) -> dict:
+                     threads: int = 1) -> dict[str, Any]:
     """Write into ``directory`` the usearch index of ``previous`` brought to ``vectors``.
 
     Rows in ``delta.removed`` are deleted, kept rows are renumbered to their new positions
@@ -240,7 +240,7 @@ def update_ann_index(previous: Path, delta: AnnDelta, vectors: np.ndarray, direc
     if prev.get("engine") != "usearch" or int(prev.get("dim", -1)) != dim:
         raise ValueError(f"{previous}: only a usearch index of the same dimension can be updated")
     index = _import("usearch").restore(str(previous / ANN_INDEX_FILE), view=False)
-    u64 = lambda xs: np.asarray(xs, dtype=np.uint64)  # noqa: E731
+    u64: Callable[[np.ndarray], np.ndarray] = lambda xs: np.asarray(xs, dtype=np.uint64)  # noqa: E731
     if delta.removed.size:
         index.remove(u64(delta.removed))
     moved = delta.kept_old != delta.kept_new

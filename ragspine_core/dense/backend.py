@@ -7,7 +7,7 @@ normalisation every backend applies) lives here, next to nothing heavier than nu
 from __future__ import annotations
 
 from abc import ABC
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, Sequence, runtime_checkable, cast
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     """
     arr = np.asarray(x, dtype=np.float32)
     if arr.ndim == 1:
-        return l2_normalize(arr[None, :])[0]
+        return cast("np.ndarray", l2_normalize(arr[None, :])[0])
     if arr.ndim != 2:
         raise ValueError(f"l2_normalize expects a 1-D or 2-D array, got shape {arr.shape}")
     # float32 accumulation: no float64 copy of a possibly huge matrix, and ample precision
@@ -64,7 +64,7 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
             norms[0] = 1.0
     else:
         norms[norms == 0.0] = 1.0
-    return arr / norms[:, None]
+    return cast("np.ndarray", arr / norms[:, None])
 
 
 def ensure_compatible(backend: EmbeddingBackend, *, model_id: str, dim: int) -> None:
@@ -175,11 +175,11 @@ class BaseEmbeddingBackend(ABC):
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """Embed passages and return plain Python lists (the list-of-lists signature)."""
-        return self.embed(texts, kind="passage").tolist()
+        return cast("list[list[float]]", self.embed(texts, kind="passage").tolist())
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query into a float32 vector of shape ``(dim,)``."""
-        return self.embed([text], kind="query")[0]
+        return cast("np.ndarray", self.embed([text], kind="query")[0])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r})"

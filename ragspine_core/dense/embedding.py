@@ -26,7 +26,7 @@ import importlib
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ragspine_core.errors import ConfigError, MissingExtraError
 from ragspine_core.registry import PLUGIN_ORDER, Registry
@@ -350,7 +350,7 @@ def build_embedding_backend(spec: EmbeddingSpec, *, threads: int | None = None) 
     return EMBEDDING_BACKENDS.get(spec.backend)(spec, threads)
 
 
-_SHARED: dict[tuple, EmbeddingBackend | None] = {}
+_SHARED: dict[tuple[Any, ...], EmbeddingBackend | None] = {}
 _SHARED_LOCK = threading.Lock()
 
 

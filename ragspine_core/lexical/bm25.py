@@ -32,14 +32,14 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence, cast
 
 import numpy as np
 
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
 
-from ragspine_core.lexical.topk import _SAMPLE_MIN, _empty, _keep_postings, _kth_largest, _sample, _sample_floor, _top_k_distinct
+from ragspine_core.lexical.topk import SAMPLE_MIN, empty_top_k, keep_postings, kth_largest, row_sample, sample_floor, top_k_distinct
 
 # the public names of the modules split out of this one, re-exported for older imports
 from ragspine_core.lexical.bm25_build import (RowCounts, blend_bm25_arrays, build_bm25_arrays,  # noqa: F401
@@ -77,10 +77,10 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     handling it).
     """
     if k <= 0:
-        return _empty()
+        return empty_top_k()
     term_ids, spans = blend._lookup(tokens)
     if not spans:
-        return _empty()
+        return empty_top_k()
     total = sum([e - s for s, e in spans])
     if total * 4 >= blend.n_rows and blend._use_dense(spans, total):
         if all_own is None or not all([all_own[t] for t in term_ids]):
@@ -96,10 +96,10 @@ def search_blend_index(blend: BM25Index, own: np.ndarray, tokens: Sequence[str],
     if all_own is None or not all([all_own[t] for t in term_ids]):
         # candidates: the rows of own-text postings (a row matching n terms appears n times)
         mine = np.concatenate([own[s:e] for s, e in spans]).view(bool)
-        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, mine)
+        cat, scores, lo, hi = keep_postings(cat, scores, lo, hi, mine)
     if allowed is not None:
-        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
-    return _top_k_distinct(cat, scores, lo, hi, k)
+        cat, scores, lo, hi = keep_postings(cat, scores, lo, hi, allowed[cat])
+    return top_k_distinct(cat, scores, lo, hi, k)
 
 
 def _longest_span(spans: list[tuple[int, int]]) -> tuple[int, int]:
@@ -192,7 +192,7 @@ class BM25Index:
         self._masks: dict[int, np.ndarray] = {}  # term -> bool[n_rows] own-text rows, see _own_mask
         self._column_bytes = 0
         self._known: dict[str, tuple[int, tuple[int, int]]] = {}  # token -> (id, span), see _lookup
-        self._jit: tuple | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
+        self._jit: tuple[Any, ...] | None = None  # (kernel, its array arguments) once compiled, see _jit_kernel
         self._jit_calls = 0
         n = self.n_rows
         self._dense_df = max(1, n // self.DENSE_DF_DIVISOR) if n >= self.DENSE_MIN_ROWS else n + 1
@@ -258,7 +258,7 @@ class BM25Index:
     def score_terms(self, term_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Sparse scores: (rows touched by any term, ascending; their BM25 scores)."""
         if not term_ids:
-            return _empty()
+            return empty_top_k()
         spans, total = self._spans(term_ids)
         if len(spans) == 1:
             s, e = spans[0]
@@ -290,10 +290,10 @@ class BM25Index:
     def search(self, tokens: Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (rows, scores), ties by row ascending; ``allowed`` is a bool mask over rows."""
         if k <= 0:
-            return _empty()
+            return empty_top_k()
         term_ids, spans = self._lookup(tokens)
         if not spans:
-            return _empty()
+            return empty_top_k()
         total = sum([e - s for s, e in spans])
         if total * 4 >= self.n_rows and self._use_dense(spans, total):
             return self._search_dense(term_ids, spans, k, allowed)
@@ -310,8 +310,8 @@ class BM25Index:
         cat, scores = self._posting_scores(spans)
         lo, hi = _longest_span(spans)
         if allowed is not None:
-            cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
-        return _top_k_distinct(cat, scores, lo, hi, k)
+            cat, scores, lo, hi = keep_postings(cat, scores, lo, hi, allowed[cat])
+        return top_k_distinct(cat, scores, lo, hi, k)
 
     def score_rows_dense(self, tokens: Sequence[str]) -> np.ndarray:
         """Scores of every row (float64) — reference path for tests and small indexes."""
@@ -328,7 +328,7 @@ class BM25Index:
         _load_jit(self)
         return self._jit is not None
 
-    def _jit_kernel(self) -> tuple | None:
+    def _jit_kernel(self) -> tuple[Any, ...] | None:
         """The compiled kernel, or None (then counts the query toward :attr:`JIT_AFTER`)."""
         jit = self._jit
         if jit is None and self.JIT_AFTER is not None:
@@ -339,14 +339,14 @@ class BM25Index:
                 threading.Thread(target=_load_jit, args=(self,), name="ragspine-bm25-jit").start()
         return jit
 
-    def _kernel_top_k(self, jit: tuple, spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
+    def _kernel_top_k(self, jit: tuple[Any, ...], spans: list[tuple[int, int]], k: int, own: np.ndarray | None,
                       allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         kernel, post, imp, no_own, no_mask = jit
         acc, shared = self._borrow(dense=False)
         try:
-            return kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
+            return cast("tuple[np.ndarray, np.ndarray]", kernel(post, imp, np.array(spans, dtype=np.int64), acc, k,
                           no_own if own is None else _readonly(own), own is not None,
-                          no_mask if allowed is None else _readonly(allowed), allowed is not None)
+                          no_mask if allowed is None else _readonly(allowed), allowed is not None))
         except BaseException:
             acc.fill(0.0)  # keep the all-zero invariant
             raise
@@ -475,7 +475,7 @@ class BM25Index:
                 np.logical_or(out, m, out=out)
         return out if out is not None else np.zeros(self.n_rows, dtype=bool)
 
-    def _search_dense(self, term_ids, spans, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _search_dense(self, term_ids: list[int], spans: list[tuple[int, int]], k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         if len(spans) > 1 and self.n_rows >= self.PRUNE_MIN_ROWS:
             cols = [self._column(t, s, e) for t, (s, e) in zip(term_ids, spans)]
             if all(c is not None for c in cols):
@@ -488,7 +488,7 @@ class BM25Index:
             if allowed is not None:
                 np.multiply(acc, allowed, out=acc)
             cut = 0.0
-            floor = _sample_floor(acc, k) if acc.shape[0] >= _SAMPLE_MIN else None
+            floor = sample_floor(acc, k) if acc.shape[0] >= SAMPLE_MIN else None
             if floor is not None and floor > 0.0:
                 cut = _float32_cut(floor)
             rows = np.flatnonzero(acc > cut)
@@ -497,7 +497,7 @@ class BM25Index:
             self._release(shared)
         return top_k_rows(rows, scores, k)
 
-    def _search_pruned(self, term_ids, cols: list[np.ndarray], k: int,
+    def _search_pruned(self, term_ids: list[int], cols: list[np.ndarray], k: int,
                        allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """MaxScore over dense columns (Turtle & Flood 1995): leave out the terms whose
         maximum impacts together cannot lift a row over the k-th best score.
@@ -516,12 +516,12 @@ class BM25Index:
 
         Returns None when the sample gives no usable floor or nothing can be skipped.
         """
-        sample = _sample(cols[0]).astype(np.float64)
+        sample = row_sample(cols[0]).astype(np.float64)
         for col in cols[1:]:
-            sample += _sample(col)
+            sample += row_sample(col)
         if allowed is not None:
-            sample *= _sample(allowed)
-        floor = _kth_largest(sample, k)
+            sample *= row_sample(allowed)
+        floor = kth_largest(sample, k)
         if floor is None or floor <= 0.0:
             return None
         cut = _float32_cut(floor)
@@ -652,10 +652,10 @@ def search_blended(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens
     with a frequent (dense-column) term take the reference path.
     """
     if k <= 0:
-        return _empty()
+        return empty_top_k()
     term_ids = chunk.term_ids(tokens)
     if not term_ids:
-        return _empty()
+        return empty_top_k()
     spans, total = chunk._spans(term_ids)
     dterm_ids = doc.term_ids(tokens) if doc_weight > 0 else []
     dspans, dtotal = doc._spans(dterm_ids) if dterm_ids else ([], 0)
@@ -664,8 +664,8 @@ def search_blended(chunk: BM25Index, doc: BM25Index, row_doc: np.ndarray, tokens
     cat, scores = chunk._posting_scores(spans)
     lo, hi = _longest_span(spans)
     if allowed is not None:
-        cat, scores, lo, hi = _keep_postings(cat, scores, lo, hi, allowed[cat])
+        cat, scores, lo, hi = keep_postings(cat, scores, lo, hi, allowed[cat])
     if dspans:
         _, add = doc._posting_scores(dspans, at=row_doc[cat])
         scores = scores + np.float32(doc_weight) * add
-    return _top_k_distinct(cat, scores, lo, hi, k)
+    return top_k_distinct(cat, scores, lo, hi, k)

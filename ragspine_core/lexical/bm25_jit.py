@@ -9,18 +9,20 @@ thing bit for bit — see :func:`sparse_top_k` — and the tests compare them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _worse(s1, r1, s2, r2):
+def _worse(s1: float | np.floating[Any], r1: int | np.integer[Any], s2: float | np.floating[Any], r2: int | np.integer[Any]) -> bool | np.bool_:
     """Whether (score s1, row r1) ranks below (s2, r2): lower score, ties by larger row."""
     return s1 < s2 or (s1 == s2 and r1 > r2)
 
 
 @njit(cache=True, nogil=True)
-def _sift_down(heap_s, heap_r, size, s, r):  # pragma: no cover - compiled
+def _sift_down(heap_s: np.ndarray, heap_r: np.ndarray, size: int, s: float | np.floating[Any], r: int | np.integer[Any]) -> None:  # pragma: no cover - compiled
     """Put (s, r) at the root of the worst-at-root heap ``heap[:size]`` and sift it down."""
     i = 0
     while True:
@@ -40,7 +42,8 @@ def _sift_down(heap_s, heap_r, size, s, r):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def sparse_top_k(post, imp, spans, acc, k, own, use_own, allowed, use_allowed):  # pragma: no cover - compiled
+def sparse_top_k(post: np.ndarray, imp: np.ndarray, spans: np.ndarray, acc: np.ndarray, k: int, own: np.ndarray, use_own: bool, allowed: np.ndarray,
+                 use_allowed: bool) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Top ``k`` distinct rows of a sparse query: ``(rows int64, scores float32)``.
 
     ``spans`` (int64[n, 2]) are the query terms' posting ranges in query order; ``acc``

@@ -3,19 +3,21 @@ floor to skip most of a long candidate list."""
 
 from __future__ import annotations
 
+from typing import cast
+
 
 import numpy as np
 
 
 
-def _keep_postings(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int,
+def keep_postings(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int,
                    keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
     """The postings where ``keep`` holds, and where ``[lo, hi)`` lands among them."""
     lo, hi = int(np.count_nonzero(keep[:lo])), int(np.count_nonzero(keep[:hi]))
     return cat[keep], scores[keep], lo, hi
 
 
-def _top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` distinct rows of postings with exact scores, ties by row.
 
     ``[lo, hi)`` are the postings of one term (distinct rows): its k-th best score is a
@@ -39,13 +41,13 @@ def _top_k_distinct(cat: np.ndarray, scores: np.ndarray, lo: int, hi: int, k: in
     return cat[:k].astype(np.int64), scores[:k]
 
 
-def _empty() -> tuple[np.ndarray, np.ndarray]:
+def empty_top_k() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
 
 
 #: Below this many candidates :func:`top_k_rows` selects directly; above it, a cheap
 #: floor from a 1-in-``_SAMPLE_STEP`` sample of the rows first discards most of them.
-_SAMPLE_MIN = 4_096
+SAMPLE_MIN = 4_096
 
 
 _SAMPLE_STEP = 16
@@ -57,7 +59,7 @@ _SAMPLE_STEP = 16
 _SAMPLE_BLOCK = 1_024
 
 
-def _sample(values: np.ndarray) -> np.ndarray:
+def row_sample(values: np.ndarray) -> np.ndarray:
     """A view of about 1/_SAMPLE_STEP of ``values``, spread out, in contiguous runs."""
     n = values.shape[0]
     blocks = n // _SAMPLE_BLOCK
@@ -66,31 +68,31 @@ def _sample(values: np.ndarray) -> np.ndarray:
     return values[: blocks * _SAMPLE_BLOCK].reshape(blocks, _SAMPLE_BLOCK)[:, : _SAMPLE_BLOCK // _SAMPLE_STEP]
 
 
-def _kth_largest(values: np.ndarray, k: int) -> float | None:
+def kth_largest(values: np.ndarray, k: int) -> float | None:
     """The ``k``-th largest of ``values`` (any shape), or None if there are fewer."""
     flat = values.ravel()
     if flat.shape[0] < k:
         return None
-    return np.partition(flat, flat.shape[0] - k)[flat.shape[0] - k].item()
+    return cast("float | None", np.partition(flat, flat.shape[0] - k)[flat.shape[0] - k].item())
 
 
-def _sample_floor(values: np.ndarray, k: int) -> float | None:
+def sample_floor(values: np.ndarray, k: int) -> float | None:
     """A lower bound on the ``k``-th largest of ``values``, or None if none is cheap.
 
     The ``k``-th largest value of any subset is <= the ``k``-th largest of the whole,
     so the ``k``-th largest of a sample of the rows is a valid (and usually tight) floor.
     """
-    return _kth_largest(_sample(values), k)
+    return kth_largest(row_sample(values), k)
 
 
 def top_k_rows(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` of (rows, scores) by score desc, ties by row asc (rows must be unique)."""
     n = rows.shape[0]
     if n == 0 or k <= 0:
-        return _empty()
+        return empty_top_k()
     if n > k:
-        if n >= _SAMPLE_MIN:
-            floor = _sample_floor(scores, k)
+        if n >= SAMPLE_MIN:
+            floor = sample_floor(scores, k)
             if floor is not None:
                 # every member of the true top k scores >= floor; ties with it are kept
                 sel = np.flatnonzero(scores >= floor)

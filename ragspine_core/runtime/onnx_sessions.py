@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class ModelFiles:
     tokenizer: Path
 
 
-def locate_model_files(model_dir: str | os.PathLike | None, *, feature: str, env_var: str, example: str) -> ModelFiles:
+def locate_model_files(model_dir: str | os.PathLike[str] | None, *, feature: str, env_var: str, example: str) -> ModelFiles:
     """The ``model.onnx`` and ``tokenizer.json`` of ``model_dir``, or an error saying what to put where.
 
     Raises:
@@ -246,10 +246,10 @@ class OnnxTextModel:
             else self.tokenizer
         )
 
-    def encode(self, items: Sequence[str | tuple[str, str]]) -> list:
+    def encode(self, items: Sequence[str | tuple[str, str]]) -> list[Any]:
         """Tokenize texts or (first, second) pairs with special tokens and truncation."""
         try:
-            return self.tokenizer.encode_batch(list(items))
+            return cast("list[Any]", self.tokenizer.encode_batch(list(items)))
         except Exception:  # noqa: BLE001 — a pair whose first part is too long for only_second
             out = []
             for item in items:
@@ -265,13 +265,13 @@ class OnnxTextModel:
         feed = {name: arrays[name].astype(dtype, copy=False) for name, dtype in self.input_types.items()}
         return np.asarray(self.session.run([output] if output else None, feed)[0])
 
-    def batches(self, encodings: Sequence[Any], batch_size: int):
+    def batches(self, encodings: Sequence[Any], batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """:func:`length_sorted_batches` with this model's pad id."""
         return length_sorted_batches(encodings, batch_size, self.pad_id)
 
     def run(
         self,
-        encodings: Sequence,
+        encodings: Sequence[Any],
         *,
         batch_size: int,
         reduce: Callable[[np.ndarray, np.ndarray], np.ndarray],

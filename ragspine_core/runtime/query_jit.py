@@ -20,6 +20,8 @@ hand-over.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -29,7 +31,7 @@ NOGIL_MIN_ROWS = 50_000
 
 
 @njit(cache=True, nogil=True)
-def _before(s1, r1, s2, r2):  # pragma: no cover - compiled
+def _before(s1: float | np.floating[Any], r1: int | np.integer[Any], s2: float | np.floating[Any], r2: int | np.integer[Any]) -> bool | np.bool_:  # pragma: no cover - compiled
     """Whether (score s1, id r1) ranks before (s2, r2): higher score, ties by smaller id.
 
     NaN ranks after every number (numpy's sort order), NaNs among themselves by id."""
@@ -43,7 +45,7 @@ def _before(s1, r1, s2, r2):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _ordered_bits(x, bits):  # pragma: no cover - compiled
+def _ordered_bits(x: float | np.floating[Any], bits: int | np.integer[Any]) -> np.int64:  # pragma: no cover - compiled
     """An int64 that orders like the float32 ``x`` (not NaN; ``bits``: its int32 view),
     in ``(-2**31, 2**31)``; -0.0 and 0.0 map alike."""
     if x == 0:
@@ -53,7 +55,7 @@ def _ordered_bits(x, bits):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+def _top_k(scores: np.ndarray, k: int, threshold: float | np.floating[Any], ids: np.ndarray, use_ids: bool, offset: int) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
     """Top ``k`` of a block of float32 ``scores`` whose ``k``-th largest value is
     ``threshold`` (found by the caller, with numpy's selection, which releases the GIL
     too): ``(ids int64, scores float32, True)`` best first, ties by the smaller id; or
@@ -113,20 +115,20 @@ def _top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - co
 
 
 @njit(cache=True)
-def scores_top_k(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+def scores_top_k(scores: np.ndarray, k: int, threshold: float | np.floating[Any], ids: np.ndarray, use_ids: bool, offset: int) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
     """:func:`_top_k`, keeping the GIL: for a block of ordinary size it takes less time
     than handing the GIL to another query thread and back (see :data:`NOGIL_MIN_ROWS`)."""
     return _top_k(scores, k, threshold, ids, use_ids, offset)
 
 
 @njit(cache=True, nogil=True)
-def scores_top_k_nogil(scores, k, threshold, ids, use_ids, offset):  # pragma: no cover - compiled
+def scores_top_k_nogil(scores: np.ndarray, k: int, threshold: float | np.floating[Any], ids: np.ndarray, use_ids: bool, offset: int) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
     """:func:`_top_k` without the GIL, for blocks of :data:`NOGIL_MIN_ROWS` rows or more."""
     return _top_k(scores, k, threshold, ids, use_ids, offset)
 
 
 @njit(cache=True, nogil=True)
-def _order(fused, rows):  # pragma: no cover - compiled
+def _order(fused: np.ndarray, rows: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Positions of ``fused`` by score descending, ties by row ascending, NaN last
     (``np.lexsort((rows, -fused))``): a bottom-up merge sort with that comparison."""
     n = fused.shape[0]
@@ -160,7 +162,7 @@ def _order(fused, rows):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _rank(fused, uniq, limit):  # pragma: no cover - compiled
+def _rank(fused: np.ndarray, uniq: np.ndarray, limit: int) -> np.ndarray:  # pragma: no cover - compiled
     """Positions of ``fused`` by score descending, ties by ``uniq`` (ascending already);
     only the first ``limit`` when ``0 < limit``."""
     n = fused.shape[0]
@@ -185,7 +187,7 @@ def _rank(fused, uniq, limit):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _sum_sorted(rows, vals):  # pragma: no cover - compiled
+def _sum_sorted(rows: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Distinct ``rows`` ascending and each one's ``vals`` summed from 0.0 in input order
     (``np.unique`` + unbuffered ``np.add.at``)."""
     n = rows.shape[0]
@@ -215,7 +217,7 @@ def _sum_sorted(rows, vals):  # pragma: no cover - compiled
 
 
 @njit(cache=True)  # keeps the GIL: 2 x depth rows take less than a hand-over
-def fuse_minmax(rows, scores, bounds, weights, limit):  # pragma: no cover - compiled
+def fuse_minmax(rows: np.ndarray, scores: np.ndarray, bounds: np.ndarray, weights: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_score_fusion` over concatenated rankings.
 
     Ranking ``c`` is ``rows[bounds[c]:bounds[c+1]]`` with float64 ``scores`` (already cut
@@ -254,7 +256,7 @@ def fuse_minmax(rows, scores, bounds, weights, limit):  # pragma: no cover - com
 
 
 @njit(cache=True)  # keeps the GIL: 2 x depth rows take less than a hand-over
-def fuse_rrf(rows, bounds, weights, rrf_k, limit):  # pragma: no cover - compiled
+def fuse_rrf(rows: np.ndarray, bounds: np.ndarray, weights: np.ndarray, rrf_k: float, limit: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """:func:`ragspine_query.fusion.weighted_rrf` over concatenated int row rankings:
     ``weights[c] / (rrf_k + rank)`` per ranking, summed per row in ranking order (only
     the first ``limit`` rows when ``limit > 0``)."""
@@ -269,7 +271,7 @@ def fuse_rrf(rows, bounds, weights, rrf_k, limit):  # pragma: no cover - compile
 
 
 @njit(cache=True)  # keeps the GIL: a few µs, less than handing the GIL to another thread and back
-def pick_scores(top, rows, scores, bounds):  # pragma: no cover - compiled
+def pick_scores(top: np.ndarray, rows: np.ndarray, scores: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Each channel's score of each of the ``top`` rows: ``(values float64[t, c], found
     bool[t, c])``. Channel ``c`` ranked ``rows[bounds[c]:bounds[c+1]]`` with ``scores``;
     a row listed twice by one channel keeps its last score."""

@@ -50,11 +50,11 @@ from ragspine_core.errors import ConfigError, DocumentError, MissingExtraError
 from ragspine_core.records import METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
 from ragspine_index.library_config_guard import read_config_bytes
-from ragspine_index.source_documents.folding import _norm_key
-from ragspine_index.source_documents.keys import _check_key  # the front-matter key rules, shared
-from ragspine_index.source_documents.metadata import _make_document, default_doc_id
+from ragspine_index.source_documents.folding import norm_key
+from ragspine_index.source_documents.keys import check_key  # the front-matter key rules, shared
+from ragspine_index.source_documents.metadata import make_document, default_doc_id
 from ragspine_index.source_documents.model import SourceDocument
-from ragspine_index.source_documents.sensitivity import _first_body_lines, _first_marking, _sensitivity_like
+from ragspine_index.source_documents.sensitivity import first_body_lines, first_marking, sensitivity_like
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits
 from ragspine_index.converters.converter_registry import CONVERTED_SUFFIXES, FORMAT_BY_SUFFIX, SIDECAR_SUFFIX, convert_bytes
@@ -252,12 +252,12 @@ def _string_table(table: dict, where: str, *, per_file: bool) -> tuple[dict[str,
     errors: list[DocumentError] = []
     seen: dict[str, str] = {}
     for key, value in table.items():
-        problem = _check_key(key, METADATA_FIELDS)
+        problem = check_key(key, METADATA_FIELDS)
         if problem is not None:
             fld, text, hint = problem
             errors.append(DocumentError(where, text, field=fld or "metadata", hint=hint))
             continue
-        norm = _norm_key(key)
+        norm = norm_key(key)
         if norm in seen:
             errors.append(DocumentError(where, f"keys {seen[norm]!r} and {key!r} name the same field", field=key,
                                         hint="keep one of them"))
@@ -328,7 +328,7 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
             continue
         shown_name = repr(name) if _PLAIN_NAME.fullmatch(name) else "a property"
         where = f"document property {shown_name}"
-        if _LABEL_PROPERTY.fullmatch(name) or _sensitivity_like(_norm_key(name)):
+        if _LABEL_PROPERTY.fullmatch(name) or sensitivity_like(norm_key(name)):
             level = _property_level(value)
             if level is None:
                 errors.append(DocumentError(shown, f"{where} names a sensitivity that is not exactly one of "
@@ -387,17 +387,17 @@ def _document(converted, *, rel: str, shown: str, library_id: str, lineage: str,
         return errors
     marking += [(f"page header/footer line {i}", line, "body") for i, line in enumerate(converted.header_lines, 1)]
     marking += [(f"{where} {i}", line, "body") for i, (where, line) in enumerate(converted.marking_lines, 1)]
-    marking += _first_body_lines(converted.text, _text_where(converted))
-    if explicit is None and _first_marking(marking) is not None:
+    marking += first_body_lines(converted.text, _text_where(converted))
+    if explicit is None and first_marking(marking) is not None:
         # a marking nobody set in metadata: a restricted-type one (a banner) makes it
         # RESTRICTED; any other one cannot be read exactly and is an error below
-        if _first_marking(marking, restricted_only=True) is not None:
+        if first_marking(marking, restricted_only=True) is not None:
             explicit = RESTRICTED_SENSITIVITY
     if explicit is not None:
         meta["sensitivity"] = explicit
     meta[CONVERTER_FIELD] = lineage
     name = PurePosixPath(shown).name
-    result = _make_document(
+    result = make_document(
         meta, converted.text, library_id=library_id, source_path=shown, error_path=shown,
         default_doc_id=default_id, default_title=PurePosixPath(shown).stem,
         marking_lines=marking,
@@ -423,7 +423,7 @@ def _property_level(value: str) -> str | None:
     """A sensitivity property's value: exactly a level, or a restricted-type label → RESTRICTED."""
     if value.isascii() and value.strip().upper() in SENSITIVITIES:
         return value.strip().upper()
-    norm = _norm_key(value)
+    norm = norm_key(value)
     if any(word in norm for word in _RESTRICTED_LABELS):
         return RESTRICTED_SENSITIVITY
     return None

@@ -61,9 +61,9 @@ class ConverterProcess:
     def available() -> bool:
         """Whether a child process can be started here (not from a daemonic process; the
         caller's ``__main__`` is never needed, see :func:`_without_main`)."""
-        from ragspine_index.workers import _daemonic
+        from ragspine_index.workers import daemonic_process
 
-        return not _daemonic()
+        return not daemonic_process()
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("forkserver")

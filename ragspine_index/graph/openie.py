@@ -9,7 +9,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 
 from ragspine_core.errors import ConfigError, ProviderError
@@ -17,6 +17,9 @@ from ragspine_core.records import is_restricted
 
 
 from ragspine_index.graph.graph_input import GraphChunk, Triple
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 
 # ----------------------------------------------------------------- the LLM extractor
@@ -43,7 +46,7 @@ class OpenIETripleExtractor:
     text. Every edge it yields is stamped model-derived and unverified.
     """
 
-    def __init__(self, provider: Any, *, model_id: str, cache_path: Path, max_tokens: int | None = None) -> None:
+    def __init__(self, provider: LLMProvider, *, model_id: str, cache_path: Path, max_tokens: int | None = None) -> None:
         from ragspine_core.llm import feature_max_tokens
 
         self.provider = provider

@@ -16,7 +16,7 @@ import numpy as np
 from ragspine_index.graph.entities import is_attribute
 
 
-_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 _DIGITS = re.compile(r"[\d〇零一二三四五六七八九十百千万两]+")

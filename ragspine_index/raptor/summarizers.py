@@ -26,12 +26,15 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.text.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 __all__ = ["EXTRACTIVE_VERSION", "LLM_SUMMARIZER_VERSION", "SUMMARIZER_NAMES", "ExtractiveSummarizer", "LLMSummarizer",
            "SummaryCache", "Summarizer", "make_summarizer", "members_key", "split_sentences", "text_sha"]
@@ -169,7 +172,7 @@ class LLMSummarizer:
 
     is_llm = True
 
-    def __init__(self, provider: Any, *, model: str | None = None, max_words: int = 120, max_tokens: int | None = None) -> None:
+    def __init__(self, provider: LLMProvider | None, *, model: str | None = None, max_words: int = 120, max_tokens: int | None = None) -> None:
         if provider is None or not callable(getattr(provider, "chat", None)):
             raise ConfigError("the llm summarizer needs an LLM provider with a chat() method; set RAGSPINE_LLM_BASE_URL "
                               "and RAGSPINE_LLM_MODEL (the llm resource), or use summarizer = \"extractive\"")

@@ -11,7 +11,7 @@ from ragspine_core.errors import DocumentError
 
 #: How many leading bytes are searched for a NUL byte (the binary-file test).
 BINARY_SNIFF_BYTES = 8192
-_BOM = "\ufeff"
+BOM = "\ufeff"
 #: Byte-order marks and their codecs (UTF-32 before UTF-16: ``FF FE 00 00`` starts with ``FF FE``).
 _BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32"), (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32"),
          (b"\xff\xfe", "utf-16-le", "UTF-16"), (b"\xfe\xff", "utf-16-be", "UTF-16"))
@@ -25,7 +25,7 @@ def bom_codec(data: bytes) -> tuple[str, str, int] | None:
     return None
 
 
-def _binary_error(data: bytes, rel: str, hint: str) -> DocumentError | None:
+def binary_error(data: bytes, rel: str, hint: str) -> DocumentError | None:
     """A NUL byte in the first ``BINARY_SNIFF_BYTES`` marks a binary file."""
     nul = data.find(b"\x00", 0, BINARY_SNIFF_BYTES)
     if nul < 0:
@@ -51,11 +51,11 @@ def decode_text(data: bytes, rel: str) -> str | DocumentError:
             return DocumentError(rel, f"looks like a binary file (a NUL character in its {name} text)",
                                  field="content", hint=hint)
         return text
-    binary = _binary_error(data, rel, hint)
+    binary = binary_error(data, rel, hint)
     if binary is not None:
         return binary
     try:
-        return data.decode("utf-8").removeprefix(_BOM)
+        return data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as exc:
         return DocumentError(
             rel,

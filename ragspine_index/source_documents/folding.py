@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from ragspine_index.sources.paths import _unprintable
+from ragspine_index.sources.paths import unprintable
 
 #: Lower-case letters from other scripts that look like ASCII ones (after NFKC + casefold).
 _CONFUSABLES = str.maketrans(
@@ -21,19 +21,19 @@ _CONFUSABLES = str.maketrans(
 )
 
 
-def _visible(line: str) -> str:
+def visible_text(line: str) -> str:
     """``line`` after NFKC without invisible formatting characters, stripped."""
     if line.isascii() and line.isprintable():  # NFKC is the identity on ASCII; nothing to drop
         return line.strip()
-    return "".join(ch for ch in unicodedata.normalize("NFKC", line) if not _unprintable(ch) or ch.isspace()).strip()
+    return "".join(ch for ch in unicodedata.normalize("NFKC", line) if not unprintable(ch) or ch.isspace()).strip()
 
 
-def _breaks_lines(ch: str) -> bool:
+def breaks_lines(ch: str) -> bool:
     """A control character other than tab, a line/paragraph separator or a surrogate."""
     return ch != "\t" and unicodedata.category(ch) in {"Cc", "Zl", "Zp", "Cs"}
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """NFKC, case folding, look-alike letters mapped to ASCII, invisible characters dropped."""
     folded = (text if text.isascii() else unicodedata.normalize("NFKC", text)).casefold().translate(_CONFUSABLES)
     if folded.isascii():  # NFKC is the identity on ASCII, and no ASCII character is a format (Cf) one
@@ -41,6 +41,6 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
 
-def _norm_key(key: str) -> str:
+def norm_key(key: str) -> str:
     """``Sensitivity``/``SENSITIVITY``/``sensi-tivity``/``ｓｅｎｓｉｔｉｖｉｔｙ`` → ``sensitivity``."""
-    return "".join(ch for ch in _fold(key) if ch.isalnum())
+    return "".join(ch for ch in fold(key) if ch.isalnum())

@@ -21,8 +21,8 @@ import unicodedata
 from ragspine_core.errors import DocumentError
 from ragspine_core.records import METADATA_FIELDS
 
-from ragspine_index.source_documents.folding import _breaks_lines, _fold, _norm_key, _visible
-from ragspine_index.source_documents.keys import _check_key
+from ragspine_index.source_documents.folding import breaks_lines, fold, norm_key, visible_text
+from ragspine_index.source_documents.keys import check_key
 
 FRONT_MATTER_FENCE = "---"
 _FIX_FRONT_MATTER = (
@@ -31,7 +31,7 @@ _FIX_FRONT_MATTER = (
 _FIELD_NORMS = frozenset(name.replace("_", "") for name in METADATA_FIELDS)
 
 
-def _split_front_matter(
+def split_front_matter(
     text: str, rel: str
 ) -> tuple[dict[str, str], str, int, list[tuple[int, str]]] | DocumentError:
     """``(metadata, body, body's first line number, front matter lines)`` or the first error."""
@@ -64,7 +64,7 @@ def _split_front_matter(
     for index in range(1, close):
         lineno = index + 1
         line = lines[index]
-        control = next(((col, ch) for col, ch in enumerate(line, 1) if _breaks_lines(ch)), None)
+        control = next(((col, ch) for col, ch in enumerate(line, 1) if breaks_lines(ch)), None)
         if control is not None:
             col, ch = control
             return DocumentError(
@@ -96,14 +96,14 @@ def _split_front_matter(
                 rel, f"front matter line {lineno} has an empty key", field="front_matter",
                 hint="put the field name before the ':'",
             )
-        key_problem = _check_key(key, METADATA_FIELDS)
+        key_problem = check_key(key, METADATA_FIELDS)
         if key_problem is not None:
             field, problem, hint = key_problem
             if field is None and any(ch.isspace() for ch in key):
                 hint = "keys are single words such as valid_as_of; is the closing '---' missing?"
             problem = f"front matter line {lineno}: {problem}"
             return DocumentError(rel, problem, field=field or "front_matter", hint=hint)
-        norm = _norm_key(key)
+        norm = norm_key(key)
         if norm in seen_on:
             first, first_line = seen_on[norm]
             if first == key:
@@ -138,7 +138,7 @@ _FIX_FRONT_MATTER_START = (
 def _fence_like(line: str) -> bool:
     """``---`` with stray characters (``--- ``, ``---yaml``, ``- --``, full-width ``－－－``, other
     dashes), a line of dashes only, or ``+++``."""
-    visible = _visible(line)
+    visible = visible_text(line)
     squeezed = "".join(visible.split())
     dashes_only = len(squeezed) >= 2 and all(unicodedata.category(ch) == "Pd" for ch in squeezed)
     return visible == "+++" or visible.startswith("---") or dashes_only
@@ -156,10 +156,10 @@ def _front_matter_again(lines: list[str], start: int) -> int | None:
     field's ``key:`` line (a doubled or misplaced fence), else ``None``."""
     for index in range(start, len(lines)):
         line = lines[index]
-        if not _visible(line):
+        if not visible_text(line):
             continue
-        key, colon, _ = _fold(line).partition(":")
-        if _fence_like(line) or (colon and _norm_key(key) in _FIELD_NORMS):
+        key, colon, _ = fold(line).partition(":")
+        if _fence_like(line) or (colon and norm_key(key) in _FIELD_NORMS):
             return index + 1
         return None
     return None
@@ -168,7 +168,7 @@ def _front_matter_again(lines: list[str], start: int) -> int | None:
 def _misplaced_fence(lines: list[str]) -> str | None:
     """Why the first non-blank line looks like a fence that does not open front matter."""
     for lineno, line in enumerate(lines, start=1):
-        if not _visible(line):
+        if not visible_text(line):
             continue
         if not _fence_like(line):
             return None

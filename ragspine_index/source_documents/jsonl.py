@@ -13,12 +13,12 @@ from ragspine_core.records import METADATA_FIELDS
 
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.workers import batches, ordered_map
-from ragspine_index.source_documents.encoding import _BOM, _binary_error
-from ragspine_index.source_documents.folding import _norm_key
-from ragspine_index.source_documents.keys import _check_key
-from ragspine_index.source_documents.metadata import _make_document
+from ragspine_index.source_documents.encoding import BOM, binary_error
+from ragspine_index.source_documents.folding import norm_key
+from ragspine_index.source_documents.keys import check_key
+from ragspine_index.source_documents.metadata import make_document
 from ragspine_index.source_documents.model import SourceDocument
-from ragspine_index.source_documents.sensitivity import _first_body_lines, _sensitivity_like
+from ragspine_index.source_documents.sensitivity import first_body_lines, sensitivity_like
 
 JSONL_SUFFIX = ".jsonl"
 #: The digits of a JSON number (a larger one is a located error for its line, not an
@@ -30,12 +30,12 @@ def parse_jsonl(data: bytes, rel_path: str, library_id: str,
                 folder_sensitivity: str | None = None) -> list[SourceDocument | DocumentError]:
     """Parse the bytes of one ``.jsonl`` file: one document (or errors) per non-blank line
     (``folder_sensitivity``: the ``[defaults]`` sensitivity of its folder, see
-    :func:`.metadata._make_document`)."""
+    :func:`.metadata.make_document`)."""
     shown = printable_path(rel_path)
     if not data.strip():
         hint = "add one JSON object per line or delete it"
         return [DocumentError(shown, "the file is empty", field="body", hint=hint)]
-    binary = _binary_error(data, shown, "a .jsonl library file must be UTF-8 text with one JSON object per line")
+    binary = binary_error(data, shown, "a .jsonl library file must be UTF-8 text with one JSON object per line")
     if binary is not None:
         return [binary]
     lines: list[tuple[bytes, int, int]] = []
@@ -103,7 +103,7 @@ def _parse_jsonl_line(
         )
         return [DocumentError(where, problem, field="encoding", hint="re-save the file as UTF-8")]
     if lineno == 1:
-        line = line.removeprefix(_BOM)
+        line = line.removeprefix(BOM)
     try:
         obj = json.loads(line, object_pairs_hook=_JsonObject, parse_int=_json_number, parse_float=_json_number)
     except json.JSONDecodeError as exc:
@@ -124,16 +124,16 @@ def _parse_jsonl_line(
     seen: dict[str, str] = {}
     values: dict[str, str] = {}
     for key, value in obj:
-        key_problem = _check_key(key, known)
+        key_problem = check_key(key, known)
         if key_problem is not None:
             field, problem, hint = key_problem
             problems.append(DocumentError(where, f"line {lineno}: {problem}", field=field or "json", hint=hint))
             continue
-        norm = _norm_key(key)
+        norm = norm_key(key)
         if norm in seen:
             first = seen[norm]
             what = f"key {key!r} appears twice" if first == key else f"keys {first!r} and {key!r} name the same field"
-            field = "sensitivity" if _sensitivity_like(norm) else key
+            field = "sensitivity" if sensitivity_like(norm) else key
             problems.append(
                 DocumentError(where, f"line {lineno}: {what}", field=field, hint="keep exactly one of them")
             )
@@ -161,7 +161,7 @@ def _parse_jsonl_line(
             continue
         values[key] = value
     for key in ("doc_id", "text"):
-        if _norm_key(key) not in seen:
+        if norm_key(key) not in seen:
             hint = f"add a string {key!r} to the object"
             problems.append(DocumentError(where, f"line {lineno} has no {key!r}", field=key, hint=hint))
     if problems:
@@ -177,8 +177,8 @@ def _parse_jsonl_line(
     marking_lines = [
         (f"line {lineno}: the {key!r} value", f"{key}: {value}", "field" if key in METADATA_FIELDS else "meta")
         for key, value in meta.items()
-    ] + _first_body_lines(body, lambda n: f"line {lineno}: line {n + 1} of 'text'")
-    return _make_document(
+    ] + first_body_lines(body, lambda n: f"line {lineno}: line {n + 1} of 'text'")
+    return make_document(
         meta,
         body,
         library_id=library_id,

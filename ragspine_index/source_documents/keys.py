@@ -15,9 +15,9 @@ import unicodedata
 
 from ragspine_core.records import SENSITIVITIES
 
-from ragspine_index.sources.paths import _unprintable
-from ragspine_index.source_documents.folding import _norm_key
-from ragspine_index.source_documents.sensitivity import _sensitivity_like
+from ragspine_index.sources.paths import unprintable
+from ragspine_index.source_documents.folding import norm_key
+from ragspine_index.source_documents.sensitivity import sensitivity_like
 
 _FIX_KEY = ("keys are ASCII names (a letter or '_', then letters, digits, '_', '.' or '-') or names written "
             "only in CJK characters, at most 64 characters")
@@ -32,23 +32,23 @@ def _describe_key(key: str) -> str:
         traits.append("containing whitespace")
     if not key.isascii():
         traits.append("with non-ASCII characters")
-    if any(_unprintable(ch) for ch in key):
+    if any(unprintable(ch) for ch in key):
         traits.append("with control or invisible characters")
     if not traits:
         traits.append("that is not a plain name")
     return f"a key of {len(key)} character{'s' if len(key) != 1 else ''} " + " and ".join(traits)
 
 
-def _check_key(key: str, known: tuple[str, ...]) -> tuple[str | None, str, str] | None:
+def check_key(key: str, known: tuple[str, ...]) -> tuple[str | None, str, str] | None:
     """``(field, problem, hint)`` for a key that is malformed or only almost a known field."""
     if key in known:
         return None
-    norm = _norm_key(key)
+    norm = norm_key(key)
     subject = f"key {key!r}" if _KEY.fullmatch(key) else _describe_key(key)
     for name in known:
-        if norm == _norm_key(name):
+        if norm == norm_key(name):
             return name, f"{subject} is not written exactly as the field {name!r}", f"write the key exactly as '{name}'"
-    if _sensitivity_like(norm):
+    if sensitivity_like(norm):
         return (
             "sensitivity",
             f"{subject} looks like a sensitivity setting, but only a key written exactly 'sensitivity' is read",

@@ -36,9 +36,9 @@ from typing import Iterable
 from ragspine_core.errors import DocumentError
 from ragspine_core.records import DEFAULT_SENSITIVITY, METADATA_FIELDS, RESTRICTED_SENSITIVITY, SENSITIVITIES
 
-from ragspine_index.sources.paths import _unprintable
+from ragspine_index.sources.paths import unprintable
 from ragspine_index.source_documents.model import SourceDocument
-from ragspine_index.source_documents.sensitivity import _first_marking
+from ragspine_index.source_documents.sensitivity import first_marking
 
 #: Size limits per field: a metadata value (front matter or JSONL key) and a document's
 #: text (the digits of a JSON number: :data:`.jsonl.MAX_JSON_NUMBER_CHARS`).
@@ -63,7 +63,7 @@ def default_doc_id(rel_path: str) -> str:
     """
     without_suffix = rel_path[: -len(Path(rel_path).suffix)] if Path(rel_path).suffix else rel_path
     dashed = re.sub(r"[\s/]+", "-", without_suffix.lower())
-    return "".join(ch for ch in dashed if not _unprintable(ch)).strip("-")
+    return "".join(ch for ch in dashed if not unprintable(ch)).strip("-")
 
 
 def default_doc_ids(rel_paths: Iterable[str]) -> dict[str, str]:
@@ -77,7 +77,7 @@ def default_doc_ids(rel_paths: Iterable[str]) -> dict[str, str]:
             for rel, doc_id in plain.items()}
 
 
-def _make_document(
+def make_document(
     meta: dict[str, str],
     body: str,
     *,
@@ -117,7 +117,7 @@ def _make_document(
         problem = "no doc_id and none can be derived from the path"
         problems.append(DocumentError(error_path, problem, field="doc_id", hint="add 'doc_id: <id>'"))
     for name in ("doc_id", "source_locator"):
-        bad = next(((pos, ch) for pos, ch in enumerate(fields_[name], 1) if _unprintable(ch)), None)
+        bad = next(((pos, ch) for pos, ch in enumerate(fields_[name], 1) if unprintable(ch)), None)
         if bad is not None:
             pos, ch = bad
             problems.append(
@@ -159,7 +159,7 @@ def _make_document(
                 )
             )
         elif sensitivity != RESTRICTED_SENSITIVITY:
-            where = _first_marking(marking_lines, restricted_only=True)
+            where = first_marking(marking_lines, restricted_only=True)
             if where is not None:
                 problems.append(
                     DocumentError(
@@ -173,7 +173,7 @@ def _make_document(
                 )
     else:
         sensitivity = folder_sensitivity or DEFAULT_SENSITIVITY
-        where = None if sensitivity == RESTRICTED_SENSITIVITY else _first_marking(marking_lines)
+        where = None if sensitivity == RESTRICTED_SENSITIVITY else first_marking(marking_lines)
         if where is not None:
             problems.append(
                 DocumentError(
@@ -216,7 +216,7 @@ def _make_document(
     )
 
 
-def _doc_id_words(doc_id: str) -> str:
+def doc_id_words(doc_id: str) -> str:
     """``doc_id 'x'`` for a plain identifier, else ``this doc_id`` (never quote other text)."""
     return f"doc_id {doc_id!r}" if _QUOTABLE_DOC_ID.fullmatch(doc_id) else "this doc_id"
 

@@ -38,15 +38,15 @@ from ragspine_core.errors import ConfigError, DocumentError
 from ragspine_core.records import METADATA_FIELDS, SENSITIVITIES, is_restricted
 
 from ragspine_index.marking_scan import mentions_restricted
-from ragspine_index.source_documents.folding import _norm_key
-from ragspine_index.source_documents.sensitivity import _LEVEL_WORDS, _sensitivity_like
+from ragspine_index.source_documents.folding import norm_key
+from ragspine_index.source_documents.sensitivity import LEVEL_WORDS, sensitivity_like
 
 from ragspine_index.converters import SIDECAR_SUFFIX, ConvertedFiles
 from ragspine_index.converters.files import sidecar_claims
 from ragspine_index.sources.paths import printable_path
-from ragspine_index.sources.walk import _library_files, _read
+from ragspine_index.sources.walk import library_files, read_entry
 from ragspine_index.source_documents.jsonl import JSONL_SUFFIX, parse_jsonl
-from ragspine_index.source_documents.metadata import _doc_id_words, default_doc_ids
+from ragspine_index.source_documents.metadata import doc_id_words, default_doc_ids
 from ragspine_index.source_documents.model import ParseResult, SourceDocument
 from ragspine_index.source_documents.text_files import DOCUMENT_SUFFIXES, parse_document
 
@@ -54,7 +54,7 @@ SUPPORTED_SUFFIXES = (*DOCUMENT_SUFFIXES, JSONL_SUFFIX)
 #: Names an error may quote for a file that may be RESTRICTED: field names and levels.
 _QUOTABLE = frozenset(METADATA_FIELDS) | frozenset(SENSITIVITIES) | frozenset(s.lower() for s in SENSITIVITIES)
 _QUOTED = re.compile(r"'([^'\n]{1,200})'")
-_FIELD_NORMS = frozenset(_norm_key(f) for f in METADATA_FIELDS)
+_FIELD_NORMS = frozenset(norm_key(f) for f in METADATA_FIELDS)
 _DATE_LIKE = re.compile(r"[0-9./-]{1,12}")
 _MARKING_WORD = re.compile(r"confidential|secret|机密|绝密|秘密|保密", re.I)
 
@@ -70,8 +70,8 @@ def _redacted(err: DocumentError) -> DocumentError:
     becomes ``<a name of 16 characters>``)."""
     def one(match: re.Match) -> str:
         name = match.group(1)
-        norm = _norm_key(name)
-        quotable = (name in _QUOTABLE or norm in _LEVEL_WORDS or norm in _FIELD_NORMS or _sensitivity_like(norm)
+        norm = norm_key(name)
+        quotable = (name in _QUOTABLE or norm in LEVEL_WORDS or norm in _FIELD_NORMS or sensitivity_like(norm)
                     or _DATE_LIKE.fullmatch(name) is not None)
         return match.group(0) if quotable else f"<a name of {len(name)} characters>"
 
@@ -114,9 +114,9 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
     errors: list[DocumentError] = []
     skipped: list[str] = []
     reported: set[tuple[str, str | None, str]] = set()
-    entries = _library_files(root)
+    entries = library_files(root)
     by_rel = {entry.rel: entry for entry in entries if entry.path is not None and not entry.problem}
-    converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: _read(by_rel[rel], printable_path(rel)))
+    converted = ConvertedFiles(root, lib, frozenset(by_rel), lambda rel: read_entry(by_rel[rel], printable_path(rel)))
     claims = sidecar_claims([entry.rel for entry in entries], frozenset(by_rel))
     # files that would share a default doc_id (x.docx, x.pdf in one folder) get their suffix
     defaults = default_doc_ids(rel for rel in by_rel if Path(rel).suffix.lower() in DOCUMENT_SUFFIXES
@@ -155,7 +155,7 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                                             "sensitivity is unknown", field="sensitivity",
                                             hint="fix the _library.toml error reported for its folder"))
                 continue
-            data = _read(entry, shown)
+            data = read_entry(entry, shown)
             if isinstance(data, DocumentError):
                 errors.append(data)
                 continue
@@ -182,7 +182,7 @@ def parse_library(raw_dir: Path | str, library_id: str | None = None) -> ParseRe
                 errors.append(
                     DocumentError(
                         loser.source_path,
-                        f"{_doc_id_words(item.doc_id) if not is_restricted(loser.sensitivity) else 'its doc_id'} "
+                        f"{doc_id_words(item.doc_id) if not is_restricted(loser.sensitivity) else 'its doc_id'} "
                         f"is already used by {other}; this copy is not indexed",
                         field="doc_id",
                         hint="give one of the two a distinct doc_id",

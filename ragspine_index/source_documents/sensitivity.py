@@ -2,7 +2,7 @@
 
 Sensitivity fails closed: anything that tries to set it but is not parsed exactly is an
 error for that file, never the default (the decision itself is taken in
-:func:`.metadata._make_document` with the functions here; the key rules are in
+:func:`.metadata.make_document` with the functions here; the key rules are in
 :mod:`.keys`).
 
 * ``sensitivity`` must be ``PUBLIC``, ``INTERNAL`` or ``RESTRICTED`` — ASCII,
@@ -37,7 +37,7 @@ error for that file, never the default (the decision itself is taken in
     ``STRICTLY CONFIDENTIAL``, ``机密``, ``绝密`` or ``秘密`` right after a ``:`` or
     ``=``; its value after the first or last ``:``/``=`` is exactly one of those words
     or ``SECRET``; it is a banner made of one of them (or an all-capitals line starting
-    with one); it is a banner of the grammar of :func:`_is_banner` (``HIGHLY
+    with one); it is a banner of the grammar of :func:`is_banner` (``HIGHLY
     CONFIDENTIAL``, ``Company Confidential``, ``Confidential (Project X)``,
     ``Restricted distribution``, ``商业秘密``, ``保密``, ``仅限董事会``…); or it is
     ``Sensitivity RESTRICTED`` without a separator. A line holding
@@ -57,12 +57,12 @@ from typing import Any, Iterable
 
 from ragspine_core.records import METADATA_FIELDS
 
-from ragspine_index.source_documents.folding import _fold, _norm_key, _visible
+from ragspine_index.source_documents.folding import fold, norm_key, visible_text
 
 #: How many non-blank body lines are searched for a sensitivity marking when a document
 #: sets no ``sensitivity`` (see the module docstring).
 SENSITIVITY_SNIFF_LINES = 20
-#: Normalised key names (see :func:`_norm_key`) that try to set a sensitivity.
+#: Normalised key names (see :func:`norm_key`) that try to set a sensitivity.
 _SENSITIVITY_LIKE = frozenset(
     {
         "sensitivity", "sensitivitylevel", "sensitive", "datasensitivity",
@@ -72,15 +72,15 @@ _SENSITIVITY_LIKE = frozenset(
         "密级", "保密级别", "保密等级", "敏感级别", "敏感等级", "敏感度", "安全级别", "安全等级",
     }
 )
-#: Names whose near misses (edit distance, see :func:`_sensitivity_like`) count too.
+#: Names whose near misses (edit distance, see :func:`sensitivity_like`) count too.
 _SENSITIVITY_FUZZY = (("sensitivity", 2), ("classification", 1), ("confidentiality", 1))
 #: Values and banner lines that mark a document as sensitive.
 _MARKING_WORDS = frozenset(
     {"restricted", "confidential", "strictlyconfidential", "secret", "topsecret", "机密", "绝密", "秘密"}
 )
-_LEVEL_WORDS = _MARKING_WORDS | {"public", "internal"}
+LEVEL_WORDS = _MARKING_WORDS | {"public", "internal"}
 #: A metadata line (front matter, comments included, or a JSONL value) of a document that
-#: sets no sensitivity must not contain any of these (after :func:`_norm_key`).
+#: sets no sensitivity must not contain any of these (after :func:`norm_key`).
 _SENSITIVITY_STEMS = (
     "sensitiv", "classifi", "confidential", "restrict", "topsecret", "密级", "机密", "绝密", "秘密", "保密", "敏感",
 )
@@ -97,7 +97,7 @@ _AFTER_SEPARATOR_MARKING = re.compile(
 #: RESTRICTED``) do not hide a restricted-type word.
 _KEY_THEN_VALUE = re.compile(r"(?:sensitivity|classification|confidentiality|security[\s_-]*level)\W{0,3}[:=](.{0,40})")
 _RESTRICTED_LETTERS = ("restricted", "confidential", "secret")
-# -- the banner grammar (see :func:`_is_banner`) --------------------------------------
+# -- the banner grammar (see :func:`is_banner`) --------------------------------------
 _BANNER_PRE = (r"(?:highly|strictly|very|most|company|commercial(?:ly)?|business|corporate|draft|privileged|"
                r"proprietary|personal|private|legal(?:ly)?|attorney[\s-]*client|top|and|&|\+|sensitive|"
                r"board|management|hr|personnel|client|customer|group|internal(?=[\s\-–—:/,|&+]+(?:and|&|\+)))")
@@ -138,7 +138,7 @@ def _osa_distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _sensitivity_like(norm: str) -> bool:
+def sensitivity_like(norm: str) -> bool:
     """Whether a normalised name tries to name a sensitivity, misspells one, or hides
     ``sensitivity`` among stray letters (``sPUBLICensitivity``)."""
     if norm in _SENSITIVITY_LIKE:
@@ -155,13 +155,13 @@ def _is_subsequence(needle: str, haystack: str) -> bool:
     return all(ch in letters for ch in needle)
 
 
-def _front_matter_kind(line: str) -> str:
+def front_matter_kind(line: str) -> str:
     """``field`` for a metadata field's line, else ``meta`` (extra fields and comments)."""
     key = line.partition(":")[0].strip()
     return "field" if key in METADATA_FIELDS and not line.lstrip().startswith("#") else "meta"
 
 
-def _first_body_lines(body: str, where: Any) -> list[tuple[str, str, str]]:
+def first_body_lines(body: str, where: Any) -> list[tuple[str, str, str]]:
     """The first ``SENSITIVITY_SNIFF_LINES`` non-blank lines as ``(where(n), line, "body")``."""
     out: list[tuple[str, str, str]] = []
     for n, line in enumerate(body.split("\n")):
@@ -169,7 +169,7 @@ def _first_body_lines(body: str, where: Any) -> list[tuple[str, str, str]]:
         if len(pieces) > 1:  # a CR or other line separator inside: read it both ways
             out.append((where(n), "".join(pieces), "body"))
         for piece in pieces:
-            if not _visible(piece):
+            if not visible_text(piece):
                 continue
             out.append((where(n), piece, "body"))
             if len(out) >= SENSITIVITY_SNIFF_LINES:
@@ -183,11 +183,11 @@ def _looks_like_marking(line: str, *, value_rule: bool = True, strict: bool = Fa
     ``strict`` (no sensitivity is set) also counts a restricted-type word right after
     any ``:`` or ``=`` (``Access: restricted to staff``).
     """
-    folded = _fold(line)
+    folded = fold(line)
     if _EMBEDDED_MARKING.search(folded) or _EMBEDDED_MARKING.search("".join(folded.split())):
         return True
     value = _KEY_THEN_VALUE.search(folded)
-    if value is not None and (strict or any(word in _norm_key(value.group(1)) for word in _RESTRICTED_LETTERS)):
+    if value is not None and (strict or any(word in norm_key(value.group(1)) for word in _RESTRICTED_LETTERS)):
         # with no sensitivity set, any ``sensitivity:`` line near the top is a marking to
         # declare properly: its value may be garbled past reading (fail closed)
         return True
@@ -196,26 +196,26 @@ def _looks_like_marking(line: str, *, value_rule: bool = True, strict: bool = Fa
     text = folded.strip().lstrip(_LEADING_MARKUP)
     separator = re.search(r"[:=]", text)
     if separator is not None and separator.start() <= 40:
-        if _sensitivity_like(_norm_key(text[: separator.start()])):
+        if sensitivity_like(norm_key(text[: separator.start()])):
             return True
-        if value_rule and _norm_key(text[separator.end() :]) in _MARKING_WORDS:
+        if value_rule and norm_key(text[separator.end() :]) in _MARKING_WORDS:
             return True
     last = max(text.rfind(":"), text.rfind("="))
-    if value_rule and last >= 0 and _norm_key(text[last + 1 :]) in _MARKING_WORDS:
+    if value_rule and last >= 0 and norm_key(text[last + 1 :]) in _MARKING_WORDS:
         return True
     words = re.findall(r"[^\W_]+", text)
     if not words:
         return False
     if "".join(words) in _MARKING_WORDS:
         return True
-    if _sensitivity_like(words[0]) and "".join(words[1:]) in _LEVEL_WORDS:
+    if sensitivity_like(words[0]) and "".join(words[1:]) in LEVEL_WORDS:
         return True
     shown = unicodedata.normalize("NFKC", line)
     banner = shown == shown.upper() and any(ch.isalpha() for ch in shown)
-    return banner and (words[0] in _MARKING_WORDS or "".join(words[:2]) in _MARKING_WORDS) or _is_banner(line)
+    return banner and (words[0] in _MARKING_WORDS or "".join(words[:2]) in _MARKING_WORDS) or is_banner(line)
 
 
-def _is_banner(line: str) -> bool:
+def is_banner(line: str) -> bool:
     """Whether ``line`` is a banner that marks a document restricted, in the phrasings real
     documents use (measured in ``tests/leak/test_banner_grammar.py``):
 
@@ -233,7 +233,7 @@ def _is_banner(line: str) -> bool:
     """
     if len(line) > _BANNER_MAX_CHARS:
         return False
-    folded = " ".join(_fold(line).split())
+    folded = " ".join(fold(line).split())
     text = folded.strip().lstrip(_LEADING_MARKUP).rstrip("*_`'\" ])）】")
     if text and _BANNER.fullmatch(text):
         return True
@@ -245,13 +245,13 @@ def _mentions_sensitivity(line: str) -> bool:
     """Whether a metadata line mentions a sensitivity notion or level at all — also with
     stray characters mixed in: a key spelling ``sensitivity`` among other letters, or a
     short value spelling ``restricted``/``confidential`` among other letters."""
-    letters = _norm_key(line)
-    if any(stem in letters for stem in _SENSITIVITY_STEMS) or re.search(r"\bsecret\b", _fold(line)):
+    letters = norm_key(line)
+    if any(stem in letters for stem in _SENSITIVITY_STEMS) or re.search(r"\bsecret\b", fold(line)):
         return True
-    key, colon, value = _fold(line).partition(":")
+    key, colon, value = fold(line).partition(":")
     if not colon:
         return False
-    key_letters, value_letters = _norm_key(key), _norm_key(value)
+    key_letters, value_letters = norm_key(key), norm_key(value)
     if len(key_letters) <= 64 and _is_subsequence("sensitivity", key_letters):
         return True
     return any(
@@ -260,7 +260,7 @@ def _mentions_sensitivity(line: str) -> bool:
     )
 
 
-def _first_marking(lines: Iterable[tuple[str, str, str]], *, restricted_only: bool = False) -> str | None:
+def first_marking(lines: Iterable[tuple[str, str, str]], *, restricted_only: bool = False) -> str | None:
     """Where the first marking is among ``(where, line, kind)``.
 
     Without ``restricted_only`` (no sensitivity is set): a metadata line (``meta`` or
@@ -272,8 +272,8 @@ def _first_marking(lines: Iterable[tuple[str, str, str]], *, restricted_only: bo
     for where, line, kind in lines:
         if restricted_only:
             if _looks_like_marking(line, value_rule=kind != "field") and any(
-                word in _norm_key(line) for word in _MARKING_WORDS
-            ) or kind != "field" and _is_banner(line):
+                word in norm_key(line) for word in _MARKING_WORDS
+            ) or kind != "field" and is_banner(line):
                 return where
         elif (kind != "body" and _mentions_sensitivity(line)) or _looks_like_marking(line, strict=True):
             return where

@@ -10,10 +10,10 @@ from ragspine_core.errors import DocumentError
 from ragspine_index.chunking import find_sections, markdown_heading
 from ragspine_index.sources.paths import printable_path
 from ragspine_index.source_documents.encoding import decode_text
-from ragspine_index.source_documents.front_matter import _split_front_matter
-from ragspine_index.source_documents.metadata import _make_document, default_doc_id
+from ragspine_index.source_documents.front_matter import split_front_matter
+from ragspine_index.source_documents.metadata import make_document, default_doc_id
 from ragspine_index.source_documents.model import SourceDocument
-from ragspine_index.source_documents.sensitivity import _first_body_lines, _front_matter_kind
+from ragspine_index.source_documents.sensitivity import first_body_lines, front_matter_kind
 
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -24,7 +24,7 @@ def parse_document(data: bytes, rel_path: str, library_id: str,
                    doc_id_default: str | None = None) -> SourceDocument | list[DocumentError]:
     """Parse the bytes of one ``.md``/``.markdown``/``.txt`` file (``rel_path`` is POSIX;
     ``folder_sensitivity``: the ``[defaults]`` sensitivity of its folder, see
-    :func:`.metadata._make_document`); ``doc_id_default`` is the ``doc_id`` when front
+    :func:`.metadata.make_document`); ``doc_id_default`` is the ``doc_id`` when front
     matter sets none (default: from the path)."""
     shown = printable_path(rel_path)
     decoded = decode_text(data, shown)
@@ -34,7 +34,7 @@ def parse_document(data: bytes, rel_path: str, library_id: str,
     if not text.strip():
         hint = "add text or delete the file"
         return [DocumentError(shown, "the file contains only whitespace", field="body", hint=hint)]
-    parsed = _split_front_matter(text, shown)
+    parsed = split_front_matter(text, shown)
     if isinstance(parsed, DocumentError):
         return [parsed]
     meta, body, body_line, front_lines = parsed
@@ -50,9 +50,9 @@ def parse_document(data: bytes, rel_path: str, library_id: str,
     suffix = Path(rel_path).suffix.lower()
     title = _first_markdown_heading(body) if suffix in MARKDOWN_SUFFIXES else ""
     marking_lines = [
-        (f"front matter line {lineno}", line, _front_matter_kind(line)) for lineno, line in front_lines
-    ] + _first_body_lines(body, lambda n: f"line {body_line + n}")
-    return _make_document(
+        (f"front matter line {lineno}", line, front_matter_kind(line)) for lineno, line in front_lines
+    ] + first_body_lines(body, lambda n: f"line {body_line + n}")
+    return make_document(
         meta,
         body,
         library_id=library_id,

@@ -14,7 +14,7 @@ import unicodedata
 _UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
-def _unprintable(ch: str) -> bool:
+def unprintable(ch: str) -> bool:
     return unicodedata.category(ch) in _UNPRINTABLE
 
 
@@ -25,11 +25,11 @@ def printable_path(rel_path: str) -> str:
     a surrogate) becomes its UTF-8 bytes as ``%XX`` — ``"a\nb.md"`` → ``"a%0Ab.md"`` —
     so the path always prints on one line. Other characters are kept as they are.
     """
-    if not any(_unprintable(ch) for ch in rel_path):
+    if not any(unprintable(ch) for ch in rel_path):
         return rel_path
     out = []
     for ch in rel_path:
-        if not _unprintable(ch):
+        if not unprintable(ch):
             out.append(ch)
             continue
         try:

@@ -42,7 +42,7 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _library_files(root: Path) -> list[_Entry]:
+def library_files(root: Path) -> list[_Entry]:
     """Every non-hidden regular file and symbolic link under ``root``, sorted by path.
 
     Folder links are never descended into; file links are followed only to a visible
@@ -108,7 +108,7 @@ def _link_entry(path: Path, rel: str, real_root: Path) -> _Entry:
     return _Entry(rel, target, (info.st_dev, info.st_ino))
 
 
-def _read(entry: _Entry, shown: str) -> bytes | DocumentError:
+def read_entry(entry: _Entry, shown: str) -> bytes | DocumentError:
     """The bytes of ``entry``, opened without following a link and checked to be the
     regular file the walk saw (a path swapped for a link meanwhile is refused)."""
     assert entry.path is not None

@@ -11,8 +11,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ragspine_core import schema
-from ragspine_core.lexical.bm25 import (DEFAULT_DOC_WEIGHT, BM25Arrays, BM25Params, RowCounts, blend_bm25_arrays, build_bm25_from_counts,
-                                         count_rows)
+from ragspine_core.lexical.bm25_build import RowCounts, blend_bm25_arrays, build_bm25_from_counts, count_rows
+from ragspine_core.lexical.bm25_format import DEFAULT_DOC_WEIGHT, BM25Arrays, BM25Params
 from ragspine_core.records import is_restricted
 from ragspine_core.text.tokenize import Analyzer, analyzer_from_id, make_analyzer, resolve_auto_analyzer
 

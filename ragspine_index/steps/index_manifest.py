@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ragspine_core import schema
-from ragspine_core.lexical.bm25 import BM25Params
+from ragspine_core.lexical.bm25_format import BM25Params
 from ragspine_core.records import METADATA_FIELDS
 
 from ragspine_index.artifact_freshness import refresh_stale_artifacts

@@ -55,7 +55,7 @@ from ragspine_index.steps.index_text import IndexTextRef
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
 
 from ragspine_index.graph.openie import OPENIE_PROMPT_VERSION, OpenIETripleExtractor, Triple, parse_triples  # noqa: F401
-from ragspine_index.graph.synonyms import _CJK_CHAR, synonym_allowed, synonym_pairs
+from ragspine_index.graph.synonyms import CJK_CHAR, synonym_allowed, synonym_pairs
 
 from ragspine_index.graph.graph_input import GraphChunk  # noqa: F401
 
@@ -245,7 +245,7 @@ def build_relation_graph(directory: Path, chunks: Sequence[GraphChunk], *, gloss
     cjk_docs: dict[str, set] = defaultdict(set)
     for ch, ms in zip(open_chunks, per_chunk):
         for m in ms:
-            if m.source == "extracted" and _CJK_CHAR.search(m.key):
+            if m.source == "extracted" and CJK_CHAR.search(m.key):
                 cjk_docs[m.key].add(ch.doc_id)
     lone = {k for k, docs in cjk_docs.items() if len(docs) < 2}
     if lone:

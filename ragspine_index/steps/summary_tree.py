@@ -350,7 +350,7 @@ NO_RESTRICTED_TEXT_IN_NODES = CheckSpec(
 SUMMARY_TREE_CHECKS = (NO_RESTRICTED_TEXT_IN_NODES,)
 
 
-def _restricted_chunk_texts(store_path: Path) -> list[str]:
+def restricted_chunk_texts(store_path: Path) -> list[str]:
     """The text of every version of every chunk of a document that is RESTRICTED now."""
     with ChunkStore(store_path) as store:
         rows = store.execute_read(
@@ -374,7 +374,7 @@ def _forget_restricted(paths: LibraryPaths, summary_cache_path: Path, restricted
     return purged
 
 
-def _read_leaves(store_path: Path) -> tuple[Leaves, list[str], set[int]]:
+def read_leaves(store_path: Path) -> tuple[Leaves, list[str], set[int]]:
     """Open chunks as leaves (snapshot rows), RESTRICTED texts, RESTRICTED rows."""
     with ChunkStore(store_path) as store:
         rows = store.execute_read(
@@ -386,7 +386,7 @@ def _read_leaves(store_path: Path) -> tuple[Leaves, list[str], set[int]]:
     return leaves, [rows[i]["text"] for i in sorted(restricted_rows)], restricted_rows
 
 
-def _cached_embed(backend: Any, cache_path: Path) -> Callable[[list[str]], np.ndarray]:
+def cached_embed(backend: Any, cache_path: Path) -> Callable[[list[str]], np.ndarray]:
     """Embed summaries with the chunks' backend through the shared embedding cache."""
     def embed(texts: list[str]) -> np.ndarray:
         hashes = [text_hash(t) for t in texts]
@@ -425,24 +425,24 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
         n_open, n_restricted = count_active_chunks(ctx.paths.chunk_store)
         if n_open > max(max_leaves, params.top_size):  # too big for a default build: the library opts in
             _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
-                               _restricted_chunk_texts(ctx.paths.chunk_store), None)
+                               restricted_chunk_texts(ctx.paths.chunk_store), None)
             ref = SummaryTreeRef(None, sha256_json(["too-big", max_leaves, index_text.content_hash]), summarizer.id,
                                  "none", n_open, (), 0.0, 0.0, 0, 0, 0.0,
                                  note=f"no tree: {n_open} open chunks, more than tree_max_leaves={max_leaves}; "
                                       "raise tree_max_leaves in _library.toml (0: no limit) to build it",
                                  restricted_skipped=n_restricted)
             return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
-    leaves, restricted_texts, restricted_rows = _read_leaves(ctx.paths.chunk_store)
+    leaves, restricted_texts, restricted_rows = read_leaves(ctx.paths.chunk_store)
     if summarizer is None:
         _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
-                           _restricted_chunk_texts(ctx.paths.chunk_store), None)
+                           restricted_chunk_texts(ctx.paths.chunk_store), None)
         ref = SummaryTreeRef(None, sha256_json(["none", index_text.content_hash]), "none", "none", len(leaves.rows), (),
                              0.0, 0.0, 0, 0, 0.0, note="no tree: the library's _library.toml sets summarizer = \"none\"",
                              restricted_skipped=len(restricted_rows))
         return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
     if len(leaves.rows) <= params.top_size:  # a handful of chunks already is a small top level
         _forget_restricted(ctx.paths, Path(ctx.cache_path).parent / "summaries.sqlite",
-                           _restricted_chunk_texts(ctx.paths.chunk_store), None)
+                           restricted_chunk_texts(ctx.paths.chunk_store), None)
         ref = SummaryTreeRef(None, sha256_json(["small", index_text.content_hash]), summarizer.id, "none", len(leaves.rows),
                              (), 0.0, 0.0, 0, 0, 0.0, note=f"no tree: {len(leaves.rows)} open chunk(s), at most "
                              f"top_size={params.top_size}", restricted_skipped=len(restricted_rows))
@@ -460,7 +460,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
         if backend is None or backend.model_id != chunk_embeddings.model_id:
             raise ConfigError(f"the summary tree needs the chunks' embedding model {chunk_embeddings.model_id!r} to embed "
                               f"its summaries; configure that backend ({spec.backend!r}) and re-materialize")
-        embed = _cached_embed(backend, ctx.cache_path)
+        embed = cached_embed(backend, ctx.cache_path)
         vector_kind = f"embedding:{chunk_embeddings.model_id}"
         vec_hash = chunk_embeddings.content_hash
         store_leaf_vectors = False
@@ -484,7 +484,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
                              blocked=blocked, input_hash=input_hash, store_leaf_vectors=store_leaf_vectors,
                              previous=previous, progress=ctx.log)
     ref = dataclasses.replace(ref, restricted_skipped=len(restricted_rows))
-    _forget_restricted(ctx.paths, summary_cache, _restricted_chunk_texts(ctx.paths.chunk_store),
+    _forget_restricted(ctx.paths, summary_cache, restricted_chunk_texts(ctx.paths.chunk_store),
                        Path(cast(str, ref.directory)))
     found = verify_summary_tree(ref, blocked, restricted_rows)
     bad = found["nodes_with_restricted_text"] + found["restricted_leaves"]

@@ -47,13 +47,13 @@ _Y = r"((?:19|20)\d\d)"
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
 _MONTH = r"(" + "|".join(m.capitalize() for m in _MONTHS) + r"|" + "|".join(m[:3].capitalize() for m in _MONTHS) + r")\.?"
-_DATES: tuple[tuple[re.Pattern, int, int, int], ...] = tuple((re.compile(p), y, mo, d) for p, y, mo, d in (
+_DATES: tuple[tuple[re.Pattern[str], int, int, int], ...] = tuple((re.compile(p), y, mo, d) for p, y, mo, d in (
     (_Y + r"\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日", 1, 2, 3),
     (r"(?<!\d)(\d{1,2})\s+" + _MONTH + r",?\s+" + _Y, 3, 2, 1),
     (_MONTH + r"\s+(\d{1,2}),?\s+" + _Y, 3, 1, 2),
     (r"(?<!\d)" + _Y + r"-(\d{2})-(\d{2})(?!\d)", 1, 2, 3),
 ))
-_PERIOD_PATTERNS: tuple[tuple[re.Pattern, str, int, int], ...] = tuple(
+_PERIOD_PATTERNS: tuple[tuple[re.Pattern[str], str, int, int], ...] = tuple(
     (re.compile(p, re.IGNORECASE), k, y, n) for p, k, y, n in (
         (_Y + r"\s*年?\s*第?([一二三四1-4])\s*季度", "Q", 1, 2),
         (_Y + r"\s*年?\s*(上|下)半年", "H", 1, 2),

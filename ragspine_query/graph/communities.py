@@ -45,11 +45,11 @@ class CommunityTheme:
     n_entities: int
     n_chunks: int
     score: float
-    citations: tuple[dict, ...]
+    citations: tuple[dict[str, Any], ...]
     is_synthesis: bool = True
 
 
-def load_communities(library: Any) -> dict[str, list] | None:
+def load_communities(library: Any) -> dict[str, list[Any]] | None:
     """The snapshot's ``communities.parquet`` as columns, or None (no graph, or built without)."""
     d = library.artifact_path("relation_graph")
     if d is None or not (d / COMMUNITIES_FILE).is_file():
@@ -63,7 +63,7 @@ def load_communities(library: Any) -> dict[str, list] | None:
 class _Scorer:
     """BM25-style term scores of a query against each community's title + summary."""
 
-    def __init__(self, com: dict[str, list], analyzer: Any = None) -> None:
+    def __init__(self, com: dict[str, list[Any]], analyzer: Any = None) -> None:
         self.tokens = analyzer if analyzer is not None else tokenize
         self.docs = [Counter(self.tokens(f"{t} {s}")) for t, s in zip(com["title"], com["summary"])]
         self.lens = np.asarray([sum(d.values()) for d in self.docs], dtype=np.float64)

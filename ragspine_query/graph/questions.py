@@ -271,7 +271,7 @@ def _relation_evidence(library: Any) -> dict[tuple[str, str, str], tuple[str, ..
     return out
 
 
-def _name_pattern(names: Iterable[str]) -> re.Pattern | None:
+def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     """One regex for a concept's names: whole words for Latin names, substrings for CJK ones."""
     parts = []
     for n in sorted({n for n in names if n.strip()}, key=lambda n: (-len(n), n)):
@@ -346,19 +346,19 @@ def _facts(o: _Open, subject: str, metric: str, period: str, limit: int,
     ent, met = o.concepts[subject], o.concepts[metric]
     met_re = _name_pattern((*met.names, met.id.replace("_", " ")))
     want = _period_label(period)
-    found: list[tuple[tuple, Fact]] = []
+    found: list[tuple[tuple[Any, ...], Fact]] = []
     for ch in o.chunks:
         if met_re is None or not (_chunk_names(ch, ent) or o.names_re[subject].search(ch["text"])):
             continue
         ch_entity: list[str | None] = []
         ch_period: list[frozenset[str]] = []
 
-        def chunk_entity(ch=ch, memo=ch_entity) -> str | None:
+        def chunk_entity(ch: dict[str, str] = ch, memo: list[str | None] = ch_entity) -> str | None:
             if not memo:
                 memo.append(_chunk_entity(o, ch))
             return memo[0]
 
-        def chunk_period(ch=ch, memo=ch_period) -> frozenset[str]:
+        def chunk_period(ch: dict[str, str] = ch, memo: list[frozenset[str]] = ch_period) -> frozenset[str]:
             if not memo:
                 memo.append(_chunk_period(ch))
             return memo[0]

@@ -22,7 +22,6 @@ from ragspine_query.pipeline.stages import (
     CutStage,
     GateStage,
     PipelineStage,
-    PostProcessor,
     PostprocessStage,
     QueryPipeline,
     QueryState,
@@ -35,16 +34,11 @@ from ragspine_query.pipeline.stages import (
     core_stages,
     SearchResult,
     Snippets,
-    Transform,
-    register_postprocessor,
-    register_transform,
-    registered_postprocessors,
-    registered_transforms,
-    unregister_postprocessor,
-    unregister_transform,
 )
-from ragspine_query.pipeline.plugins import (POSTPROCESSORS, TRANSFORMS, Plugin, PostprocessorContext, TransformContext,
-                                             register_postprocessor_factory, register_transform_factory)
+from ragspine_query.pipeline.plugins import (POSTPROCESSORS, TRANSFORMS, Plugin, PostProcessor, PostprocessorContext, Transform, TransformContext,
+                                             register_postprocessor, register_postprocessor_factory, register_transform,
+                                             register_transform_factory, registered_postprocessors, registered_transforms,
+                                             unregister_postprocessor, unregister_transform)
 from ragspine_query.pipeline.trace import NULL_TRACER, current_tracer, tracing
 
 __all__ = [

@@ -19,7 +19,7 @@ class CachedPipeline(QueryPipeline):
     same refusal); with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
     """
 
-    def __init__(self, pipeline: Any, cache: ScopedCache, *, variant: str = "") -> None:
+    def __init__(self, pipeline: Any, cache: ScopedCache[Any], *, variant: str = "") -> None:
         self.pipeline = pipeline
         source, stages = stages_of(pipeline)
         self._init_from(source, stages, cache=cache, variant=variant)

@@ -28,7 +28,7 @@ subclass :class:`Channel` is adapted once, where the channels are built
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -86,11 +86,11 @@ class PluginChannel(Channel):
         self._describe = getattr(inner, "describe", None)
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        return self._search(query, depth, allowed)
+        return cast("tuple[np.ndarray, np.ndarray]", self._search(query, depth, allowed))
 
     def search_with_via(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         if self._with_via is not None:
-            return self._with_via(query, depth, allowed)
+            return cast("tuple[np.ndarray, np.ndarray, tuple[str, ...]]", self._with_via(query, depth, allowed))
         return Channel.search_with_via(self, query, depth, allowed)
 
     def describe(self, query: str, depth: int = 0, allowed: np.ndarray | None = None) -> str | None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Sequence, TYPE_CHECKING
 
 from ragspine_core.records import is_restricted
+
+if TYPE_CHECKING:
+    from ragspine_core.records import Hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,7 @@ class NullTracer(Tracer):
 NULL_TRACER = NullTracer()
 
 
-def hit_candidates(hits) -> list[Candidate]:
+def hit_candidates(hits: Sequence[Hit]) -> list[Candidate]:
     """Candidates of a hit list (rank from 1, the hit's score)."""
     return [Candidate(i, h.chunk_id, h.chunk.library_id, float(h.score), h.chunk.sensitivity) for i, h in enumerate(hits, start=1)]
 

@@ -30,10 +30,14 @@ built-ins can register them without an import cycle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar, runtime_checkable
 
 from ragspine_core.records import Hit
 from ragspine_core.registry import PLUGIN_ORDER, Registry
+from ragspine_query.source import Source
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 #: MMR's default λ (relevance weight) when neither ``mmr:λ`` nor ``RAGSPINE_MMR_LAMBDA`` sets one.
 DEFAULT_MMR_LAMBDA = 0.7
@@ -61,7 +65,7 @@ class TransformContext:
     """What a transform factory may use: the LLM ``provider`` (None offline) and
     RAG-Fusion's number of reformulations ``fusion_n``."""
 
-    provider: Any = None
+    provider: LLMProvider | None = None
     fusion_n: int = 3
 
 
@@ -72,7 +76,7 @@ class PostprocessorContext:
     configured ``mmr_lambda``, ``arg`` (the text after ``:`` in the spec item, lower-cased;
     ``""`` when none) and ``item`` (the item as written, for error messages)."""
 
-    source: Any = None
+    source: Source | None = None
     mmr_lambda: float = DEFAULT_MMR_LAMBDA
     arg: str = ""
     item: str = ""

@@ -38,7 +38,7 @@ re-exported here, their old home; and :func:`~ragspine_query.pipeline.channels.r
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, cast
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
 from ragspine_core.records import Hit, hits_to_frame
@@ -48,9 +48,14 @@ from ragspine_query.transforms.transform import in_language_of
 from ragspine_query.cache import invalidate_library, scope_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
 from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_query.source import Source
 from ragspine_query.pipeline.plugins import (  # noqa: F401 - the registries' names are re-exported from their old home
     POSTPROCESSORS, TRANSFORMS, PostProcessor, Transform, always_postprocessors, always_transforms, register_postprocessor,
     register_transform, registered_postprocessors, registered_transforms, unregister_postprocessor, unregister_transform)
+
+if TYPE_CHECKING:
+    from ragspine_query.rerank.reranker import Reranker
+    from ragspine_query.rerank.listwise import ListwiseJudge, ListwiseReranker
 
 
 #: Whether a query variant (glossary alias, rewrite) ranks only rows in the user's query's
@@ -64,7 +69,7 @@ VARIANTS_OWN_LANGUAGE_ONLY = False
 _R = TypeVar("_R")
 
 
-def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict, ...]:
+def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict[str, Any], ...]:
     """``{field, op, value, origin, why}`` of each dropped predicate (``origin``: ``caller`` or
     ``extracted``): what :attr:`SearchResult.dropped_filters` holds."""
     from ragspine_query.filters import parse_filters
@@ -74,7 +79,7 @@ def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict
                   "origin": origin, "why": why} for p in preds)
 
 
-class SearchResult(list):
+class SearchResult(list[Any]):
     """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
 
     ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
@@ -99,7 +104,7 @@ class SearchResult(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
 
     def carry(self: _R, other: Any) -> _R:
         """Copy ``other``'s tier, confidence, needs_refinement, filters and dropped filters onto this result."""
@@ -112,18 +117,18 @@ class SearchResult(list):
             setattr(self, "dropped_filters", tuple(getattr(self, "dropped_filters", ())) + dropped)
         return self
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """A pandas DataFrame with provenance columns (see :func:`hits_to_frame`)."""
         return hits_to_frame(self)
 
 
-class Snippets(list):
+class Snippets(list[Any]):
     """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
     ``confidence``, ``needs_refinement``, ``filters``, ``dropped_filters`` (see :class:`SearchResult`) and ``to_frame()``."""
 
     __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
 
-    def __init__(self, snippets: Sequence[dict] = (), explain: Explain | None = None, refusal: Any = None) -> None:
+    def __init__(self, snippets: Sequence[dict[str, Any]] = (), explain: Explain | None = None, refusal: Any = None) -> None:
         super().__init__(snippets)
         self.explain = explain
         self.refusal = refusal
@@ -131,11 +136,11 @@ class Snippets(list):
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
         self.filters: Any = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
 
     carry = SearchResult.carry
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         return hits_to_frame(self)
 
 
@@ -183,7 +188,7 @@ class QueryState:
         self.extraction: Any = None
         self.confidence: Any = None
         self.needs_refinement: bool | None = None
-        self.dropped_filters: tuple[dict, ...] = ()
+        self.dropped_filters: tuple[dict[str, Any], ...] = ()
         self._rerun: Callable[..., "QueryState"] | None = None
 
     def rerun(self, query: Any, filters: Any, *, extract: bool = True, after: Any = None) -> "QueryState":
@@ -290,7 +295,7 @@ class RetrieveStage(Stage):
 
     name = "retrieve"
 
-    def __init__(self, source: Any, *, deep: bool = False, rrf_k: float = DEFAULT_RRF_K) -> None:
+    def __init__(self, source: Source, *, deep: bool = False, rrf_k: float = DEFAULT_RRF_K) -> None:
         self.source = source
         self.deep = deep
         self.rrf_k = rrf_k
@@ -350,7 +355,7 @@ class RerankStage(Stage):
 
     name = "rerank"
 
-    def __init__(self, reranker: Any | None = None, judge: Any | None = None, top_n: int = 10) -> None:
+    def __init__(self, reranker: Reranker | None = None, judge: ListwiseJudge | None = None, top_n: int = 10) -> None:
         self.reranker = reranker
         self.judge = judge
         self.top_n = top_n
@@ -361,7 +366,7 @@ class RerankStage(Stage):
         note: Any = ""  # what the reranker leaves alone because of its languages (of the hits it was given)
         if self.reranker is not None and getattr(self.reranker, "is_listwise", False):
             report: list[str] = []  # the LLM judge says what its answer did (or why the fused order stays)
-            state.hits, name = self.reranker.rank(state.query, state.hits, top_n=self.top_n, report=report), "listwise"
+            state.hits, name = cast("ListwiseReranker", self.reranker).rank(state.query, state.hits, top_n=self.top_n, report=report), "listwise"
             note = "; ".join(report)
         elif self.reranker is not None:
             reranker, given = self.reranker, state.hits
@@ -378,7 +383,7 @@ class RerankStage(Stage):
         return state
 
 
-def _language_note(reranker: Any, query: str, hits: list[Hit], top_n: int) -> str:
+def _language_note(reranker: Reranker, query: str, hits: list[Hit], top_n: int) -> str:
     from ragspine_query.rerank.reranker import language_note
 
     return language_note(reranker, query, hits, top_n)
@@ -456,8 +461,8 @@ class PipelineStage(Stage):
         return state
 
 
-def core_stages(source: Any, *, transforms: Sequence[tuple[str, Transform]] = (), reranker: Any | None = None,
-                judge: Any | None = None, rerank_top_n: int = 10, rrf_k: float = DEFAULT_RRF_K,
+def core_stages(source: Source, *, transforms: Sequence[tuple[str, Transform]] = (), reranker: Reranker | None = None,
+                judge: ListwiseJudge | None = None, rerank_top_n: int = 10, rrf_k: float = DEFAULT_RRF_K,
                 postprocessors: Sequence[tuple[str, PostProcessor]] = (), gate: Any | None = None) -> list[Stage]:
     """The retrieval stages, in order: gate → transforms → gate(variants) → retrieve (mask →
     channels → fuse, per variant; variant fusion) → rerank → post-process → cut → final
@@ -499,11 +504,11 @@ class QueryPipeline:
 
     def __init__(
         self,
-        source: Any,
+        source: Source,
         *,
         transforms: Sequence[tuple[str, Transform]] = (),
-        reranker: Any | None = None,
-        judge: Any | None = None,
+        reranker: Reranker | None = None,
+        judge: ListwiseJudge | None = None,
         rerank_top_n: int = 10,
         rrf_k: float = DEFAULT_RRF_K,
         postprocessors: Sequence[tuple[str, PostProcessor]] = (),
@@ -523,7 +528,7 @@ class QueryPipeline:
                                              rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=self.postprocessors,
                                              gate=gate))
 
-    def _set_stages(self, source: Any, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
+    def _set_stages(self, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
         self.source = source
         self.stages: list[Stage] = list(stages)
         self.cache = cache
@@ -531,13 +536,13 @@ class QueryPipeline:
         self.scope = scope_of(source) if source is not None else ""
 
     @classmethod
-    def from_stages(cls, source: Any, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> "QueryPipeline":
+    def from_stages(cls, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> "QueryPipeline":
         """A pipeline that runs ``stages`` over ``source`` (the retriever the stages search)."""
         self = cls.__new__(cls)
         self._init_from(source, stages, cache=cache, variant=variant)
         return self
 
-    def _init_from(self, source: Any, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
+    def _init_from(self, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
         self.gate, self.transforms, self.postprocessors = None, [], []
         self.reranker = self.judge = None
         self.rerank_top_n, self.rrf_k = 10, DEFAULT_RRF_K
@@ -604,7 +609,7 @@ class QueryPipeline:
         return invalidate_library(self.cache, library_id) if self.cache is not None else 0
 
 
-def stages_of(pipeline: Any) -> tuple[Any, list[Stage]]:
+def stages_of(pipeline: Any) -> tuple[Source | None, list[Stage]]:
     """``(source, stages)`` of a pipeline: a :class:`QueryPipeline`'s own list, or any
     other ``run``-able as one :class:`PipelineStage`."""
     if isinstance(pipeline, QueryPipeline):

@@ -21,6 +21,7 @@ from ragspine_query.pipeline.plugins import DEFAULT_MMR_LAMBDA, POSTPROCESSORS, 
 from ragspine_query.postprocess.compress import ExtractiveCompressor, compress_text
 from ragspine_query.postprocess.lost_in_middle import LostInMiddlePostProcessor, lost_in_middle_order
 from ragspine_query.postprocess.mmr import MMRPostProcessor, VectorLookup, mmr_order
+from ragspine_query.source import Source
 
 #: The built-in post-processors, in their registry order (plug-ins come after them).
 POSTPROCESSOR_NAMES: tuple[str, ...] = ("mmr", "lost_in_middle", "compress")
@@ -52,7 +53,7 @@ def postprocessor_names() -> tuple[str, ...]:
     return POSTPROCESSORS.names()
 
 
-def make_postprocessor(spec: str | None, *, source: Any | None = None, mmr_lambda: float = DEFAULT_MMR_LAMBDA) -> list[tuple[str, Any]]:
+def make_postprocessor(spec: str | None, *, source: Source | None = None, mmr_lambda: float = DEFAULT_MMR_LAMBDA) -> list[tuple[str, Any]]:
     """The ``(name, post-processor)`` chain for ``spec`` (comma-separated, in the given order;
     ``""``/``none`` → none): each named entry of the
     :data:`~ragspine_query.pipeline.plugins.POSTPROCESSORS` registry, built with ``source``

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.records import Hit
+from ragspine_query.source import Source, libraries_of
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -32,14 +33,11 @@ class VectorLookup:
         self._lock = threading.Lock()
 
     @classmethod
-    def of_source(cls, source: Any) -> "VectorLookup":
-        """The libraries behind a HybridRetriever / MultiIndexRetriever (duck-typed)."""
-        if hasattr(source, "retrievers"):
-            return cls({lid: r.library for lid, r in source.retrievers.items()})
-        lib = getattr(source, "library", None)
-        return cls({lib.library_id: lib} if lib is not None else {})
+    def of_source(cls, source: Source) -> "VectorLookup":
+        """The libraries behind a HybridRetriever / MultiIndexRetriever (:func:`~ragspine_query.source.libraries_of`)."""
+        return cls({lib.library_id: lib for lib in libraries_of(source)})
 
-    def _for(self, library_id: str):
+    def _for(self, library_id: str) -> tuple[dict[str, int], Any, tuple[str, int]] | None:
         with self._lock:
             if library_id not in self._index:
                 lib: Any = self.libraries.get(library_id)
@@ -100,7 +98,7 @@ def jaccard_matrix(token_sets: Sequence[frozenset[str]]) -> np.ndarray:
     inter = (m @ m.T).astype(np.float64)
     size = m.sum(axis=1).astype(np.float64)
     union = size[:, None] + size[None, :] - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    return cast("np.ndarray", np.divide(inter, union, out=np.zeros_like(inter), where=union > 0))
 
 
 def mmr_order(relevance: np.ndarray, similarity: np.ndarray, *, lam: float, top_n: int | None = None) -> list[int]:

@@ -46,6 +46,7 @@ from ragspine_query.rerank.splade import SPLADE_DIR_ENV, SpladeReranker
 if TYPE_CHECKING:
     from ragspine_core.llm import LLMProvider
     from ragspine_core.settings import Settings
+    from ragspine_query.rerank.late_interaction import TokenEncoder
 
 #: The variable behind ``Settings.reranker``, the default spec (see ``docs/configuration.md``).
 RERANKER_ENV = "RAGSPINE_RERANKER"
@@ -220,7 +221,7 @@ for _i, _name in enumerate(RERANKER_CHOICES):
     RERANKERS.register(_name, _BUILTIN_RERANKERS[_name], order=10 * _i, builtin=True)
 
 
-def _packaged_token_encoder():
+def _packaged_token_encoder() -> TokenEncoder:
     """The packaged MiniLM as a token encoder, imported only when ColBERT is chosen."""
     try:
         from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend
@@ -228,6 +229,6 @@ def _packaged_token_encoder():
         if getattr(err, "name", "") in ("onnxruntime", "tokenizers"):
             from ragspine_core.errors import MissingExtraError
 
-            raise MissingExtraError("ColBERT reranking", "embed-onnx", err.name) from err
+            raise MissingExtraError("ColBERT reranking", "embed-onnx", str(err.name)) from err
         raise
     return OnnxEmbeddingBackend.packaged_minilm()

@@ -61,7 +61,7 @@ class CrossEncoderReranker:
         MissingExtraError: onnxruntime or tokenizers is not installed.
     """
 
-    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 512,
+    def __init__(self, model_dir: str | os.PathLike[str] | None, *, batch_size: int = 16, max_length: int = 512,
                  languages: Iterable[str] | None = ("en",)) -> None:
         self.languages = check_languages(languages)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)

@@ -46,7 +46,7 @@ _BEGIN, _END = "\x02", "\x03"
 # -- lexical similarity and weights ------------------------------------------------------
 
 
-def _trigrams(token: str) -> Counter:
+def _trigrams(token: str) -> Counter[str]:
     padded = f"{_BEGIN}{token}{_END}"
     return Counter(padded[i : i + 3] for i in range(len(padded) - 2))
 
@@ -65,7 +65,7 @@ def token_similarity(a: str, b: str) -> float:
     return _dice(_trigrams(a), _trigrams(b))
 
 
-def _dice(ga: Counter, gb: Counter) -> float:
+def _dice(ga: Counter[str], gb: Counter[str]) -> float:
     shared = sum((ga & gb).values())
     return 2.0 * shared / (sum(ga.values()) + sum(gb.values()))
 
@@ -102,9 +102,9 @@ class _TrigramProfiles:
     """Trigram multisets computed once per distinct token within one scoring call."""
 
     def __init__(self) -> None:
-        self._grams: dict[str, Counter] = {}
+        self._grams: dict[str, Counter[str]] = {}
 
-    def __call__(self, token: str) -> Counter:
+    def __call__(self, token: str) -> Counter[str]:
         grams = self._grams.get(token)
         if grams is None:
             grams = self._grams[token] = _trigrams(token)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.records import Hit
 from ragspine_query.rerank.reranker import passage_text
@@ -111,7 +111,7 @@ def build_listwise_prompt(
     candidates: Sequence[str],
     *,
     max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Chat messages asking a model to rank ``candidates`` for ``query``.
 
     Passages are labelled ``[0]`` … ``[n-1]``; the model is asked to answer with the
@@ -193,7 +193,7 @@ def parse_listwise_detail(text: str, n_candidates: int) -> tuple[list[int], str]
     return order, "; ".join(notes)
 
 
-class JudgedOrder(list):
+class JudgedOrder(list[Any]):
     """A judge's order (a list of candidate indices) with ``how`` it was read from the reply."""
 
     how: str = ""

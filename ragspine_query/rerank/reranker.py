@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_core.records import Hit
@@ -51,7 +51,7 @@ def hit_language(hit: Hit) -> str:
     return hit.chunk.language or detect_language(passage_text(hit))
 
 
-def language_note(reranker: Any, query: str, hits: Sequence[Hit], top_n: int | None = None) -> str:
+def language_note(reranker: Reranker, query: str, hits: Sequence[Hit], top_n: int | None = None) -> str:
     """What ``reranker`` skips for this query because of its ``languages`` ("" = nothing)."""
     langs = getattr(reranker, "languages", None)
     if not langs:

@@ -14,6 +14,8 @@ which ``make_reranker`` passes in).
 
 from __future__ import annotations
 
+from typing import cast
+
 import os
 from collections.abc import Iterable
 
@@ -40,7 +42,7 @@ def _max_pooled_log_saturation(output: np.ndarray, mask: np.ndarray) -> np.ndarr
     weights = np.log1p(np.maximum(logits, 0.0))
     # log1p(relu(.)) >= 0, so zeroing padding positions leaves the max untouched.
     weights *= mask[:, : weights.shape[1], None]
-    return weights.max(axis=1)
+    return cast("np.ndarray", weights.max(axis=1))
 
 
 class SpladeReranker:
@@ -60,7 +62,7 @@ class SpladeReranker:
         MissingExtraError: onnxruntime or tokenizers is not installed.
     """
 
-    def __init__(self, model_dir: str | os.PathLike | None, *, batch_size: int = 16, max_length: int = 256,
+    def __init__(self, model_dir: str | os.PathLike[str] | None, *, batch_size: int = 16, max_length: int = 256,
                  languages: Iterable[str] | None = ("en",)) -> None:
         self.languages = check_languages(languages)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
@@ -81,7 +83,7 @@ class SpladeReranker:
         if not passages:
             return np.zeros((0,), dtype=np.float64)
         vectors = self.encode([query, *passages])
-        return vectors[1:] @ vectors[0]
+        return cast("np.ndarray", vectors[1:] @ vectors[0])
 
     def rank(self, query: str, hits: list[Hit], *, top_n: int | None = None) -> list[Hit]:
         """Reorder hits by SPLADE score (see :class:`~ragspine_query.rerank.reranker.Reranker`)."""

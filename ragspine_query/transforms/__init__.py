@@ -24,7 +24,7 @@ a plug-in registered with ``always=False`` (or by
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.pipeline.plugins import TRANSFORMS, Plugin, TransformContext, lookup
@@ -34,6 +34,9 @@ from ragspine_query.transforms.hyde import HyDETransform
 from ragspine_query.transforms.query_normalize import NormalizeTransform
 from ragspine_query.transforms.rag_fusion import RagFusionTransform
 from ragspine_query.transforms.step_back import StepBackTransform, abstract_query
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 #: The built-in transforms, in the order they run whatever the spec's order (their registry
 #: order: 0, 1, 2, …; plug-ins registered with ``register_transform`` run after them).
@@ -79,7 +82,7 @@ def parse_transform_spec(spec: str | None) -> tuple[str, ...]:
     return tuple(n for n in TRANSFORMS.names() if n in names)
 
 
-def make_transforms(spec: str | tuple[str, ...] | None, *, provider: Any | None = None, fusion_n: int = 3) -> list[tuple[str, Any]]:
+def make_transforms(spec: str | tuple[str, ...] | None, *, provider: LLMProvider | None = None, fusion_n: int = 3) -> list[tuple[str, Any]]:
     """The ``(name, transform)`` chain for ``spec`` (see :func:`parse_transform_spec`): each
     named registry entry built with the ``provider`` and ``fusion_n``."""
     names = parse_transform_spec(spec) if not isinstance(spec, tuple) else parse_transform_spec(",".join(spec))

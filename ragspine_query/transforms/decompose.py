@@ -11,25 +11,28 @@ clauses and "compare A and/with B".
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.transforms.transform import (MAX_QUERY_CHARS, Variants, ask_llm, feature_max_tokens, merge, reply_lines,
                                                  same_language_lines)
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 SYSTEM = ("Break the user's question into at most {n} simpler sub-questions that together answer it. "
           "If it is already simple, repeat it. One sub-question per line, no numbering.")
 
 _SENTENCE = re.compile(r"(?<=[?;])\s+|;\s*")
 _CLAUSE = re.compile(r"\s*(?:,\s*)?\b(?:and also|as well as|and then|and|versus|vs\.?)\b\s*", re.IGNORECASE)
-_COMPARE = re.compile(r"^\s*(?:compare|comparison of|difference between|differences between)\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)\s*\??$",
+COMPARE = re.compile(r"^\s*(?:compare|comparison of|difference between|differences between)\s+(.+?)\s+(?:and|with|to|vs\.?|versus)\s+(.+?)\s*\??$",
                       re.IGNORECASE)
 
 
 def split_question(query: str, *, limit: int = 4) -> list[str]:
     """Deterministic sub-questions of ``query`` (empty when it does not split)."""
     q = " ".join(query.split())
-    m = _COMPARE.match(q)
+    m = COMPARE.match(q)
     if m:
         a, b = m.group(1).strip(), m.group(2).strip()
         return [a, b][:limit] if a and b else []
@@ -51,7 +54,7 @@ class DecomposeTransform:
 
     name = "decompose"
 
-    def __init__(self, provider: Any | None = None, *, max_subquestions: int = 3) -> None:
+    def __init__(self, provider: LLMProvider | None = None, *, max_subquestions: int = 3) -> None:
         if max_subquestions < 1:
             raise ConfigError(f"max_subquestions must be >= 1, got {max_subquestions}")
         self.provider = provider

@@ -11,9 +11,12 @@ model's slip, not a probe of the query's language).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragspine_query.transforms.transform import MAX_PROBE_CHARS, ChannelQuery, Variants, ask_llm, feature_max_tokens, other_language
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 SYSTEM = ("You write a short, factual-sounding passage (3-5 sentences) that would answer the user's search query, "
           "as it might appear in a report. Answer with the passage only.")
@@ -25,7 +28,7 @@ class HyDETransform:
 
     name = "hyde"
 
-    def __init__(self, provider: Any | None, *, dense_channels: tuple[str, ...] = ("vector",)) -> None:
+    def __init__(self, provider: LLMProvider | None, *, dense_channels: tuple[str, ...] = ("vector",)) -> None:
         self.provider = provider
         self.dense_channels = dense_channels
 

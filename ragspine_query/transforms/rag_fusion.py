@@ -8,10 +8,13 @@ Without a provider, or when the LLM fails, the transform is skipped with a note.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, merge, reply_lines
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 SYSTEM = ("You generate alternative search queries. Given a search query, write {n} different rephrasings that "
           "would find the same information (synonyms, more specific or more general wording). One per line, no numbering.")
@@ -22,7 +25,7 @@ class RagFusionTransform:
 
     name = "fusion"
 
-    def __init__(self, provider: Any | None, *, n: int = 3) -> None:
+    def __init__(self, provider: LLMProvider | None, *, n: int = 3) -> None:
         if n < 1:
             raise ConfigError(f"RAG-Fusion needs n >= 1 variants, got {n}")
         self.provider = provider

@@ -10,9 +10,12 @@ deterministic abstraction (also when its answer is in another language or repeat
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragspine_query.transforms.transform import Variants, ask_llm, feature_max_tokens, merge, reply_lines, same_language_lines
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 SYSTEM = ("Rewrite the user's search query as a more generic 'step-back' question about the underlying concept or "
           "background needed to answer it. Answer with one question only.")
@@ -37,7 +40,7 @@ class StepBackTransform:
 
     name = "step_back"
 
-    def __init__(self, provider: Any | None = None) -> None:
+    def __init__(self, provider: LLMProvider | None = None) -> None:
         self.provider = provider
 
     def __call__(self, variants: list[str]) -> Variants:

@@ -16,10 +16,13 @@ transform ever sends index text to an LLM.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragspine_core.llm import feature_max_tokens
 from ragspine_core.text.language import detect_language
+
+if TYPE_CHECKING:
+    from ragspine_core.llm import LLMProvider
 
 #: The longest variant a transform may produce (the seed's AgentCRAGMaxQueryRunes).
 MAX_QUERY_CHARS = 320
@@ -76,11 +79,12 @@ class ChannelQuery(str):
         args.update(changes)
         return ChannelQuery(str(self), **args)
 
-    def __reduce__(self):  # picklable (str subclasses with attributes need this)
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (str subclasses with attributes need this)
         return (_rebuild, (str(self), self.channel_texts, self.channels, self.origin, self.pinned, self.language, self.language_only))
 
 
-def _rebuild(text, channel_texts, channels, origin, pinned, language="", language_only=False) -> ChannelQuery:
+def _rebuild(text: str, channel_texts: dict[str, str] | None, channels: Iterable[str] | None, origin: str, pinned: bool,
+             language: str = "", language_only: bool = False) -> ChannelQuery:
     return ChannelQuery(text, channel_texts=channel_texts, channels=channels, origin=origin, pinned=pinned,
                         language=language, language_only=language_only)
 
@@ -102,7 +106,7 @@ def with_channels(query: str, channels: Iterable[str] | None, *, origin: str = "
     return ChannelQuery(query, channels=channels, origin=origin)
 
 
-class Variants(list):
+class Variants(list[Any]):
     """A transform's output: the query variants (first = the user's query), a ``note`` and,
     from the adaptive tiers, the ``tier`` that runs (recorded on the result)."""
 
@@ -114,7 +118,7 @@ class Variants(list):
         self.tier = tier
 
 
-def ask_llm(provider: Any, system: str, user: str, *, max_tokens: int = 256) -> tuple[str | None, str]:
+def ask_llm(provider: LLMProvider | None, system: str, user: str, *, max_tokens: int = 256) -> tuple[str | None, str]:
     """One chat call; returns ``(reply, "")`` or ``(None, note)`` — never raises.
 
     Any failure (HTTP error after retries, timeout, unusable body, an exception of any

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -105,7 +105,7 @@ def load_summary_tree(directory: Path) -> SummaryTree:
     if not isinstance(meta, dict) or str(meta.get("version")) not in SUPPORTED_VERSIONS:
         raise IndexIncompatibleError(f"{d}: summary tree version {meta.get('version')!r} is not supported by this reader "
                                      f"({', '.join(SUPPORTED_VERSIONS)}); re-materialize the summary_tree asset")
-    load = lambda name: integrity.load_array(d, name)  # noqa: E731
+    load: Callable[[str], np.ndarray] = lambda name: integrity.load_array(d, name)  # noqa: E731
     node_vectors = load(schema.TREE_NODE_VECTORS)
     leaf_rows = np.asarray(load(schema.TREE_LEAF_ROWS))
     leaves = np.asarray(load(schema.TREE_LEAVES))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class _Space:
             return last[1]
         qv = np.asarray(self.backend.embed([query], kind="query"), dtype=np.float32)[0]
         self._last = (query, qv)
-        return qv
+        return cast("np.ndarray", qv)
 
 
 def _top(scores: np.ndarray, ok: np.ndarray | None, k: int) -> np.ndarray:
@@ -126,7 +126,7 @@ def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | Non
         if pos.size == 0:
             return []
         order = np.lexsort((pos, -leaf_scores[pos]))
-        return pos[order][:k].tolist()
+        return cast("list[int]", pos[order][:k].tolist())
 
     def emit(p: int, score: float, node: str) -> None:
         emitted.add(p)
@@ -250,7 +250,7 @@ class TreeHit:
     via: str = ""
 
 
-def tree_snippet(item: Any) -> dict:
+def tree_snippet(item: Any) -> dict[str, Any]:
     """The snippet dict of a leaf hit (``to_snippet`` plus ``via``).
 
     Raises:
@@ -322,7 +322,7 @@ class Theme:
     n_leaves: int
     doc_ids: tuple[str, ...]
     score: float
-    citations: tuple[dict, ...]
+    citations: tuple[dict[str, Any], ...]
     is_synthesis: bool = True
 
 

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from ragspine_index.source_documents.sensitivity import _first_marking, _is_banner
+from ragspine_index.source_documents.sensitivity import first_marking, is_banner
 
 #: Banners of restricted-type markings as documents carry them.
 BANNERS = (
@@ -61,14 +61,14 @@ NOT_BANNERS = (
 
 
 def accept_rates() -> dict[str, float]:
-    banner = sum(map(_is_banner, BANNERS)) / len(BANNERS)
+    banner = sum(map(is_banner, BANNERS)) / len(BANNERS)
     placed = 0
     for line in BANNERS:
-        md = _first_marking([("line 1", line, "body"), ("line 2", "Northwind revenue rose.", "body")],
+        md = first_marking([("line 1", line, "body"), ("line 2", "Northwind revenue rose.", "body")],
                             restricted_only=True)
-        header = _first_marking([("page header line 1", line, "body")], restricted_only=True)
+        header = first_marking([("page header line 1", line, "body")], restricted_only=True)
         placed += (md is not None) + (header is not None)
-    false = sum(_first_marking([("line 1", line, "body")], restricted_only=True) is not None
+    false = sum(first_marking([("line 1", line, "body")], restricted_only=True) is not None
                 for line in NOT_BANNERS) / len(NOT_BANNERS)
     return {"banners": banner, "placed": placed / (2 * len(BANNERS)), "false_positives": false}
 
@@ -94,7 +94,7 @@ def corpus_hits(path: Path, limit: int = 0) -> tuple[int, int, int, list[str]]:
             for line in (record.get("text") or "").split("\n"):
                 lines.append(line)
                 lines += _SENTENCE.split(line)
-            found = [line for line in lines if line.strip() and _is_banner(line)]
+            found = [line for line in lines if line.strip() and is_banner(line)]
             if found:
                 hits += 1
                 shown += found[:2]

@@ -106,7 +106,7 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
     paths = prepare_library(dataset, out, quiet=True)
@@ -160,12 +160,12 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     """The built library's tree again from scratch (no previous tree to start from), its
     summary vectors from the embedding cache: the clustering + summarizing cost."""
     from ragspine_tools.evaluate import prepare_library
-    from ragspine_index.steps.summary_tree import TreeParams, _cached_embed, _read_leaves, build_summary_tree
+    from ragspine_index.steps.summary_tree import TreeParams, cached_embed, read_leaves, build_summary_tree
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
 
     paths = prepare_library(dataset, out, quiet=True)
-    leaves, _, _ = _read_leaves(paths.chunk_store)
+    leaves, _, _ = read_leaves(paths.chunk_store)
     lib = open_library(paths.root)
     emb = lib.embeddings()
     if emb is None or not np.array_equal(np.asarray(emb.rows), leaves.rows):
@@ -174,7 +174,7 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     if backend is None:
         raise SystemExit(f"no embedding backend for the library's vectors ({lib.embedding_model_id}) with "
                          f"--embedding {embedding}: install its model, or pass the --embedding the library was built with")
-    embed = _cached_embed(backend, cache)
+    embed = cached_embed(backend, cache)
     _reset_peak()
     t0, c0 = time.perf_counter(), time.process_time()
     ref = build_summary_tree(paths, leaves, np.asarray(emb.vectors, np.float32), embed=embed,

@@ -33,7 +33,7 @@ def collect(dataset_dir: Path, *, split: str, qrels: str | None, embedding: str,
     from ragspine_tools.evaluate import dataset_glossary, ensure_index, prepare_library
     from ragspine_tools.eval.beir import load_beir
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import backend_for_library
+    from ragspine_query.backends import backend_for_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
     from ragspine_core.text.language import detect_language
 

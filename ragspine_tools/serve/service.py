@@ -34,7 +34,8 @@ from ragspine_core.records import SENSITIVITIES
 from ragspine_core.settings import Settings
 from ragspine_query.library import Library, open_library, resolve_snapshot_dir
 from ragspine_query.limits import MAX_QUERY_CHARS, check_query
-from ragspine_query.retriever import check_top_k, normalize_mode
+from ragspine_query.modes import normalize_mode
+from ragspine_query.retriever import check_top_k
 from ragspine_tools.serve.access import AccessDenied, Caller
 
 #: the modes a request may ask for (``ragspine query --mode``)
@@ -145,7 +146,7 @@ class SearchService:
 
     # -- pipelines ----------------------------------------------------------------------
     def _backend(self, lib: Library, mode: str) -> Any:
-        from ragspine_query.agent_api import backend_for_library
+        from ragspine_query.backends import backend_for_library
 
         emb = lib.manifest.get("embedding") or {}
         key = (json.dumps(emb, sort_keys=True, default=str), normalize_mode(mode))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ragspine_index.source_documents.parse_library import parse_library
-from ragspine_index.source_documents.sensitivity import _first_marking, _is_banner
+from ragspine_index.source_documents.sensitivity import first_marking, is_banner
 from ragspine_tools.bench.bench_banners import BANNERS, NOT_BANNERS, accept_rates
 
 ISSUE_BANNERS = ("HIGHLY CONFIDENTIAL", "PRIVILEGED & CONFIDENTIAL", "DRAFT - CONFIDENTIAL", "Company Confidential",
@@ -16,14 +16,14 @@ ISSUE_BANNERS = ("HIGHLY CONFIDENTIAL", "PRIVILEGED & CONFIDENTIAL", "DRAFT - CO
 
 @pytest.mark.parametrize("banner", BANNERS)
 def test_every_banner_of_the_corpus_is_read_as_restricted(banner):
-    assert _is_banner(banner)
-    assert _first_marking([("line 1", banner, "body")], restricted_only=True) == "line 1"
+    assert is_banner(banner)
+    assert first_marking([("line 1", banner, "body")], restricted_only=True) == "line 1"
 
 
 @pytest.mark.parametrize("line", NOT_BANNERS)
 def test_prose_and_names_that_mention_the_words_are_not_markings(line):
-    assert not _is_banner(line)
-    assert _first_marking([("line 1", line, "body")], restricted_only=True) is None
+    assert not is_banner(line)
+    assert first_marking([("line 1", line, "body")], restricted_only=True) is None
 
 
 def test_the_measured_rates():

@@ -140,8 +140,8 @@ def small_sample_threshold(monkeypatch):
     # the numpy paths only (Compiled compiles explicitly): no kernel mid-test
     monkeypatch.setattr(BM25Index, "JIT_AFTER", None)
     # let the sampled floors engage on the small test arrays too
-    monkeypatch.setattr(topk_module, "_SAMPLE_MIN", 64)
-    monkeypatch.setattr(bm25_module, "_SAMPLE_MIN", 64)  # BM25Index reads it too
+    monkeypatch.setattr(topk_module, "SAMPLE_MIN", 64)
+    monkeypatch.setattr(bm25_module, "SAMPLE_MIN", 64)  # BM25Index reads it too
     monkeypatch.setattr(topk_module, "_SAMPLE_STEP", 4)
     monkeypatch.setattr(topk_module, "_SAMPLE_BLOCK", 32)
 
