@@ -572,6 +572,9 @@ class FilterFallbackStage(Stage):
                                                    f"{len(fused)} hits lie outside the extracted filters")
             tracer.add("extract", "blended", 0.0, lambda: hit_candidates(fused), query=str(query), detail=state.applied_filters.note)
             state.hits = fused
+            # the hits come from the unfiltered candidate set: what describes them (the confidence
+            # the corrective stage grades on those rows) reads the caller's filters, not the extracted ones
+            state.filters = base.filters
             return state
         seen = {(h.chunk_id, h.chunk.library_id) for h in res}
         merged = list(res) + [h for h in base.hits if (h.chunk_id, h.chunk.library_id) not in seen][: top_k - len(res)]
@@ -589,15 +592,19 @@ BLEND_RRF_K = 60.0
 
 def blend_rankings(unfiltered: Sequence[Any], filtered: Sequence[Any], k: float = BLEND_RRF_K) -> list[Any]:
     """The hits of both rankings fused by reciprocal rank (``sum 1 / (k + rank)``), best
-    first, ties by ``(chunk_id, library_id)``; a hit of both lists counts twice."""
+    first; ties by the unfiltered rank, then ``(chunk_id, library_id)``. A hit of both lists
+    counts twice, so a hit the filters exclude falls only behind hits both lists hold (the
+    unfiltered first hit stays first unless a hit of both lists outranks it)."""
     score: dict[tuple[str, str], float] = {}
     hit_of: dict[tuple[str, str], Any] = {}
+    first: dict[tuple[str, str], int] = {}
     for ranking in (unfiltered, filtered):
         for rank, h in enumerate(ranking, start=1):
             key = (h.chunk_id, h.chunk.library_id)
             hit_of.setdefault(key, h)
+            first.setdefault(key, rank if ranking is unfiltered else len(unfiltered) + 1)
             score[key] = score.get(key, 0.0) + 1.0 / (k + rank)
-    return [hit_of[key] for key in sorted(score, key=lambda key: (-score[key], key))]
+    return [hit_of[key] for key in sorted(score, key=lambda key: (-score[key], first[key], key))]
 
 
 class FilterPreference(QueryPipeline):
