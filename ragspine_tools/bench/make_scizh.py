@@ -49,7 +49,9 @@ def build(datasets: Path, raw: Path, out: Path, seed: int = 36) -> dict[str, int
     def pick(rel: dict[str, set[str]], n_ans: int, n_away: int) -> tuple[list[str], list[str]]:
         ids = sorted(q for q, v in rel.items() if v)
         rng.shuffle(ids)
-        away, ans, away_docs = [], [], set()
+        away: list[str] = []
+        ans: list[str] = []
+        away_docs: set[str] = set()
         for q in ids:  # answer-elsewhere first: their documents leave the library
             if len(away) < n_away:
                 away.append(q)
