@@ -240,7 +240,7 @@ class CorrectiveStage(Stage):
         Dropping filters drops the *extracted* ones; the caller's own filters are a
         constraint and are dropped only when ``relax_caller_filters`` is set."""
         acts: list[tuple[str, Any, Any, bool, str]] = []
-        extracted = getattr(first.applied_filters, "outcome", "none") in ("applied", "filled")
+        extracted = getattr(first.applied_filters, "outcome", "none") in ("applied", "blended", "filled")
         caller = bool(filters) and self.relax_caller_filters
         dropped = caller or extracted
         kept = None if caller else filters
@@ -268,7 +268,7 @@ class CorrectiveStage(Stage):
         if filters and not f2:
             out += dropped_filter_records(filters, "caller", why)
         ex = first.extraction
-        if not extract and ex is not None and getattr(first.applied_filters, "outcome", "none") in ("applied", "filled"):
+        if not extract and ex is not None and getattr(first.applied_filters, "outcome", "none") in ("applied", "blended", "filled"):
             out += dropped_filter_records([p.predicate for p in ex[1]], "extracted", why)
         return out
 

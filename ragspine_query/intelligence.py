@@ -82,6 +82,8 @@ class QueryIntelligence:
     filters: str = DEFAULT_FILTERS
     filter_min_confidence: float = DEFAULT_MIN_CONFIDENCE
     filter_fill: bool = True
+    #: fuse the filtered and unfiltered rankings (reciprocal rank) instead of preferring the filtered one
+    filter_blend: bool = True
     #: a caller's filters are a constraint; True lets a retry drop them (the result lists what it dropped)
     relax_filters: bool = False
 
@@ -124,7 +126,7 @@ class QueryIntelligence:
     def describe(self) -> str:
         return (f"gate={'on' if self.gate else 'off'} transforms={self.transforms or 'none'} tiers={self.tiers} "
                 f"post={self.postprocessor or 'none'} mmr_lambda={self.mmr_lambda} corrective={self.corrective} "
-                f"filters={self.filters}@{self.filter_min_confidence}{'+fill' if self.filter_fill else ''} cache={self.cache_size}"
+                f"filters={self.filters}@{self.filter_min_confidence}{'+fill' if self.filter_fill else ''}{'+blend' if self.filter_blend else ''} cache={self.cache_size}"
                 + (" relax_filters" if self.relax_filters else ""))
 
 
@@ -214,7 +216,7 @@ def query_stages(
 
         extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
         stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),  # type: ignore[arg-type]
-                  *stages, FilterFallbackStage(fill=qi.filter_fill)]
+                  *stages, FilterFallbackStage(fill=qi.filter_fill, blend=qi.filter_blend)]
     # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
     from ragspine_query.assessment import RelevanceGrader
     from ragspine_query.corrective import CorrectiveStage, LLMGrader, default_crag_config, dynamic_crag_config

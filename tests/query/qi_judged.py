@@ -28,10 +28,14 @@ from ragspine_query.agent_api import build_narrative_retriever
 
 CONFIGS = {
     "filters off": QueryIntelligence(filters="off"),
-    "filters rules >=0.5 (fill)": QueryIntelligence(filters="rules", filter_min_confidence=0.5),
-    "filters rules >=0.5 (strict)": QueryIntelligence(filters="rules", filter_min_confidence=0.5, filter_fill=False),
-    "filters rules >=0.7 (fill)": QueryIntelligence(filters="rules", filter_min_confidence=0.7),
-    "filters rules >=0.7 (strict)": QueryIntelligence(filters="rules", filter_min_confidence=0.7, filter_fill=False),
+    "filters rules >=0.5 (blend)": QueryIntelligence(filters="rules", filter_min_confidence=0.5),
+    "filters rules >=0.5 (fill)": QueryIntelligence(filters="rules", filter_min_confidence=0.5, filter_blend=False),
+    "filters rules >=0.5 (strict)": QueryIntelligence(filters="rules", filter_min_confidence=0.5, filter_fill=False,
+                                                      filter_blend=False),
+    "filters rules >=0.7 (blend)": QueryIntelligence(filters="rules", filter_min_confidence=0.7),
+    "filters rules >=0.7 (fill)": QueryIntelligence(filters="rules", filter_min_confidence=0.7, filter_blend=False),
+    "filters rules >=0.7 (strict)": QueryIntelligence(filters="rules", filter_min_confidence=0.7, filter_fill=False,
+                                                      filter_blend=False),
     "tiers rules (filters off)": QueryIntelligence(tiers="rules", filters="off"),
     "tiers rules + filters": QueryIntelligence(tiers="rules", filters="rules"),
     "crag relevance (filters off)": QueryIntelligence(corrective="relevance", filters="off"),

@@ -1,0 +1,124 @@
+"""Candidate confidence signals for the corrective loop's refusals (#36, second round).
+
+Computes, per question of a judged set (as ``query_fields`` reads it), signals read off the
+library's **open** rows (IDF over open rows, as :class:`ragspine_query.assessment._LibraryTerms`):
+the best lexical share (``lexical``), IDF coverage of the lexical top 3/5/10 (``covK``), the
+share of the query's IDF mass in terms no open row holds (``unseen``), and per dense channel
+the best cosine, its gap over the next 19 (``-gap``), the query's IDF share in the channel's
+best row (``-cov1``) and top 5 (``-cov5``), and the overlap of its top 10 with the lexical
+top 10 (``-agree``). Then, for each ``--features`` set, fits the logistic calibration on the
+*first* set's dev half (as ``query_fields --fit``), chooses ``low`` there (≤ 3 % of dev
+answerable refused), and reports AUROC and refusals on its dev/test halves and, without
+refitting, on every further set::
+
+    python -m ragspine_tools.bench.confidence_signals \\
+        data/artifacts/sample:data/eval/sample data/artifacts/scizh:data/eval/scizh \\
+        --features vector-gap,vector:e5-gap,vector:multilingual \\
+        --features vector-gap,vector:e5-gap,vector:multilingual,vector:e5-cov1
+
+A measuring tool only: the product's features are :func:`ragspine_query.assessment.relevance_features`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragspine_tools.bench.query_fields import auroc, fit_logistic, is_dev, read_jsonl, read_qrels
+
+
+def question_signals(library: str, judged: Path) -> list[dict[str, Any]]:
+    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_query.assessment import RelevanceGrader
+
+    qrels = read_qrels(judged / "qrels" / "dev.tsv")
+    ans = [q for q in read_jsonl(judged / "queries.jsonl") if q["_id"] in qrels]
+    una = read_jsonl(judged / "unanswerable.jsonl") + read_jsonl(judged / "extra-unanswerable.jsonl")
+    src = getattr(build_narrative_retriever([library]).index, "source")
+    grader = RelevanceGrader(src)
+    ret = next(iter(src.retrievers.values())) if hasattr(src, "retrievers") else src
+    t = grader._terms_of(ret.library.library_id)
+    assert t is not None
+    allowed = t.open_rows
+    rows = []
+    for q in ans + una:
+        toks = sorted(set(t.analyze(q["text"])))
+        w = {x: t.weight(x) for x in toks}
+        total = sum(w.values()) or 1.0
+        acc = np.zeros(len(allowed))
+        inrow: dict[str, set[int]] = {}
+        for x in toks:
+            i = t.vocab.get(x)
+            if i is not None and t.idf[i] > 0:
+                p = t.postings[t.indptr[i]:t.indptr[i + 1]]
+                p = p[allowed[p]]
+                acc[p] += t.idf[i]
+                inrow[x] = set(p.tolist())
+        acc[~allowed] = -1
+        order = np.lexsort((np.arange(len(acc)), -acc))
+
+        def cov(rows_: set[int]) -> float:
+            return sum(v for x, v in w.items() if x in inrow and inrow[x] & rows_) / total
+
+        f = {"lexical": float(acc[order[0]]) / total, "unseen": sum(v for x, v in w.items() if x not in inrow) / total}
+        for k in (3, 5, 10):
+            f[f"cov{k}"] = cov(set(order[:k].tolist()))
+        lex10 = set(order[:10].tolist())
+        for ch in ret.channels:
+            if ch.on_demand or not (ch.name == "vector" or ch.name.startswith("vector:")):
+                continue
+            rr, ss = ch.search(q["text"], 20, allowed)
+            f[ch.name] = float(ss[0])
+            f[ch.name + "-gap"] = float(ss[0] - np.mean(ss[1:]))
+            f[ch.name + "-agree"] = len(set(rr[:10].tolist()) & lex10) / 10
+            f[ch.name + "-cov5"] = cov(set(rr[:5].tolist()))
+            f[ch.name + "-cov1"] = cov({int(rr[0])})
+        rows.append({"id": q["_id"], "y": int(q["_id"] in qrels), "kind": q.get("kind", "unanswerable"),
+                     "dev": is_dev(q["_id"]), "f": f})
+    return rows
+
+
+def report(sets: list[tuple[str, list[dict]]], names: list[str]) -> None:
+    def arr(rows):
+        return (np.asarray([[r["f"].get(n, 0.0) for n in names] for r in rows]), np.asarray([r["y"] for r in rows]),
+                np.asarray([r["dev"] for r in rows]))
+
+    x, y, dev = arr(sets[0][1])
+    w, b = fit_logistic(x[dev], y[dev], l2=0.1)
+    p = 1 / (1 + np.exp(-(x @ w + b)))
+    pa = np.sort(p[dev & (y == 1)])
+    low = float(pa[int(np.floor(0.03 * len(pa)))])
+    print(f"features {','.join(names)}: weights {np.round(w, 3).tolist()}, bias {b:.3f}, low {low:.4f}")
+    for label, (xs, ys, devs) in [(sets[0][0], (x, y, dev))] + [(n, arr(r)) for n, r in sets[1:]]:
+        ps = 1 / (1 + np.exp(-(xs @ w + b)))
+        parts = (("dev", devs), ("test", ~devs), ("all", np.ones_like(devs))) if label == sets[0][0] else (("all", np.ones_like(devs)),)
+        for part, m in parts:
+            a, u = ps[m & (ys == 1)], ps[m & (ys == 0)]
+            print(f"  {label} {part}: AUROC {auroc(a.tolist(), u.tolist()):.3f}; refused answerable "
+                  f"{int((a < low).sum())}/{len(a)}, unanswerable {int((u < low).sum())}/{len(u)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pairs", nargs="+", help="LIBRARY:JUDGED_SET; the first is fitted on (its dev half)")
+    ap.add_argument("--features", action="append", default=[], help="comma-separated signal names (repeatable)")
+    args = ap.parse_args(argv)
+    sets = []
+    for pair in args.pairs:
+        lib, _, judged = pair.partition(":")
+        sets.append((Path(lib).name, question_signals(lib, Path(judged))))
+    names = sorted(sets[0][1][0]["f"])
+    for n in names:
+        col = [(r["f"][n], r["y"]) for r in sets[0][1]]
+        print(f"{n:28s} AUROC {auroc([v for v, y in col if y], [v for v, y in col if not y]):.3f}")
+    for spec in args.features:
+        report(sets, [n.strip() for n in spec.split(",") if n.strip()])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
