@@ -150,3 +150,22 @@ def test_a_cached_long_lived_retriever_does_not_serve_a_cached_result_of_a_withd
     assert "supplier" not in served
     if change == "deleted":  # the old snapshot stays servable: the rest still answers
         assert "garden2" in served
+
+
+def test_a_long_lived_retrievers_confidence_forgets_a_withdrawn_document(reclassified):
+    """The confidence's open-row IDF is recomputed when a newer snapshot withholds rows:
+    after the publish, a retriever opened before it grades a query as one opened after it
+    (before the fix the withdrawn document's rows still weighed in the term weights)."""
+    def confidence(retriever, query):
+        return retriever.retrieve(query, top_k=5)[0]["confidence"]
+
+    queries = ("Quillfeather supplier benches", "garden benches spring", "supplier review office")
+    old = build_narrative_retriever(reclassified.paths.root, reranker=None, mode="bm25", glossary=None,
+                                    embedding_backend=None)
+    before = [confidence(old, q) for q in queries]
+    reclassified.mark("deleted")
+    fresh = build_narrative_retriever(reclassified.paths.root, reranker=None, mode="bm25", glossary=None,
+                                      embedding_backend=None)
+    after = [confidence(fresh, q) for q in queries]
+    assert after != before, "the withdrawn document changed the open statistics (the test can tell)"
+    assert [confidence(old, q) for q in queries] == after
