@@ -20,6 +20,8 @@ summary-tree channel off, collapsed and traversal:
   confidence, needs_refinement, explain rows);
 * the CLI (``ragspine query`` in process, text, ``--json``, ``--explain``; ``--global``
   themes), and a few real ``ragspine query`` subprocesses;
+* ``ragspine serve`` on loopback (``POST /v1/search`` with an INTERNAL key, explained, and
+  a PUBLIC key), and its log;
 * ``ragspine graph`` (rollup, peers, derivation) over every glossary entity and metric;
 * the summary tree (node texts, collapsed and traversal snippets, global themes).
 
@@ -385,9 +387,43 @@ def check_graph_cli(pair: Pair, scan: Scanner, report: Report, a: Channels, b: C
 
 
 def run(pair: Pair, n_queries: int, *, seed: int = 37, cli_every: int = 8, global_every: int = 25,
-        subprocess_queries: int = 4, graph_calls: int | None = 40,
+        subprocess_queries: int = 4, graph_calls: int | None = 40, serve_every: int = 0,
         progress: Callable[[str], None] = lambda s: None) -> Report:
-    """The randomized run; raises :class:`Leak` on the first fingerprint or difference."""
+    """The randomized run; raises :class:`Leak` on the first fingerprint or difference.
+
+    ``serve_every`` > 0 also sends every that-many-th query to ``ragspine serve`` (one real
+    service per library on loopback) as ``POST /v1/search``, with an INTERNAL key (with
+    ``explain``) and a PUBLIC one, and scans the services' logs."""
+    with contextlib.ExitStack() as stack:
+        services = stack.enter_context(_services(pair)) if serve_every else None
+        return _run(pair, n_queries, seed, cli_every, global_every, subprocess_queries, graph_calls, serve_every,
+                    services, progress)
+
+
+@contextlib.contextmanager
+def _services(pair: Pair):
+    """``ragspine serve`` over each library, on loopback: ((base_with, base_without), keys, logs)."""
+    import os
+    import tempfile
+
+    from ragspine_tools.serve.access import hash_key, new_key
+    from ragspine_tools.serve.launch import running
+    from tests.conftest import REPO_ROOT, python_env
+
+    keys = {"INTERNAL": new_key(), "PUBLIC": new_key()}
+    spec = [{"name": f"k-{level.lower()}", "sha256": hash_key(key), "libraries": ["*"], "max_sensitivity": level}
+            for level, key in keys.items()]
+    env = python_env(PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                     RAGSPINE_API_KEYS=json.dumps(spec))
+    with tempfile.TemporaryDirectory(prefix="serve37-") as logs, contextlib.ExitStack() as stack:
+        log_paths = [Path(logs) / "with.log", Path(logs) / "without.log"]
+        bases = tuple(stack.enter_context(running("serve", [str(art), "--max-top-k", "20"], env=env, log_path=str(log)))
+                      for art, log in zip((pair.with_secret, pair.without), log_paths))
+        yield bases, keys, log_paths
+
+
+def _run(pair: Pair, n_queries: int, seed: int, cli_every: int, global_every: int, subprocess_queries: int,
+         graph_calls: int | None, serve_every: int, services, progress: Callable[[str], None]) -> Report:
     t0 = time.perf_counter()
     report = Report(fingerprints=len(pair.prints))
     scan = Scanner(pair.prints)
@@ -442,13 +478,37 @@ def run(pair: Pair, n_queries: int, *, seed: int = 37, cli_every: int = 8, globa
                 outs.append(json.loads(out))
             report.count("cli:--global")
             _differ("ragspine query --global themes", q, outs[0], outs[1])
+        if services is not None and i % serve_every == 0:
+            _http(services, q, mode, filters, top_k, scan, report)
         report.queries += 1
         if (i + 1) % 250 == 0:
             progress(f"{i + 1}/{n_queries} queries, {time.perf_counter() - t0:.0f} s")
     for q in queries[:subprocess_queries]:
         run_subprocess(pair, q, scan, report)
+    if services is not None:
+        for log in services[2]:
+            scan(f"ragspine serve log {log.name}", log.read_text(encoding="utf-8", errors="replace"))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _http(services, q: str, mode: str, filters, top_k: int, scan: Scanner, report: Report) -> None:
+    """``POST /v1/search`` to both services, with each key; the answers must be equal."""
+    import httpx
+
+    bases, keys, _ = services
+    for level, key in sorted(keys.items()):
+        body = {"query": q, "mode": mode, "top_k": top_k, "filters": filters, "explain": level == "INTERNAL"}
+        outs = []
+        for base in bases:
+            r = httpx.post(base + "/v1/search", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+            scan(f"POST /v1/search ({level} key)", r.text, q)
+            out = r.json()
+            if isinstance(out, dict):
+                out.pop("snapshots", None)  # the two libraries' snapshot ids differ by construction
+            outs.append((r.status_code, canonical(out)))
+        report.count(f"http:{level}")
+        _differ(f"POST /v1/search ({level} key, {mode})", q, outs[0], outs[1])
 
 
 _RESTRICTED_IDS: dict[Path, set[str]] = {}
@@ -486,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--graph-calls", type=int, default=0, help="ragspine graph calls (default 0: every combination)")
+    parser.add_argument("--serve-every", type=int, default=10,
+                        help="send every N-th query to ragspine serve too (two keys); 0: no service")
     parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temporary folder)")
     args = parser.parse_args(argv)
     import tempfile
@@ -497,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         pair = build_pair(root)
         print(f"built both libraries in {pair.build_seconds:.1f} s: {len(pair.restricted_docs)} RESTRICTED documents, "
               f"{len(pair.prints)} fingerprints", flush=True)
-        report = run(pair, args.queries, seed=args.seed, graph_calls=args.graph_calls or None,
+        report = run(pair, args.queries, seed=args.seed, graph_calls=args.graph_calls or None, serve_every=args.serve_every,
                      progress=lambda s: print(s, flush=True))
     print(json.dumps(dataclasses.asdict(report), indent=2, sort_keys=True))
     print(f"0 fingerprints and 0 differences over {report.queries} queries "

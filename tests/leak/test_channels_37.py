@@ -1,6 +1,6 @@
 """Issue 37, every output channel: seeded random queries over converted files marked in
 every place the issue lists, through the Python API (the ``--json --explain`` object, the
-HTTP service's too), ``ragspine query`` (text, ``--json``, ``--explain``, ``--global``),
+HTTP service's too, and ``POST /v1/search`` of a real ``ragspine serve``), ``ragspine query`` (text, ``--json``, ``--explain``, ``--global``),
 ``ragspine graph`` and the summary tree, in every mode with the tree channel off, collapsed
 and traversal — 0 fingerprints, and every rank, score, confidence, tier, needs_refinement
 and explain count identical to the library built without the RESTRICTED files
@@ -22,6 +22,12 @@ pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 
 from tests.leak import channels_37 as channels  # noqa: E402
 
 pytestmark = pytest.mark.slow
+
+
+def _serve_installed() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("fastapi", "uvicorn", "httpx"))
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +55,15 @@ def test_every_marked_file_is_restricted_or_withdrawn_and_findable_by_an_admin_s
 
 def test_random_queries_through_every_channel_show_no_restricted_text_and_equal_the_open_library(pair):
     n = int(os.environ.get("RAGSPINE_CHANNELS37_QUERIES", "150"))
-    report = channels.run(pair, n, seed=37, cli_every=6, global_every=20, subprocess_queries=1, graph_calls=24)
+    report = channels.run(pair, n, seed=37, cli_every=6, global_every=20, subprocess_queries=1, graph_calls=24,
+                          serve_every=15 if _serve_installed() else 0)
     assert report.queries == n
     assert report.answered > n // 2 and report.compared_hits > n, "real hits were compared"
     modes = {k.split(":")[1] for k in report.calls if k.startswith("api:")}
     assert modes == set(channels.MODES)
     assert {k.split("tree=")[1] for k in report.calls if "tree=" in k} == set(channels.TREES)
+    if _serve_installed():
+        assert report.calls.get("http:INTERNAL", 0) >= 1 and report.calls.get("http:PUBLIC", 0) >= 1
     for channel in ("cli:text", "cli:--json", "cli:--explain", "cli:--json+--explain", "cli:--global",
                     "graph_cli_text", "graph_cli_json", "tree_node", "subprocess:text", "subprocess:--json+--explain"):
         assert report.calls.get(channel, 0) >= 1, channel
