@@ -77,11 +77,14 @@ class _LibraryTerms:
     analyzer (read once per library). A term only RESTRICTED rows hold weighs what an
     unseen term weighs, so no score derived from it says a hidden document holds it."""
 
-    __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows")
+    __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows", "generation")
 
     def __init__(self, library: Any) -> None:
         from ragspine_core.lexical.bm25_format import idf
 
+        #: the library's generation these weights were computed at (a newer snapshot that
+        #: withholds rows bumps it: the weights are computed again, issue 37)
+        self.generation = int(getattr(library, "generation", 0))
         bm25 = library.bm25
         self.analyze = getattr(library.analyzer, "fn", library.analyzer)
         self.vocab = bm25.vocab
@@ -220,9 +223,12 @@ class RelevanceGrader:
         self.n = n
 
     def _terms_of(self, library_id: str) -> _LibraryTerms | None:
+        lib = self._libs.get(library_id)
+        if lib is None:
+            return None
         t = self._terms.get(library_id)
-        if t is None and library_id in self._libs:
-            t = self._terms[library_id] = _LibraryTerms(self._libs[library_id])
+        if t is None or t.generation != int(getattr(lib, "generation", 0)):  # rows withheld since
+            t = self._terms[library_id] = _LibraryTerms(lib)
         return t
 
     def library_scores(self, query: str, filters: Any = None) -> dict[str, tuple[float, dict[str, float], Calibration]]:

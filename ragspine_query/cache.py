@@ -4,7 +4,10 @@ prefix, safe across threads.
 Keys start with the *scope* of the libraries searched — ``library_id@snapshot_id`` for
 each, joined — so a result is never served across a publish: a retriever over the new
 snapshot has a different scope, and :meth:`ScopedCache.purge_prefix` (or
-:func:`invalidate_library`) drops the old one's entries. The rest of the
+:func:`invalidate_library`) drops the old one's entries. A long-lived
+retriever's open snapshot can also have rows withheld by a newer one (a reclassification):
+the key carries the libraries' generation (:func:`generation_of`), so no result cached before
+that is served after it. The rest of the
 key is the normalised query (:func:`~ragspine_core.text.normalize.normalize_query`), the
 filters, ``top_k`` and ``include_restricted``.
 
@@ -17,10 +20,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.source import libraries_of
+
+if TYPE_CHECKING:
+    from ragspine_query.library import Library
 
 T = TypeVar("T")
 
@@ -98,14 +104,31 @@ class ScopedCache(Generic[T]):
             return self.hits / total if total else 0.0
 
 
+def _libraries_behind(source: object) -> list[Library] | None:
+    """The opened libraries behind a retriever, or a pipeline's source (None: none found)."""
+    libs = libraries_of(source)
+    if libs:
+        return libs
+    inner = getattr(source, "source", None) or getattr(source, "pipeline", None)
+    return _libraries_behind(inner) if inner is not None else None
+
+
 def scope_of(source: object) -> str:
     """``lib@snapshot[+lib@snapshot…]`` of the libraries behind a retriever (sorted); a
     pipeline's is its source's."""
-    libs = libraries_of(source)
-    if not libs:
-        inner = getattr(source, "source", None) or getattr(source, "pipeline", None)
-        return scope_of(inner) if inner is not None else type(source).__name__
+    libs = _libraries_behind(source)
+    if libs is None:
+        return type(source).__name__
     return "+".join(sorted(f"{lib.library_id}@{lib.snapshot_id}" for lib in libs))
+
+
+def generation_of(source: object) -> str:
+    """The libraries' :attr:`~ragspine_query.library.Library.generation`s, in scope order: it
+    changes when a newer published snapshot withdraws or marks RESTRICTED a document of an
+    open snapshot (issue 37), so a result cached before then is not served after it."""
+    libs = _libraries_behind(source) or []
+    pairs = sorted((f"{lib.library_id}@{lib.snapshot_id}", int(getattr(lib, "generation", 0))) for lib in libs)
+    return "+".join(str(g) for _, g in pairs)
 
 
 def library_prefix(library_id: str) -> str:
@@ -119,4 +142,4 @@ def invalidate_library(cache: ScopedCache[Any], library_id: str) -> int:
     return cache.purge_where(lambda k: any(p.startswith(prefix) for p in k.split("\x1f", 1)[0].split("+")))
 
 
-__all__ = ["ScopedCache", "invalidate_library", "library_prefix", "scope_of"]
+__all__ = ["ScopedCache", "generation_of", "invalidate_library", "library_prefix", "scope_of"]

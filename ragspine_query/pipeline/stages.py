@@ -45,7 +45,7 @@ from ragspine_core.records import Hit, hits_to_frame
 from ragspine_core.text.language import query_language
 from ragspine_core.text.normalize import normalize_query
 from ragspine_query.transforms.transform import in_language_of
-from ragspine_query.cache import invalidate_library, scope_of
+from ragspine_query.cache import generation_of, invalidate_library, scope_of
 from ragspine_query.pipeline.explain import Explain, hit_candidates, now
 from ragspine_query.pipeline.trace import current_tracer, tracing
 from ragspine_query.source import Source
@@ -602,7 +602,10 @@ class QueryPipeline:
         import json
 
         f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
-        return "\x1f".join((self.scope, self.variant, normalize_query(query), f, str(int(top_k)), str(bool(include_restricted))))
+        # the generation: a newer snapshot that withholds rows of the open one retires its entries
+        generation = generation_of(self.source if self.source is not None else getattr(self, "pipeline", None))
+        return "\x1f".join((self.scope, self.variant, generation, normalize_query(query), f, str(int(top_k)),
+                             str(bool(include_restricted))))
 
     def invalidate_library(self, library_id: str) -> int:
         """Drop every cached result of ``library_id`` (any snapshot); returns how many (0 without a cache)."""

@@ -34,13 +34,14 @@ from ragspine_tools.bench.query_fields import auroc, fit_logistic, is_dev, read_
 def question_signals(library: str, judged: Path) -> list[dict[str, Any]]:
     from ragspine_query.agent_api import build_narrative_retriever
     from ragspine_query.assessment import RelevanceGrader
+    from ragspine_query.source import retrievers_of
 
     qrels = read_qrels(judged / "qrels" / "dev.tsv")
     ans = [q for q in read_jsonl(judged / "queries.jsonl") if q["_id"] in qrels]
     una = read_jsonl(judged / "unanswerable.jsonl") + read_jsonl(judged / "extra-unanswerable.jsonl")
     src = getattr(build_narrative_retriever([library]).index, "source")
     grader = RelevanceGrader(src)
-    ret = next(iter(src.retrievers.values())) if hasattr(src, "retrievers") else src
+    ret = retrievers_of(src)[0]
     t = grader._terms_of(ret.library.library_id)
     assert t is not None
     allowed = t.open_rows
