@@ -83,6 +83,10 @@ register_artifact(ArtifactSpec("bm25_doc", BM25_DOC_DIR, "bm25_index", required=
 BM25_BLEND_DIR = "bm25_blend"
 BM25_BLEND_OWN = "own.npy"  # uint8[nnz]: 1 where the posting's term is in the chunk's own text
 register_artifact(ArtifactSpec("bm25_blend", BM25_BLEND_DIR, "bm25_index"))
+#: the same three BM25 indexes (bm25/, bm25_doc/, bm25_blend/) with statistics over the PUBLIC
+#: rows alone, for callers whose ceiling is PUBLIC; written only when some open row is INTERNAL
+BM25_PUBLIC_DIR = "bm25_public"
+register_artifact(ArtifactSpec("bm25_public", BM25_PUBLIC_DIR, "bm25_index"))
 register_artifact(ArtifactSpec("embeddings", EMBEDDINGS_DIR, "chunk_embeddings"))
 #: HNSW index over embeddings/vectors.npy (label = vector row), only above the size threshold
 #: (``ragspine_core.dense.ann``: ``params.json`` + ``index.bin``)

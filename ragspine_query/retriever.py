@@ -434,7 +434,9 @@ class HybridRetriever:
         def detail() -> str:
             # counted over the rows the caller may see: the library's RESTRICTED rows are no number here
             n_all = self.library.n_chunks
-            if not include_restricted:
+            if self.config.max_sensitivity is not None:  # and, under a ceiling, the rows above it are none either
+                n_all -= int(np.count_nonzero(self.hidden_mask()))
+            elif not include_restricted:
                 n_all -= int(np.count_nonzero(self.library.restricted_mask()))
             return f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed"
 

@@ -46,7 +46,7 @@ class SearchBody(BaseModel):
                                                                      "as ragspine_query.filters (a preference the pipeline may drop when nothing matches)")
     mode: str | None = Field(default=None, description="auto|hybrid|vector|bm25|lexical|economy|graph (default: the service's)")
     top_k: int = Field(default=5, description="results to return (0..the service's max_top_k)")
-    explain: bool = Field(default=False, description="also return the per-stage trace (INTERNAL keys only)")
+    explain: bool = Field(default=False, description="also return the per-stage trace (counted over the rows the key may see)")
 
 
 def _key_of(request: Request) -> str | None:

@@ -266,13 +266,12 @@ class SearchService:
         from ragspine_tools.query_command import result_object
 
         query, k, mode = self.check_request(query, top_k, mode, filters)
-        if explain and caller.max_sensitivity != SENSITIVITIES[1]:
-            # the trace counts every row of a stage; a lower ceiling gets the results only
-            raise AccessDenied(403, f"explain: the key {caller.name!r} (max_sensitivity {caller.max_sensitivity}) "
-                                    "may not read pipeline traces; ask without explain")
         ids = self.readable(caller, libraries)
         libs = [self.current(i) for i in ids]  # one snapshot per library for the whole request
-        pipeline = self._pipeline(libs, caller.max_sensitivity, mode)
+        try:
+            pipeline = self._pipeline(libs, caller.max_sensitivity, mode)
+        except ConfigError as exc:  # a mode this caller or library cannot run (e.g. graph above the ceiling)
+            raise RequestError(422, str(exc)) from None
         try:
             snippets = pipeline.retrieve(query, filters=filters or None, top_k=k, explain=bool(explain))
         except RagspineError as exc:  # a filter on an unknown field, a bad operator, ...
