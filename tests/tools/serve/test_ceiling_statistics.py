@@ -175,3 +175,37 @@ def test_mcp_public_key_equals_the_public_only_build(libraries, keys):
     assert got[0]["results"] and [same(g) for g in got] == [same(w) for w in want]
     assert np.all([r["sensitivity"] == "PUBLIC" for g in got[:3] for r in g["results"]])
     assert LIBRARY in json.dumps(got[-1])
+
+
+def test_a_snapshot_without_public_statistics_fails_closed(libraries, tmp_path):
+    """A snapshot holding INTERNAL rows but built before ``bm25_public`` existed: a PUBLIC key is
+    refused (503, saying what to do), an INTERNAL key is served, the service still starts."""
+    import shutil
+
+    from ragspine_core.integrity import content_snapshot_id
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import Caller
+    from ragspine_tools.serve.service import RequestError, SearchService
+
+    full = libraries[0]
+    snap = (full / "current").resolve()
+    old = tmp_path / "artifacts" / LIBRARY
+    old.mkdir(parents=True)
+    copy = old / snap.name
+    shutil.copytree(snap, copy)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    shutil.rmtree(copy / "bm25_public")  # what an older build wrote: no per-ceiling statistics
+    for key in ("artifacts", "artifact_sets"):
+        entries = manifest.get(key) or {}
+        for name in [n for n in entries if n.startswith("bm25_public")]:
+            del entries[name]
+    manifest["snapshot_id"] = content_snapshot_id(manifest)  # a consistent snapshot, as the older publisher wrote it
+    copy = copy.rename(old / manifest["snapshot_id"])
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (old / "current").symlink_to(copy.name)
+    service = SearchService([old], settings=Settings.from_env({}))
+    service.warm(["bm25"])  # does not raise: the PUBLIC pipeline is left unwarmed
+    assert service.search(Caller("a", frozenset({"*"}), "INTERNAL"), QUERIES[0], mode="bm25")["results"]
+    with pytest.raises(RequestError) as err:
+        service.search(Caller("p", frozenset({"*"}), "PUBLIC"), QUERIES[0], mode="bm25")
+    assert err.value.status == 503 and "re-indexing" in err.value.message
