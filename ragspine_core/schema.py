@@ -12,6 +12,8 @@ Layout of one library's artifacts (``<artifacts_root>/<library_id>/``)::
         chunks.sqlite             active chunks only, ``row_idx`` = BM25 row
         bm25/                     chunk-level BM25 (CSC-like: term -> postings)
         bm25_doc/                 document-level BM25 field (same arrays, one row per doc)
+        bm25_public/              bm25/, bm25_doc/, bm25_blend/ again, statistics over the PUBLIC
+                                  rows (only when some open row is INTERNAL; a PUBLIC caller's)
         embeddings/               float32 L2-normalised vectors (non-RESTRICTED only)
     current                       symlink -> snapshots/<snapshot_id> (swapped atomically)
 """
