@@ -12,6 +12,8 @@ Layout of one library's artifacts (``<artifacts_root>/<library_id>/``)::
         chunks.sqlite             active chunks only, ``row_idx`` = BM25 row
         bm25/                     chunk-level BM25 (CSC-like: term -> postings)
         bm25_doc/                 document-level BM25 field (same arrays, one row per doc)
+        bm25_public/              bm25/, bm25_doc/, bm25_blend/ again, statistics over the PUBLIC
+                                  rows (only when some open row is INTERNAL; a PUBLIC caller's)
         embeddings/               float32 L2-normalised vectors (non-RESTRICTED only)
     current                       symlink -> snapshots/<snapshot_id> (swapped atomically)
 """
@@ -83,6 +85,10 @@ register_artifact(ArtifactSpec("bm25_doc", BM25_DOC_DIR, "bm25_index", required=
 BM25_BLEND_DIR = "bm25_blend"
 BM25_BLEND_OWN = "own.npy"  # uint8[nnz]: 1 where the posting's term is in the chunk's own text
 register_artifact(ArtifactSpec("bm25_blend", BM25_BLEND_DIR, "bm25_index"))
+#: the same three BM25 indexes (bm25/, bm25_doc/, bm25_blend/) with statistics over the PUBLIC
+#: rows alone, for callers whose ceiling is PUBLIC; written only when some open row is INTERNAL
+BM25_PUBLIC_DIR = "bm25_public"
+register_artifact(ArtifactSpec("bm25_public", BM25_PUBLIC_DIR, "bm25_index"))
 register_artifact(ArtifactSpec("embeddings", EMBEDDINGS_DIR, "chunk_embeddings"))
 #: HNSW index over embeddings/vectors.npy (label = vector row), only above the size threshold
 #: (``ragspine_core.dense.ann``: ``params.json`` + ``index.bin``)

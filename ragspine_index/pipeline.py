@@ -64,8 +64,8 @@ STEPS: tuple[Step, ...] = (
     Step("documents", documents_step, (), DOCUMENTS_CHECKS, code_version=DOCUMENTS_CODE_VERSION),
     Step("chunks", chunks_step, ("documents",), CHUNK_CHECKS, code_version=CHUNKS_CODE_VERSION),
     Step("index_text", index_text_step, ("chunks",)),
-    Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend"),
-         code_version="4"),  # 2: bm25_blend; 3: k1 by language (library_settings.bm25_params_for); 4: statistics per language in mixed libraries
+    Step("bm25_index", bm25_step, ("index_text", "documents"), artifacts=("bm25", "bm25_doc", "bm25_blend", "bm25_public"),
+         code_version="5"),  # 2: bm25_blend; 3: k1 by language (library_settings.bm25_params_for); 4: statistics per language in mixed libraries; 5: bm25_public (statistics over the PUBLIC rows)
     Step("chunk_embeddings", embeddings_step, ("index_text", "documents"), EMBEDDING_CHECKS, artifacts=("embeddings", "ann"),
          code_version="2"),  # 2: the ann artifact for libraries above AnnConfig.min_vectors
     Step("summary_tree", summary_tree_step, ("index_text", "chunk_embeddings", "documents"), SUMMARY_TREE_CHECKS,

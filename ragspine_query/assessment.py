@@ -79,7 +79,9 @@ class _LibraryTerms:
 
     __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows", "generation")
 
-    def __init__(self, library: Any) -> None:
+    def __init__(self, library: Any, hidden: np.ndarray | None = None) -> None:
+        """``hidden``: the rows a caller may not see (a retriever's ``hidden_mask`` under a
+        sensitivity ceiling); the weights are then over the rows it may see. None: RESTRICTED rows."""
         from ragspine_core.lexical.bm25_format import idf
 
         #: the library's generation these weights were computed at (a newer snapshot that
@@ -90,7 +92,7 @@ class _LibraryTerms:
         self.vocab = bm25.vocab
         ip = np.asarray(bm25.indptr, dtype=np.int64)
         post = np.asarray(bm25.postings, dtype=np.int64)
-        open_rows = ~np.asarray(library.restricted_mask(), dtype=bool)
+        open_rows = ~np.asarray(library.restricted_mask() if hidden is None else hidden, dtype=bool)
         n_open = int(open_rows.sum())
         hit = np.concatenate(([0], np.cumsum(open_rows[post], dtype=np.int64)))
         df = (hit[ip[1:]] - hit[ip[:-1]]).astype(np.float64)  # each term's open rows
@@ -228,7 +230,9 @@ class RelevanceGrader:
             return None
         t = self._terms.get(library_id)
         if t is None or t.generation != int(getattr(lib, "generation", 0)):  # rows withheld since
-            t = self._terms[library_id] = _LibraryTerms(lib)
+            r = self._retrievers[library_id]
+            ceiling = getattr(getattr(r, "config", None), "max_sensitivity", None)  # per-ceiling weights
+            t = self._terms[library_id] = _LibraryTerms(lib, r.hidden_mask() if ceiling else None)
         return t
 
     def library_scores(self, query: str, filters: Any = None) -> dict[str, tuple[float, dict[str, float], Calibration]]:

@@ -159,6 +159,7 @@ class Library:
         self._embeddings: EmbeddingMatrix | None = None
         self._embeddings_loaded = False
         self._summary_tree: Any = None  # loaded on first use (only the tree channel reads it)
+        self._public_lexical: LexicalStats | None = None  # see lexical_for
         # map every file now: a snapshot pruned later (retention) stays readable through
         # the open handles, so a long-lived reader never sees a half-deleted snapshot
         self.embeddings()
@@ -248,6 +249,53 @@ class Library:
         from ragspine_core.graph.artifact import load_graph_arrays
 
         return load_graph_arrays(d, n_rows=self.n_chunks)
+
+    def rows_above(self, max_sensitivity: str | None) -> np.ndarray:
+        """Bool per row: open (not RESTRICTED) rows a caller with ceiling ``max_sensitivity``
+        may not see — above it, or of a sensitivity it does not know (None: no row)."""
+        if max_sensitivity is None:
+            return np.zeros(self.n_chunks, dtype=bool)
+        from ragspine_core.records import SENSITIVITIES
+
+        level = str(max_sensitivity).strip().upper()
+        seen = SENSITIVITIES[: SENSITIVITIES.index(level) + 1] if level in SENSITIVITIES else ()
+        sens = np.char.upper(self.column("sensitivity"))
+        above: np.ndarray = ~np.isin(sens, np.asarray(seen, dtype=str)) & (sens != "RESTRICTED")
+        return above
+
+    def has_rows_above(self, max_sensitivity: str | None) -> bool:
+        """Whether the snapshot holds an open row above the ceiling (:meth:`rows_above`)."""
+        return bool(self.rows_above(max_sensitivity).any())
+
+    def lexical_for(self, max_sensitivity: str | None) -> "Library | LexicalStats":
+        """The BM25 indexes a caller with ceiling ``max_sensitivity`` is scored with: their
+        collection statistics (``N``, ``df``, ``avgdl``) cover the rows that caller may see.
+
+        None or ``INTERNAL``: this library's own indexes (statistics over its open rows).
+        ``PUBLIC``: the ``bm25_public`` indexes (statistics over the PUBLIC rows alone), or
+        this library's own when every open row is PUBLIC (the same statistics).
+
+        Raises:
+            IndexIncompatibleError: the snapshot holds INTERNAL rows but no ``bm25_public``
+                indexes (built before they existed): a PUBLIC caller's scores would depend on
+                INTERNAL text, so it is refused (fails closed) until ``bm25_index`` is re-materialized.
+        """
+        if max_sensitivity is None or str(max_sensitivity).upper() != "PUBLIC":
+            return self
+        if self._public_lexical is not None:
+            return self._public_lexical
+        d = self.artifact_path("bm25_public")
+        if d is None:
+            if not self.has_rows_above(max_sensitivity):
+                return self
+            raise IndexIncompatibleError(
+                f"{self.snapshot_dir}: this snapshot holds INTERNAL rows but no BM25 statistics over its PUBLIC rows "
+                "(bm25_public, added in 0.3), so a PUBLIC caller's scores would depend on INTERNAL text: re-materialize "
+                f"the bm25_index asset (and index_manifest) for {self.library_id!r}, e.g. `ragspine ingest data/raw/{self.library_id}`")
+        stats = LexicalStats.load(d, self)
+        with self._lock:
+            self._public_lexical = stats
+        return stats
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
@@ -421,6 +469,35 @@ class Library:
             self._embeddings = EmbeddingMatrix(emb["model_id"], int(emb["dim"]), vectors, rows)
         self._embeddings_loaded = True
         return self._embeddings
+
+
+@dataclass(frozen=True)
+class LexicalStats:
+    """BM25 indexes of a library's rows scored with another row set's statistics (the
+    attributes :class:`~ragspine_query.pipeline.channels.LexicalChannel` reads from a
+    :class:`Library`): the ``bm25_public`` artifact (:meth:`Library.lexical_for`)."""
+
+    analyzer: Analyzer
+    bm25: BM25Index
+    bm25_doc: BM25Index
+    bm25_blend: BM25Index
+    bm25_blend_own: np.ndarray
+    bm25_blend_weight: float
+    row_doc: np.ndarray
+
+    @classmethod
+    def load(cls, directory: Path, library: "Library") -> "LexicalStats":
+        bm25 = BM25Index.load(directory / schema.BM25_DIR)
+        doc = BM25Index.load(directory / schema.BM25_DOC_DIR)
+        blend_dir = directory / schema.BM25_BLEND_DIR
+        blend = BM25Index.load(blend_dir)
+        own = integrity.load_array(blend_dir, schema.BM25_BLEND_OWN)
+        where = f"{schema.BM25_PUBLIC_DIR}/"
+        if bm25.n_rows != library.n_chunks or blend.n_rows != library.n_chunks or doc.n_rows != library.bm25_doc.n_rows:
+            raise integrity.corrupt(library.snapshot_dir, where, f"holds {bm25.n_rows}/{blend.n_rows} chunk rows and "
+                                    f"{doc.n_rows} document rows, the snapshot {library.n_chunks} and {library.bm25_doc.n_rows}")
+        integrity.check_array(blend_dir, schema.BM25_BLEND_OWN, own, kind="iub", length=blend.postings.shape[0])
+        return cls(library.analyzer, bm25, doc, blend, own, _blend_weight(blend_dir), library.row_doc)
 
 
 def _blend_weight(blend_dir: Path) -> float:

@@ -219,7 +219,7 @@ class HybridRetriever:
         self._profile: LanguageProfile | None = None
         self._plans: dict[tuple[str, tuple[str, ...]], FusionPlan] = {}  # see fusion_plan
         self._row_language: np.ndarray | None = None
-        self._hidden: np.ndarray | None = None  # see hidden_mask
+        self._hidden: tuple[int, np.ndarray] | None = None  # (library generation, mask): see hidden_mask
 
     @property
     def language_profile(self) -> LanguageProfile:
@@ -296,14 +296,15 @@ class HybridRetriever:
     def hidden_mask(self) -> np.ndarray:
         """Rows this retriever never ranks for a caller: RESTRICTED ones and, under a
         ``max_sensitivity`` ceiling, every row above it or of an unknown sensitivity (fails closed)."""
-        if self._hidden is None:
+        generation = self.library.generation  # a newer snapshot withheld rows since: computed again
+        if self._hidden is None or self._hidden[0] != generation:
             hidden = self.library.restricted_mask()
             if self.config.max_sensitivity is not None:
                 seen = SENSITIVITIES[: SENSITIVITIES.index(self.config.max_sensitivity) + 1]
                 hidden = hidden | ~np.isin(np.char.upper(self.library.column("sensitivity")), np.asarray(seen))
                 hidden.setflags(write=False)
-            self._hidden = hidden
-        return self._hidden
+            self._hidden = (generation, hidden)
+        return self._hidden[1]
 
     def allowed_mask(
         self, filters: Mapping[str, Any] | Sequence[Predicate] | None, *, include_restricted: bool = True
@@ -440,7 +441,9 @@ class HybridRetriever:
         def detail() -> str:
             # counted over the rows the caller may see: the library's RESTRICTED rows are no number here
             n_all = self.library.n_chunks
-            if not include_restricted:
+            if self.config.max_sensitivity is not None:  # and, under a ceiling, the rows above it are none either
+                n_all -= int(np.count_nonzero(self.hidden_mask()))
+            elif not include_restricted:
                 n_all -= int(np.count_nonzero(self.library.restricted_mask()))
             return f"{n_all if allowed is None else int(np.count_nonzero(allowed))} of {n_all} rows allowed"
 

@@ -52,6 +52,10 @@ class LibraryRetriever(Source, Protocol):
         """Rows the filters allow (None = every row), RESTRICTED ones removed unless ``include_restricted``."""
         ...
 
+    def hidden_mask(self) -> np.ndarray:
+        """Rows never ranked for this retriever's caller (RESTRICTED, and above its ceiling)."""
+        ...
+
 
 def retrievers_of(source: object) -> list[LibraryRetriever]:
     """The one-library retrievers behind ``source`` (a multi-index's in library order; a

@@ -6,7 +6,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -58,6 +58,8 @@ def build_library_bm25(
     open_docs: Sequence[bool] | None = None,
     chunk_languages: Sequence[str] | None = None,
     doc_languages: Sequence[str] | None = None,
+    public_chunks: Sequence[bool] | None = None,
+    public_docs: Sequence[bool] | None = None,
 ) -> dict:
     """Write ``bm25/`` (one row per chunk), ``bm25_doc/`` (one row per document) and
     ``bm25_blend/`` (one row per chunk, impacts = chunk + ``DEFAULT_DOC_WEIGHT`` × document
@@ -69,6 +71,10 @@ def build_library_bm25(
     (:func:`~ragspine_core.lexical.bm25.build_bm25_from_counts`).
     ``chunk_languages`` / ``doc_languages``: each row's language, used when
     ``params.k1_by_language`` keeps each language's statistics apart.
+    ``public_chunks`` / ``public_docs`` (bool per row): the PUBLIC rows. When some open row
+    is not PUBLIC (an INTERNAL document), the same three indexes are written again under
+    ``bm25_public/`` with statistics over the PUBLIC rows alone: what a caller whose ceiling
+    is PUBLIC is scored with, so no INTERNAL text moves a score it sees (docs/serving.md).
 
     Returns summary statistics for materialization metadata.
     """
@@ -76,28 +82,51 @@ def build_library_bm25(
     # workers.py); only the postings are kept (bounded memory), merged in row order
     chunk_mask = None if open_chunks is None else np.asarray(open_chunks, dtype=bool)
     doc_mask = None if open_docs is None else np.asarray(open_docs, dtype=bool)
-    chunk_arrays = build_bm25_from_counts(_counted(chunk_texts, analyzer), params, stat_rows=chunk_mask,
-                                          row_languages=chunk_languages)
-    doc_arrays = build_bm25_from_counts(_counted(doc_texts, analyzer), params, stat_rows=doc_mask,
-                                        row_languages=doc_languages)
-    write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
-    np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, np.asarray(chunk_doc_rows, dtype=np.int32))
-    write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
-    (directory / schema.BM25_DOC_DIR / schema.BM25_DOC_IDS).write_text(json.dumps(list(doc_ids), ensure_ascii=False), encoding="utf-8")
-    blend, own = blend_bm25_arrays(chunk_arrays, doc_arrays, np.asarray(chunk_doc_rows, dtype=np.int64), DEFAULT_DOC_WEIGHT)
-    write_bm25_arrays(directory / schema.BM25_BLEND_DIR, blend, analyzer.id, doc_weight=DEFAULT_DOC_WEIGHT)
-    np.save(directory / schema.BM25_BLEND_DIR / schema.BM25_BLEND_OWN, own)
+    pub_chunks = None if public_chunks is None else np.asarray(public_chunks, dtype=bool)
+    pub_docs = None if public_docs is None else np.asarray(public_docs, dtype=bool)
+    # per-ceiling statistics are needed when the PUBLIC rows are not the open rows
+    per_ceiling = pub_chunks is not None and pub_docs is not None and not (
+        np.array_equal(pub_chunks, chunk_mask if chunk_mask is not None else np.ones_like(pub_chunks))
+        and np.array_equal(pub_docs, doc_mask if doc_mask is not None else np.ones_like(pub_docs)))
+    chunk_counts: Iterable[RowCounts] = _counted(chunk_texts, analyzer)
+    doc_counts: Iterable[RowCounts] = _counted(doc_texts, analyzer)
+    if per_ceiling:  # counted once, built twice
+        chunk_counts, doc_counts = list(chunk_counts), list(doc_counts)
+    row_doc = np.asarray(chunk_doc_rows, dtype=np.int32)
+    chunk_arrays = _write_field_indexes(directory, chunk_counts, doc_counts, row_doc, doc_ids, analyzer, params,
+                                        chunk_mask, doc_mask, chunk_languages, doc_languages)
+    if per_ceiling:
+        _write_field_indexes(directory / schema.BM25_PUBLIC_DIR, chunk_counts, doc_counts, row_doc, doc_ids, analyzer,
+                             params, pub_chunks, pub_docs, chunk_languages, doc_languages)
     return {
         "k1": params.k1,
         "b": params.b,
         **({"k1_by_language": dict(params.k1_by_language)} if params.k1_by_language else {}),
         "chunk_rows": chunk_arrays.n_rows,
-        "doc_rows": doc_arrays.n_rows,
+        "doc_rows": len(doc_ids),
         "vocab_size": len(chunk_arrays.tokens),
         "postings": int(chunk_arrays.postings.shape[0]),
         "tokens": int(chunk_arrays.doc_lengths.sum()),
         "avgdl": round(chunk_arrays.avgdl, 3),
+        "public_stats": bool(per_ceiling),
     }
+
+
+def _write_field_indexes(directory: Path, chunk_counts: Iterable[RowCounts], doc_counts: Iterable[RowCounts],
+                         row_doc: np.ndarray, doc_ids: Sequence[str], analyzer: Analyzer, params: BM25Params,
+                         chunk_mask: np.ndarray | None, doc_mask: np.ndarray | None,
+                         chunk_languages: Sequence[str] | None, doc_languages: Sequence[str] | None) -> BM25Arrays:
+    """``bm25/``, ``bm25_doc/`` and ``bm25_blend/`` under ``directory``, statistics over the masked rows."""
+    chunk_arrays = build_bm25_from_counts(chunk_counts, params, stat_rows=chunk_mask, row_languages=chunk_languages)
+    doc_arrays = build_bm25_from_counts(doc_counts, params, stat_rows=doc_mask, row_languages=doc_languages)
+    write_bm25_arrays(directory / schema.BM25_DIR, chunk_arrays, analyzer.id)
+    np.save(directory / schema.BM25_DIR / schema.BM25_ROW_DOC, row_doc)
+    write_bm25_arrays(directory / schema.BM25_DOC_DIR, doc_arrays, analyzer.id)
+    (directory / schema.BM25_DOC_DIR / schema.BM25_DOC_IDS).write_text(json.dumps(list(doc_ids), ensure_ascii=False), encoding="utf-8")
+    blend, own = blend_bm25_arrays(chunk_arrays, doc_arrays, row_doc.astype(np.int64), DEFAULT_DOC_WEIGHT)
+    write_bm25_arrays(directory / schema.BM25_BLEND_DIR, blend, analyzer.id, doc_weight=DEFAULT_DOC_WEIGHT)
+    np.save(directory / schema.BM25_BLEND_DIR / schema.BM25_BLEND_OWN, own)
+    return chunk_arrays
 
 
 #: Texts per counting task, and tasks needed before counting runs in worker processes.
@@ -130,8 +159,11 @@ class Bm25Ref:
 
     def artifact_paths(self) -> dict[str, Path]:
         """Artifact name (``schema.ARTIFACT_REGISTRY``) -> what publication copies."""
-        return {"bm25": Path(self.directory) / schema.BM25_DIR, "bm25_doc": Path(self.directory) / schema.BM25_DOC_DIR,
-                "bm25_blend": Path(self.directory) / schema.BM25_BLEND_DIR}
+        out = {"bm25": Path(self.directory) / schema.BM25_DIR, "bm25_doc": Path(self.directory) / schema.BM25_DOC_DIR,
+               "bm25_blend": Path(self.directory) / schema.BM25_BLEND_DIR}
+        if (Path(self.directory) / schema.BM25_PUBLIC_DIR).is_dir():  # per-ceiling statistics (INTERNAL rows present)
+            out["bm25_public"] = Path(self.directory) / schema.BM25_PUBLIC_DIR
+        return out
 
 
 def resolve_analyzer(docs: DocumentSet) -> str:
@@ -151,7 +183,9 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
     chunk_ids = table.column("chunk_id").to_pylist()
     doc_of_chunk = table.column("doc_id").to_pylist()
     texts = table.column("index_text").to_pylist()
-    open_chunks = [not is_restricted(x) for x in table.column("sensitivity").to_pylist()]
+    sensitivity = table.column("sensitivity").to_pylist()
+    open_chunks = [not is_restricted(x) for x in sensitivity]
+    public_chunks = [str(x).strip().upper() == "PUBLIC" for x in sensitivity]
     doc_ids = sorted(set(doc_of_chunk))
     doc_row = {d: i for i, d in enumerate(doc_ids)}
     by_id = {d.doc_id: d for d in docs.documents}
@@ -166,12 +200,14 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
     # a document is open when any of its chunks is (all of them are: sensitivity is per document)
     open_doc_rows = {doc_row[d] for d, shown in zip(doc_of_chunk, open_chunks) if shown}
     open_docs = [i in open_doc_rows for i in range(len(doc_ids))]
+    public_doc_rows = {doc_row[d] for d, shown in zip(doc_of_chunk, public_chunks) if shown}
+    public_docs = [i in public_doc_rows for i in range(len(doc_ids))]
     languages = None
     if params.k1_by_language:  # each row's language: its document's label (as the chunk store's)
         doc_language = {d: (by_id[d].language if d in by_id else "") or "en" for d in doc_ids}
         languages = ([doc_language[d] for d in doc_of_chunk], [doc_language[d] for d in doc_ids])
     key = [ref.content_hash, analyzer.id, params.k1, params.b, [sha256_json(t) for t in doc_texts],
-           ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows"]]
+           ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows", "public-rows"]]
     if params.k1_by_language:
         key.append(["stats-by-language", [list(x) for x in params.k1_by_language], sha256_json(languages)])
     h = sha256_json(key)
@@ -182,7 +218,7 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
         built = build_library_bm25(
             tmp, chunk_texts=texts, chunk_doc_rows=[doc_row[d] for d in doc_of_chunk],
             doc_ids=doc_ids, doc_texts=doc_texts, analyzer=analyzer, params=params,
-            open_chunks=open_chunks, open_docs=open_docs,
+            open_chunks=open_chunks, open_docs=open_docs, public_chunks=public_chunks, public_docs=public_docs,
             chunk_languages=languages[0] if languages else None, doc_languages=languages[1] if languages else None)
         (tmp / "stats.json").write_text(json.dumps(built, sort_keys=True), encoding="utf-8")
 

@@ -175,6 +175,10 @@ class CommunityChannel(Channel):
 def _community_factory(ctx: ChannelContext) -> "OnDemandChannel | None":
     if ctx.active_mode == "vector" or ctx.library.artifact_path("relation_graph") is None:
         return None
+    from ragspine_query.graph.graph_channel import graph_withheld
+
+    if graph_withheld(ctx):  # communities are the graph's: withheld from a caller below an open row
+        return None
     # only the global tier's queries run it (opened on first use)
     return OnDemandChannel("community", lambda: CommunityChannel(ctx.library) if load_communities(ctx.library) else None)
 

@@ -254,8 +254,24 @@ class GraphChannel(Channel):
                 + f"; passage seeds: top {self.config.passage_seeds} per channel; damping {self.config.damping}")
 
 
+def graph_withheld(ctx: ChannelContext) -> bool:
+    """Whether the relation graph is withheld from this retriever's caller: its ceiling
+    (``max_sensitivity``) is below an open row of the library. The graph's entities, their
+    specificity and its edges are built over every open row, so a walk over it could carry
+    what those rows say (docs/serving.md: per-ceiling graphs are not built)."""
+    ceiling = getattr(ctx.config, "max_sensitivity", None)
+    above = getattr(ctx.library, "has_rows_above", None)
+    return ceiling is not None and (above is None or bool(above(ceiling)))
+
+
 def _graph_factory(ctx: ChannelContext) -> "GraphChannel | OnDemandChannel | None":
     cfg = getattr(ctx.config, "graph", None) or GraphChannelConfig()
+    if graph_withheld(ctx):
+        if getattr(ctx.config, "mode", None) == "graph":
+            raise ConfigError(f"mode graph: the relation graph of library {ctx.library.library_id!r} is derived from "
+                              f"documents above this caller's ceiling ({ctx.config.max_sensitivity}), so it is not served "
+                              "to it; ask in mode auto, hybrid or bm25")
+        return None  # the multi-hop tier's on-demand graph channel is not built either
     if getattr(ctx.config, "mode", None) == "graph":
         return GraphChannel(ctx.library, doc_weight=ctx.config.doc_weight, backend=ctx.embedding_backend, config=cfg)
     if ctx.active_mode == "vector" or ctx.library.artifact_path("relation_graph") is None:

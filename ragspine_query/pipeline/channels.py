@@ -239,15 +239,18 @@ class LexicalChannel(Channel):
 
     name = "bm25"
 
-    def __init__(self, library: Any, doc_weight: float) -> None:
+    def __init__(self, library: Any, doc_weight: float, stats: Any = None) -> None:
         self.library = library
         self.doc_weight = float(doc_weight)
-        self._analyze = getattr(library.analyzer, "fn", library.analyzer)  # one call less per query
-        self._row_doc = np.asarray(library.row_doc)  # a plain view: memmap slicing is slow
-        blend = getattr(library, "bm25_blend", None)
+        #: the indexes it scores with (``stats``, e.g. :meth:`~ragspine_query.library.Library.lexical_for`
+        #: a caller's ceiling, else the library's own)
+        self.stats = lex = library if stats is None else stats
+        self._analyze = getattr(lex.analyzer, "fn", lex.analyzer)  # one call less per query
+        self._row_doc = np.asarray(lex.row_doc)  # a plain view: memmap slicing is slow
+        blend = getattr(lex, "bm25_blend", None)
         # the index-time blend serves only the weight it was built with
-        self._blend = blend if blend is not None and getattr(library, "bm25_blend_weight", None) == self.doc_weight else None
-        self._own: Any = np.asarray(library.bm25_blend_own) if self._blend is not None else None
+        self._blend = blend if blend is not None and getattr(lex, "bm25_blend_weight", None) == self.doc_weight else None
+        self._own: Any = np.asarray(lex.bm25_blend_own) if self._blend is not None else None
         self._all_own = terms_all_own(self._blend, self._own) if self._blend is not None else None  # type: ignore[arg-type]
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +259,7 @@ class LexicalChannel(Channel):
             found = search_blend_index(self._blend, self._own, tokens, depth, allowed=allowed, all_own=self._all_own)
             if found is not None:
                 return found
-        lib = self.library
+        lib = self.stats
         return search_blended(lib.bm25, lib.bm25_doc, self._row_doc, tokens, depth,
                               doc_weight=self.doc_weight, allowed=allowed)
 
@@ -343,7 +346,13 @@ def dense_channels(library: Any, backend: Any) -> list[DenseChannel]:
 
 
 def _bm25_factory(ctx: ChannelContext) -> Channel | None:
-    return None if ctx.active_mode == "vector" else LexicalChannel(ctx.library, ctx.config.doc_weight)
+    if ctx.active_mode == "vector":
+        return None
+    # a caller's ceiling: BM25 statistics over the rows it may see (Library.lexical_for)
+    ceiling = getattr(ctx.config, "max_sensitivity", None)
+    lexical_for = getattr(ctx.library, "lexical_for", None)
+    stats = lexical_for(ceiling) if (ceiling is not None and lexical_for is not None) else None
+    return LexicalChannel(ctx.library, ctx.config.doc_weight, stats)
 
 
 def _vector_factory(ctx: ChannelContext) -> list[DenseChannel] | None:

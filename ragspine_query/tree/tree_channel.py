@@ -98,8 +98,21 @@ def _top(scores: np.ndarray, ok: np.ndarray | None, k: int) -> np.ndarray:
     return idx[order][:k]
 
 
-def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | None, config: TreeConfig) -> TreeSearch:
-    """Rank leaf chunk rows through the tree (``config.mode``: collapsed or traversal)."""
+def barred_nodes(tree: SummaryTree, hidden_rows: np.ndarray) -> np.ndarray | None:
+    """Bool per node: its subtree covers a row of ``hidden_rows`` (bool per chunk row), so its
+    summary says something of a row the caller may not see. None when no leaf is hidden."""
+    hidden_leaf = np.asarray(hidden_rows, dtype=bool)[tree.leaf_rows]
+    if not tree.n_nodes or not hidden_leaf.any():
+        return None
+    seen = np.concatenate(([0], np.cumsum(hidden_leaf[tree.leaves_pos], dtype=np.int64)))
+    ip = np.asarray(tree.leaves_indptr, dtype=np.int64)
+    return (seen[ip[1:]] - seen[ip[:-1]]) > 0
+
+
+def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | None, config: TreeConfig,
+                barred: np.ndarray | None = None) -> TreeSearch:
+    """Rank leaf chunk rows through the tree (``config.mode``: collapsed or traversal).
+    ``barred`` (bool per node, :func:`barred_nodes`): nodes never ranked, walked or named."""
     tree = space.tree
     if depth <= 0 or tree.leaf_rows.size == 0:
         return TreeSearch(np.zeros(0, np.int64), np.zeros(0, np.float32), ())
@@ -112,6 +125,8 @@ def search_tree(space: _Space, query: str, depth: int, allowed: np.ndarray | Non
         node_ok = np.asarray(counts) > 0
     else:
         node_ok = None
+    if barred is not None:  # a node over a row above the caller's ceiling: not served, whatever the filters
+        node_ok = ~barred if node_ok is None else (node_ok & ~barred)
     rows: list[int] = []
     scores: list[float] = []
     via: list[str] = []
@@ -176,16 +191,20 @@ class TreeChannel(Channel):
     #: declared ability: rows are reached through summary nodes (``search_with_via`` gives each row's node)
     reaches_via = True
 
-    def __init__(self, library: Any, config: TreeConfig, embedding_backend: Any | None) -> None:
+    def __init__(self, library: Any, config: TreeConfig, embedding_backend: Any | None,
+                 max_sensitivity: str | None = None) -> None:
         tree = library.summary_tree()
         if tree is None:
             raise ConfigError(f"library {library.library_id!r} has no summary tree: materialize the summary_tree asset")
         self.library = library
         self.config = config
         self.space = _Space(library, tree, embedding_backend)
+        #: nodes over a row above the caller's ceiling (``max_sensitivity``): never served to it
+        rows_above = getattr(library, "rows_above", None)
+        self.barred = barred_nodes(tree, rows_above(max_sensitivity)) if (max_sensitivity and rows_above) else None
 
     def search_via(self, query: str, depth: int, allowed: np.ndarray | None) -> TreeSearch:
-        return search_tree(self.space, query, depth, allowed, self.config)
+        return search_tree(self.space, query, depth, allowed, self.config, self.barred)
 
     def search(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         found = self.search_via(query, depth, allowed)
@@ -224,7 +243,7 @@ def _tree_factory(ctx: ChannelContext) -> Channel | None:
     kind = tree.vector_kind.partition(":")[0]
     if kind == "embedding" and ctx.embedding_backend is None:
         return None  # an embedding-space tree needs the query embedded (BM25-only mode skips it)
-    return TreeChannel(ctx.library, config, ctx.embedding_backend)
+    return TreeChannel(ctx.library, config, ctx.embedding_backend, getattr(ctx.config, "max_sensitivity", None))
 
 
 class _TreeOn:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import asdict
 from typing import Any
@@ -31,6 +32,8 @@ from ragspine_tools.serve.service import Limits, RequestError, SearchService
 CONFIG_ENV = "RAGSPINE_SERVE_CONFIG"
 #: the largest request body accepted (a query is at most 4,096 characters)
 MAX_BODY_BYTES = 64 * 1024
+#: which worker process answered (``--workers N``): its process id, on every search and health answer
+WORKER_HEADER = "X-Ragspine-Worker"
 log = logging.getLogger("ragspine.serve")
 
 
@@ -46,7 +49,7 @@ class SearchBody(BaseModel):
                                                                      "as ragspine_query.filters (a preference the pipeline may drop when nothing matches)")
     mode: str | None = Field(default=None, description="auto|hybrid|vector|bm25|lexical|economy|graph (default: the service's)")
     top_k: int = Field(default=5, description="results to return (0..the service's max_top_k)")
-    explain: bool = Field(default=False, description="also return the per-stage trace (INTERNAL keys only)")
+    explain: bool = Field(default=False, description="also return the per-stage trace (counted over the rows the key may see)")
 
 
 def _key_of(request: Request) -> str | None:
@@ -102,7 +105,8 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
         # plain dicts and lists: no re-encoding pass; Server-Timing: the search itself, and the whole request
         return JSONResponse(out, headers={"Server-Timing": f"search;dur={timing['search'] * 1000:.1f}, "
-                                                           f"total;dur={(time.perf_counter() - t0) * 1000:.1f}"})
+                                                           f"total;dur={(time.perf_counter() - t0) * 1000:.1f}",
+                                          WORKER_HEADER: str(os.getpid())})
 
     @app.get("/v1/libraries", summary="the libraries this key may read: snapshot, counts, embedding, languages")
     async def libraries(request: Request) -> Any:
@@ -117,7 +121,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
 
     @app.get("/healthz", summary="liveness: the libraries are open")
     async def healthz() -> Any:
-        return {"status": "ok", "libraries": len(service.library_ids)}
+        return JSONResponse({"status": "ok", "libraries": len(service.library_ids)}, headers={WORKER_HEADER: str(os.getpid())})
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Any:

@@ -21,6 +21,7 @@ the candidate mask before any channel ranks (:meth:`~ragspine_query.retriever.Hy
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from ragspine_query.limits import MAX_QUERY_CHARS, check_query
 from ragspine_query.modes import normalize_mode
 from ragspine_query.retriever import check_top_k
 from ragspine_tools.serve.access import AccessDenied, Caller
+
+log = logging.getLogger("ragspine.serve")
 
 #: the modes a request may ask for (``ragspine query --mode``)
 MODES = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
@@ -81,6 +84,7 @@ class SearchService:
         self._pipelines: OrderedDict[tuple, Any] = OrderedDict()
         self._backends: dict[tuple[str, str], Any] = {}
         self._max_pipelines = max_pipelines
+        self._unwarmable: set[tuple[str, str, str, str]] = set()  # (library, snapshot, mode, ceiling) that failed to build
         for d in library_dirs:
             snap = resolve_snapshot_dir(d)  # raises a clear error for a folder with nothing published
             lib_root = Path(d)
@@ -190,7 +194,14 @@ class SearchService:
             lib = self.current(lib_id)
             for mode in modes:
                 for ceiling in ceilings:
-                    self._pipeline([lib], ceiling, mode)
+                    key = (lib_id, lib.snapshot_id, mode, ceiling)
+                    if key in self._unwarmable:
+                        continue
+                    try:
+                        self._pipeline([lib], ceiling, mode)
+                    except RagspineError as exc:  # this ceiling's requests get the error themselves (search)
+                        self._unwarmable.add(key)  # said once per snapshot, not at every watch tick
+                        log.warning("not warmed: the %s %s pipeline of %s: %s", ceiling, mode, lib_id, exc)
 
     def watch(self, interval_s: float = 0.5, modes: Sequence[str] = ("auto",),
               ceilings: Sequence[str] = ("PUBLIC", "INTERNAL")) -> threading.Event:
@@ -267,13 +278,16 @@ class SearchService:
         from ragspine_tools.query_command import result_object
 
         query, k, mode = self.check_request(query, top_k, mode, filters)
-        if explain and caller.max_sensitivity != SENSITIVITIES[1]:
-            # the trace counts every row of a stage; a lower ceiling gets the results only
-            raise AccessDenied(403, f"explain: the key {caller.name!r} (max_sensitivity {caller.max_sensitivity}) "
-                                    "may not read pipeline traces; ask without explain")
         ids = self.readable(caller, libraries)
         libs = [self.current(i) for i in ids]  # one snapshot per library for the whole request
-        pipeline = self._pipeline(libs, caller.max_sensitivity, mode)
+        try:
+            pipeline = self._pipeline(libs, caller.max_sensitivity, mode)
+        except ConfigError as exc:  # a mode this caller or library cannot run (e.g. graph above the ceiling)
+            raise RequestError(422, str(exc)) from None
+        except RagspineError as exc:  # e.g. a snapshot without the per-ceiling BM25 statistics (fails closed)
+            log.warning("cannot build the %s pipeline for %s: %s", caller.max_sensitivity, ", ".join(ids), exc)
+            raise RequestError(503, f"libraries {', '.join(ids)} cannot serve a {caller.max_sensitivity} key now "
+                                    "(the snapshot needs re-indexing; the service log says what to do)") from None
         try:
             snippets = pipeline.retrieve(query, filters=filters or None, top_k=k, explain=bool(explain))
         except RagspineError as exc:  # a filter on an unknown field, a bad operator, ...

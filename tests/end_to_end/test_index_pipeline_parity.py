@@ -65,7 +65,8 @@ def test_build_library_and_dagster_publish_the_same_snapshot(tmp_path):
     assert a["embedding"]["model_id"].startswith("deterministic"), "the library's _library.toml embedding wins"
     assert a["counts"]["embedded_chunks"] > 0
     assert set(a[schema.MANIFEST_ARTIFACT_SETS]) == {"chunks", "bm25", "bm25_doc", "bm25_blend", "embeddings", "glossary",
-                                                         "summary_tree", "relation_graph"}
+                                                         "summary_tree", "relation_graph",
+                                                         "bm25_public"}  # the sample holds INTERNAL rows
     for name, entry in a[schema.MANIFEST_ARTIFACT_SETS].items():
         spec = schema.ARTIFACT_REGISTRY[name]
         assert entry == {"path": spec.path, "asset": spec.asset}
