@@ -1,5 +1,6 @@
-"""PDF tables as tables (issue 38): a ruled table is written as a Markdown table under its
-header row, side-by-side tables are never interleaved, and the page citation stays."""
+"""Structure (issue 38): a ruled PDF table is written as a Markdown table under its
+header row, side-by-side tables are never interleaved, the page citation stays; a DOCX table
+nested in a cell and a text box are indexed, once each."""
 
 from __future__ import annotations
 
@@ -55,3 +56,39 @@ def test_a_pdf_table_is_cited_by_page_with_its_rows_under_the_header(tmp_path):
     late = chunk_with(chunks["fleet"], "| Vessel 29 |")
     assert late.text.startswith("| Vessel | Tonnage | Port |")  # a later group repeats the header row
     assert late.location["page"] in ("1", "2")
+
+
+def _docx_with_nested_table_and_text_box() -> bytes:
+    import docx
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    document.add_heading("Harbour report", level=1)
+    outer = document.add_table(rows=2, cols=2)
+    outer.cell(0, 0).text, outer.cell(0, 1).text, outer.cell(1, 0).text = "Site", "Cranes", "Rotterdam"
+    inner = outer.cell(1, 1).add_table(rows=2, cols=2)
+    for (r, c), text in {(0, 0): "Type", (0, 1): "Count", (1, 0): "Gantry", (1, 1): "12"}.items():
+        inner.cell(r, c).text = text
+    anchor = document.add_paragraph("The survey follows.")
+    box = ('<w:p><w:r><w:t>Dredging starts in May.</w:t></w:r></w:p><w:p><w:r><w:t>Buoys are relit.</w:t></w:r></w:p>')
+    # Word's shape: the DrawingML text box, and its VML copy for old readers in mc:Fallback
+    anchor._p.append(parse_xml(
+        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" xmlns:v="urn:schemas-microsoft-com:vml">'
+        f'<mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><w:txbxContent>{box}</w:txbxContent></w:drawing>'
+        f'</mc:Choice><mc:Fallback><w:pict><v:rect><v:textbox><w:txbxContent>{box}</w:txbxContent></v:textbox>'
+        '</v:rect></w:pict></mc:Fallback></mc:AlternateContent></w:r>'))
+    out = BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_docx_nested_tables_and_text_boxes_are_indexed_once(tmp_path):
+    pytest.importorskip("docx", reason="the 'formats' extra")
+    (tmp_path / "report.docx").write_bytes(_docx_with_nested_table_and_text_box())
+    result, docs, chunks = ingest(tmp_path)
+    assert not result.errors
+    assert docs["report"].body == ("# Harbour report\n\n| Site | Cranes |\n|---|---|\n| Rotterdam |  |\n\n"
+                                   "| Type | Count |\n|---|---|\n| Gantry | 12 |\n\nThe survey follows.\n\n"
+                                   "Dredging starts in May.\nBuoys are relit.")
+    assert chunk_with(chunks["report"], "Dredging").locator.startswith("report.docx#anchor=harbour-report")
