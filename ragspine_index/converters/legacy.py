@@ -303,6 +303,7 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
 _TEXT_CHARS, _TEXT_BYTES, _CSTRING = 0x0FA0, 0x0FA8, 0x0FBA
 _SLIDE, _NOTES, _MAIN_MASTER, _SLIDE_LIST, _SLIDE_PERSIST = 0x03EE, 0x03F0, 0x03F8, 0x0FF0, 0x03F3
 _HEADERS_FOOTERS = 0x0FD9
+_CRYPT_SESSION = 0x2F14  # CryptSession10Container: the deck is encrypted
 _MAX_DEPTH = 32
 
 
@@ -347,6 +348,9 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     def walk(start: int, end: int, depth: int) -> None:
         for kind, instance, s, e, container in _records(stream, start, end, depth):
             deadline.check(f"record at byte {s}")
+            if kind == _CRYPT_SESSION:
+                raise ConversionError("is an encrypted PowerPoint file (password-protected)",
+                                      "save an unprotected copy; encrypted files are not indexed", field="encrypted")
             if kind == _SLIDE_LIST and container:
                 current: list[str] | None = None
                 for k2, _, s2, e2, c2 in _records(stream, s, e, depth + 1):
