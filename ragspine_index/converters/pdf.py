@@ -166,7 +166,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 raw = other
                 second.note(number, "no text in pypdf")
             elif ocr.available():
-                raw = _ocr_page(pages[number - 1], number, deadline)
+                raw = _ocr_page(pages[number - 1], number, deadline, data)
                 if raw.strip():
                     ocred.append(number)
         texts.append(_page_text(raw))
@@ -197,25 +197,51 @@ def _pages_words(numbers: list[int], n_pages: int) -> str:
     return f"page{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
 
 
-def _ocr_page(page, number: int, deadline: Deadline) -> str:
-    """The OCR text of the images on a page with no text layer (a scanned page)."""
+def _ocr_page(page, number: int, deadline: Deadline, data: bytes = b"") -> str:
+    """The OCR text of the images on a page with no text layer (a scanned page). An image
+    pypdf cannot decode (JBIG2, a damaged stream) is read from the page rendered by PDFium
+    (pypdfium2, which pdfplumber brings) when it is installed."""
     try:
         images = list(page.images)
-    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
-        raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
-                              "re-scan or re-export the page") from exc
-    texts = []
-    for i, image in enumerate(images, start=1):
-        deadline.check(f"page {number}, image {i}")
-        try:
+        texts = []
+        for i, image in enumerate(images, start=1):
+            deadline.check(f"page {number}, image {i}")
             pil = image.image
-        except Exception as exc:  # noqa: BLE001 - as above
-            raise ConversionError(f"page {number}: image {i} cannot be decoded for OCR ({type(exc).__name__})",
+            if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
+                continue
+            texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
+        return "\n\n".join(t.strip() for t in texts if t.strip())
+    except ConversionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
+        rendered = _rendered_page(data, number) if data else None
+        if rendered is None:
+            raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
                                   "re-scan or re-export the page") from exc
-        if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
-            continue
-        texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
-    return "\n\n".join(t.strip() for t in texts if t.strip())
+        return ocr.ocr_image(ocr.png_of(rendered), deadline, f"page {number}").strip()
+
+
+_RENDER_DPI = 300
+
+
+def _rendered_page(data: bytes, number: int):
+    """Page ``number`` rendered by PDFium at 300 dpi (fewer when that would pass the OCR
+    pixel limit), ``None`` when pypdfium2 is not installed or cannot render it."""
+    try:
+        import pypdfium2
+    except ImportError:
+        return None
+    try:
+        document = pypdfium2.PdfDocument(data, password="")
+        try:
+            page = document[number - 1]
+            width, height = page.get_size()
+            scale = min(_RENDER_DPI / 72, (ocr.MAX_PIXELS / max(1.0, width * height)) ** 0.5)
+            return page.render(scale=scale).to_pil()
+        finally:
+            document.close()
+    except Exception:  # noqa: BLE001 - PDFium cannot render it either: the caller's error stands
+        return None
 
 
 _RULE_OPS = re.compile(rb"[\d.]\s+(?:re|l)\s")
