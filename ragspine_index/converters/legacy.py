@@ -7,7 +7,8 @@ each an OLE compound file read with olefile (BSD, pure Python) for its propertie
   footers, footnotes, comments, text boxes) are read for a sensitivity marking and not
   indexed. A file antiword cannot read (Word 6/95, fast-saved) is read by catdoc alone and
   says so in its ``converter`` field. Cited by character range.
-* ``.xls``: xlrd (BSD, pure Python), values only, like an XLSX: one ``## Sheet: <name>``
+* ``.xls``: xlrd (BSD, pure Python) on the ``Workbook`` stream olefile reads (Excel 5/95
+  ``Book`` streams and Excel 2-4's bare BIFF files too), values only, like an XLSX: one ``## Sheet: <name>``
   section per sheet, one region per row (``sheet=<name>&cells=A5:F5``); print headers and
   footers (BIFF ``HEADER``/``FOOTER`` records) are read for a marking.
 * ``.ppt``: the records of the ``PowerPoint Document`` stream ([MS-PPT]): each slide's text
@@ -122,6 +123,11 @@ def ole_properties(ole) -> tuple[tuple[str, str], ...]:
     if enabled - named:
         out.append((UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold"))
     return tuple(out)
+
+
+def _has(data: bytes, stream: str) -> bool:
+    """Whether the directory of the OLE file ``data`` names ``stream`` (a cheap look before opening)."""
+    return stream.encode("utf-16-le") in data
 
 
 def _title(props: tuple[tuple[str, str], ...]) -> str:
@@ -250,16 +256,25 @@ def _xls_cell(cell, datemode: int) -> str:
     return cell_text(cell.value)
 
 
+_BIFF_BOF = (b"\x09\x00", b"\x09\x02", b"\x09\x04", b"\x09\x08")  # BIFF2/3/4/5+ BOF records
+
+
 def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
     import xlrd
 
-    ole = _open(data, "Excel 97-2003 (.xls)", "Workbook")
-    props = ole_properties(ole)
-    stream = ole.openstream("Workbook").read()
-    ole.close()
+    if data[:2] in _BIFF_BOF:  # Excel 2-4 saved a bare BIFF stream, not an OLE file
+        props: tuple[tuple[str, str], ...] = ()
+        stream = data
+    else:
+        name = "Book" if _has(data, "Book") and not _has(data, "Workbook") else "Workbook"  # Book: Excel 5/95
+        ole = _open(data, "Excel 97-2003 (.xls)", name)
+        props = ole_properties(ole)
+        stream = ole.openstream(name).read()
+        ole.close()
     deadline = Deadline(limits.seconds)
-    try:
-        book = xlrd.open_workbook(file_contents=data, on_demand=True, logfile=open(os.devnull, "w"))
+    try:  # the stream olefile read (it reads containers xlrd's own OLE reader refuses)
+        book = xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
+                                  ignore_workbook_corruption=True)
     except xlrd.XLRDError as exc:
         if "encrypted" in str(exc).lower():
             raise ConversionError("is an encrypted Excel file (password-protected)",
