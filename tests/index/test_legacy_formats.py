@@ -93,3 +93,14 @@ def test_encrypted_damaged_and_misnamed_legacy_files_are_located_errors(tmp_path
     assert "cut.xls" in errors["cut.xls"]
     assert "with no Workbook stream" in errors["deck.xls"]
     assert "not an OLE compound file" in errors["plain.ppt"]
+
+
+def test_without_antiword_doc_files_are_skipped_with_the_install_command(tmp_path, monkeypatch):
+    pytest.importorskip("olefile", reason="the 'formats' extra")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    (tmp_path / "lib").mkdir()
+    copy(tmp_path / "lib", "memo.doc", "deck.ppt")
+    result = parse_library(tmp_path / "lib")
+    assert result.skipped == ("memo.doc",) and [d.doc_id for d in result.documents] == ["deck"]
+    assert any("DOC files are skipped: reading them needs the antiword and catdoc programs (apt-get install antiword "
+               "catdoc)" in note for note in result.notes), result.notes
