@@ -113,7 +113,9 @@ class _AllText(html.parser.HTMLParser):
             self.parts.append(data)
 
 
-def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...]) -> str:
+def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, skip_shared: bool = False) -> str:
+    """The text of the ``tags`` elements in the package's ``members``; ``skip_shared``: not the
+    ``<v>`` of a shared-string cell (``t="s"``: its value is an index into the shared strings)."""
     from defusedxml.ElementTree import fromstring
 
     out: list[str] = []
@@ -121,7 +123,14 @@ def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...]) -> str
         for name in sorted(archive.namelist()):
             if any(re.fullmatch(m, name) for m in members):
                 root = fromstring(archive.read(name))
-                out.extend((el.text or "") + " " for el in root.iter() if el.tag.rsplit("}", 1)[-1] in tags)
+                for el in root.iter():
+                    if skip_shared and el.tag.rsplit("}", 1)[-1] == "c" and el.get("t") == "s":
+                        continue
+                    if skip_shared:
+                        out.extend((v.text or "") + " " for v in el if v.tag.rsplit("}", 1)[-1] in tags) \
+                            if el.tag.rsplit("}", 1)[-1] == "c" else []
+                    elif el.tag.rsplit("}", 1)[-1] in tags:
+                        out.append((el.text or "") + " ")
     return "".join(out)
 
 
@@ -137,12 +146,14 @@ def _program_text(args: list[str], data: bytes, suffix: str) -> str | None:
 
     if shutil.which(args[0]) is None:
         return None
-    with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
-        handle.write(data)
-        handle.flush()
-        done = subprocess.run([*args, handle.name], capture_output=True, timeout=60, check=False,
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "document" + suffix)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        done = subprocess.run([*args, path], capture_output=True, timeout=60, check=False,
                               env={**os.environ, "LC_ALL": "C.UTF-8"})
-    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 and done.stdout.strip() else None
+    text = done.stdout.decode("utf-8", "replace").replace(path, " ")  # catppt may print the file's path
+    return text if done.returncode == 0 and text.strip() else None
 
 
 def reference_text(data: bytes, suffix: str) -> str | None:
@@ -156,8 +167,9 @@ def reference_text(data: bytes, suffix: str) -> str | None:
             return _xml_text(data, [r"word/document\.xml"], ("t",))
         if suffix == ".pptx":
             return _xml_text(data, [r"ppt/slides/slide\d+\.xml", r"ppt/notesSlides/notesSlide\d+\.xml"], ("t",))
-        if suffix == ".xlsx":
-            return _xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t", "v"))
+        if suffix == ".xlsx":  # shared strings, inline strings and the values of cells that are not one
+            return (_xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t",))
+                    + _xml_text(data, [r"xl/worksheets/sheet\d+\.xml"], ("v",), skip_shared=True))
         if suffix in (".odt", ".ods", ".odp"):
             return _xml_text(data, [r"content\.xml"], ("p", "h", "span", "a"))
         if suffix in (".html", ".htm"):
