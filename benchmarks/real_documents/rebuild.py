@@ -9,8 +9,9 @@ Each row of ``files.tsv`` is ``repo  commit  path  sha256  bytes``. A file is re
 ``OUT/.clones``. Every file's sha256 is checked; the set is written to
 ``OUT/<owner>+<name>/<path>``. Then: ``ragspine bench --documents OUT``.
 
-``--list`` writes ``files.tsv`` anew from the mirrors (the suffixes below, the repos in
-``REPOS``), for maintainers.
+``--list`` adds to ``files.tsv`` the files of the repos in ``REPOS`` it does not list yet,
+from the mirrors (the suffixes below, under each repo's folder, every N-th file in path
+order where a corpus is large), for maintainers; rows already listed keep their commit.
 """
 
 from __future__ import annotations
@@ -24,9 +25,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 LIST = HERE / "files.tsv"
 #: The corpora (not Unstructured-IO's example-docs, kept for an independent check).
-REPOS = ("py-pdf/sample-files", "python-openxml/python-docx", "scanny/python-pptx", "pdfminer/pdfminer.six")
+#: repo -> (folder, every N-th file): textract's test documents (one text in every format a
+#: user has, images and legacy Office included), xlrd's sample workbooks, and every 10th
+#: file of Apache POI's test-data (Office files from bug reports: legacy .doc/.xls/.ppt,
+#: Outlook .msg, OOXML; many deliberately damaged or encrypted).
+REPOS = {"py-pdf/sample-files": ("", 1), "python-openxml/python-docx": ("", 1), "scanny/python-pptx": ("", 1),
+         "pdfminer/pdfminer.six": ("", 1), "deanmalmgren/textract": ("tests", 1),
+         "python-excel/xlrd": ("tests/samples", 1), "apache/poi": ("test-data", 10)}
 SUFFIXES = (".pdf", ".docx", ".pptx", ".xlsx", ".html", ".htm", ".csv", ".odt", ".ods", ".odp", ".rtf", ".epub",
-            ".eml", ".msg")
+            ".eml", ".msg", ".doc", ".xls", ".ppt")
+#: Images (OCR) are listed from the repos added with them (the first four were listed without).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+_WITHOUT_IMAGES = ("py-pdf/sample-files", "python-openxml/python-docx", "scanny/python-pptx", "pdfminer/pdfminer.six")
 MAX_BYTES = 20 * 1024 * 1024
 
 
@@ -45,15 +55,22 @@ def _repo_dir(repo: str, mirrors: Path | None, out: Path) -> Path:
 
 
 def write_list(mirrors: Path) -> int:
-    rows = []
-    for repo in REPOS:
+    rows = LIST.read_text(encoding="utf-8").splitlines()[1:] if LIST.exists() else []
+    listed = {row.split("\t", 1)[0] for row in rows}
+    for repo, (under, every) in REPOS.items():
+        if repo in listed:
+            continue
         repo_dir = mirrors / repo.replace("/", "+") / "repo"
         commit = _git(repo_dir, "rev-parse", "HEAD").decode().strip()
-        for line in _git(repo_dir, "ls-tree", "-r", "-l", commit).decode("utf-8", "replace").splitlines():
+        suffixes = SUFFIXES + (() if repo in _WITHOUT_IMAGES else IMAGE_SUFFIXES)
+        candidates = []
+        for line in _git(repo_dir, "ls-tree", "-r", "-l", commit, *([under] if under else [])).decode(
+                "utf-8", "replace").splitlines():
             meta, path = line.split("\t", 1)
             size = meta.split()[3]
-            if not path.lower().endswith(SUFFIXES) or not size.isdigit() or int(size) > MAX_BYTES:
-                continue
+            if path.lower().endswith(suffixes) and size.isdigit() and int(size) <= MAX_BYTES:
+                candidates.append(path)
+        for path in sorted(candidates)[::every]:
             data = _git(repo_dir, "show", f"{commit}:{path}")
             if data.startswith(b"version https://git-lfs"):
                 continue

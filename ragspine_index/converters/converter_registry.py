@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from importlib import import_module
 from typing import Callable
 
-from ragspine_index.converters import csv, docx, eml, epub, html, image, msg, ocr, odf, pdf, pptx, rtf, xlsx
+from ragspine_index.converters import csv, docx, eml, epub, html, image, legacy, msg, ocr, odf, pdf, pptx, rtf, xlsx
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
 
 FORMATS_EXTRA = "formats"
@@ -99,6 +99,10 @@ FORMATS: tuple[Format, ...] = (
     Format("epub", (".epub",), epub.VERSION, epub.EXTRA_MODULE, epub.convert_epub),
     Format("image", (".png", ".jpg", ".jpeg"), image.VERSION, image.EXTRA_MODULE, image.convert_image,
            engine=ocr.available, engine_hint=f"OCR, the tesseract program ({ocr.INSTALL_HINT})"),
+    Format("doc", (".doc",), legacy.VERSION, legacy.EXTRA_MODULE, legacy.convert_doc,
+           engine=legacy.doc_engine_available, engine_hint=f"the antiword and catdoc programs ({legacy.DOC_INSTALL_HINT})"),
+    Format("xls", (".xls",), legacy.VERSION, legacy.XLS_MODULE, legacy.convert_xls),
+    Format("ppt", (".ppt",), legacy.VERSION, legacy.EXTRA_MODULE, legacy.convert_ppt),
 )
 FORMAT_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 CONVERTED_SUFFIXES = tuple(FORMAT_BY_SUFFIX)

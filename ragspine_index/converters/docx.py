@@ -1,6 +1,11 @@
 """DOCX → Markdown-shaped text with python-docx (MIT): headings as ``#``, list items as
 ``- ``, tables as Markdown tables; one region per heading section (``anchor=<slug>``).
 
+A table inside a table cell (which python-docx's cell text leaves out) is written as a
+table of its own after the table that holds it; the text of a text box (``w:txbxContent``,
+read once: Word stores a VML copy in ``mc:Fallback``) is a paragraph after the paragraph
+that anchors it.
+
 Page headers and footers (every variant, with their tables and text boxes), watermarks,
 text boxes, content controls and tracked changes are read for a sensitivity marking
 (:mod:`.markings`). Macros (``.docm``) are never run: python-docx reads XML parts only, and a
@@ -16,7 +21,7 @@ from ragspine_index.converters.markings import docx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "4"  # 2: tables in whole-row groups under their header (issue 36); 3/4: + normalised text, outline headings, merged cells once (issue 38)
+VERSION = "5"  # 2: tables in whole-row groups under their header (issue 36); 3/4: + normalised text, outline headings, merged cells once; 5: nested tables and text boxes indexed (issue 38)
 EXTRA_MODULE = "docx"
 
 
@@ -50,13 +55,18 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
         if n % 200 == 0:
             deadline.check(f"block {n + 1}")
         if isinstance(block, Table):
-            table = markdown_table(_table_rows(block), group_chars=TABLE_GROUP_CHARS)
-            if table:
-                section.append(table)
+            for rows in _tables_in(block):
+                table = markdown_table(rows, group_chars=TABLE_GROUP_CHARS)
+                if table:
+                    section.append(table)
             in_list = False
             continue
         text = clean_line(block.text)
+        boxes = _text_boxes(block._p)
         if not text:
+            if boxes:
+                section.extend(boxes)
+                in_list = False
             continue
         style = _style_name(block, style_names)
         level = _heading_level(style) or _outline_level(block, style_outline)
@@ -74,6 +84,9 @@ def convert_docx(data: bytes, limits: ConversionLimits) -> Converted:
             in_list = True
         else:
             section.append(text)
+            in_list = False
+        if boxes:
+            section.extend(boxes)
             in_list = False
     flush()
     props = package_properties(data)
@@ -95,6 +108,50 @@ def _heading_level(name: str) -> int:
         digits = name[len("Heading"):].strip()
         return min(int(digits), 6) if digits.isdigit() and int(digits) > 0 else 1
     return 0
+
+
+_MAX_NESTING = 8
+
+
+def _tables_in(table, depth: int = 0) -> list[list[list[str]]]:
+    """The table's rows, then the rows of each table nested in its cells (depth first)."""
+    out = [_table_rows(table)]
+    if depth >= _MAX_NESTING:
+        return out
+    seen: set[int] = set()
+    alive = []
+    for row in table.rows:
+        for cell in row.cells:
+            alive.append(cell._tc)
+            if id(cell._tc) in seen:
+                continue
+            seen.add(id(cell._tc))
+            for inner in cell.tables:
+                out += _tables_in(inner, depth + 1)
+    return out
+
+
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+
+
+def _text_boxes(paragraph) -> list[str]:
+    """The text of each text box anchored in ``paragraph`` (outermost boxes, not the VML
+    copy in ``mc:Fallback``), one block per box, its paragraphs on lines."""
+    out = []
+    for box in paragraph.iter(f"{_W}txbxContent"):
+        parent, skip = box.getparent(), False
+        while parent is not None and parent is not paragraph:
+            if parent.tag in (_MC_FALLBACK, f"{_W}txbxContent"):
+                skip = True
+                break
+            parent = parent.getparent()
+        if skip:
+            continue
+        lines = [clean_line("".join(t.text or "" for t in p.iter(f"{_W}t"))) for p in box.iter(f"{_W}p")]
+        text = "\n".join(line for line in lines if line)
+        if text:
+            out.append(text)
+    return out
 
 
 def _table_rows(table) -> list[list[str]]:

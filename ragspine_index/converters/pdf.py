@@ -19,6 +19,12 @@ no text in either engine but images (a scanned page) is read by OCR (:mod:`.ocr`
 Tesseract) when it is installed, and the ``converter`` field names the pages; without it
 a PDF with no text at all is an error that says OCR is not available. JavaScript, forms and links
 in a PDF are never run or followed: only the text operators are read.
+A page whose content stream draws rules (rectangles, lines) is read by pdfplumber (MIT, on
+pdfminer.six) for ruled tables when it is installed: each table of at least 2 rows and 2
+columns is written as a Markdown table (its first row the header, in groups of whole rows
+that repeat it, as DOCX/XLSX tables are), the page's other text by pdfplumber around it in
+reading order from the top, so two side-by-side tables are never interleaved; the
+``converter`` field names those pages. Tables without rules are left as text lines.
 The info dictionary (any value type), the XMP metadata packet and the page annotations
 (rubber stamps, comments, form field values) are read for a sensitivity marking.
 """
@@ -37,7 +43,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "5"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37)
+VERSION = "6"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38)
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -129,6 +135,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     out = TextBuilder(limits)
     marks: list[tuple[str, str]] = []
     second = _SecondEngine(data)
+    tables = _Tables(data)
     ocred: list[int] = []
     texts: list[str] = []
     for number in range(1, n_pages + 1):
@@ -149,13 +156,17 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 if other is not None and other.strip() and _badness(other) < _badness(raw) / 2:
                     raw = other
                     second.note(number, "garbled in pypdf")
+        if raw.strip() and _ruled(pages[number - 1]):
+            with_tables = tables.page(number, deadline)
+            if with_tables:
+                raw = with_tables
         if not raw.strip():
             other = second.page(number)
             if other and other.strip():
                 raw = other
                 second.note(number, "no text in pypdf")
             elif ocr.available():
-                raw = _ocr_page(pages[number - 1], number, deadline)
+                raw = _ocr_page(pages[number - 1], number, deadline, data)
                 if raw.strip():
                     ocred.append(number)
         texts.append(_page_text(raw))
@@ -174,7 +185,8 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
             f"install it ({ocr.INSTALL_HINT}), or index a copy with a text layer", field="ocr")
     properties = _properties(reader) + _xmp_properties(reader)
     title = next((v for k, v in properties if k == "Title"), "")
-    notes = [second.summary()] + ([f"OCR by {ocr.lineage()}: {_pages_words(ocred, n_pages)}"] if ocred else [])
+    tables.close()
+    notes = [second.summary(), tables.summary()] + ([f"OCR by {ocr.lineage()}: {_pages_words(ocred, n_pages)}"] if ocred else [])
     return Converted(text=text, regions=tuple(out.regions), properties=properties, header_lines=running,
                      title=title, engine_note="; ".join(n for n in notes if n), marking_lines=tuple(marks))
 
@@ -185,25 +197,139 @@ def _pages_words(numbers: list[int], n_pages: int) -> str:
     return f"page{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
 
 
-def _ocr_page(page, number: int, deadline: Deadline) -> str:
-    """The OCR text of the images on a page with no text layer (a scanned page)."""
+def _ocr_page(page, number: int, deadline: Deadline, data: bytes = b"") -> str:
+    """The OCR text of the images on a page with no text layer (a scanned page). An image
+    pypdf cannot decode (JBIG2, a damaged stream) is read from the page rendered by PDFium
+    (pypdfium2, which pdfplumber brings) when it is installed."""
     try:
         images = list(page.images)
-    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
-        raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
-                              "re-scan or re-export the page") from exc
-    texts = []
-    for i, image in enumerate(images, start=1):
-        deadline.check(f"page {number}, image {i}")
-        try:
+        texts = []
+        for i, image in enumerate(images, start=1):
+            deadline.check(f"page {number}, image {i}")
             pil = image.image
-        except Exception as exc:  # noqa: BLE001 - as above
-            raise ConversionError(f"page {number}: image {i} cannot be decoded for OCR ({type(exc).__name__})",
+            if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
+                continue
+            texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
+        return "\n\n".join(t.strip() for t in texts if t.strip())
+    except ConversionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged image stream may raise anything in pypdf/Pillow
+        rendered = _rendered_page(data, number) if data else None
+        if rendered is None:
+            raise ConversionError(f"page {number}: its images cannot be decoded for OCR ({type(exc).__name__})",
                                   "re-scan or re-export the page") from exc
-        if pil is None or min(pil.size) < 16:  # a rule, a bullet: nothing to read
-            continue
-        texts.append(ocr.ocr_image(ocr.png_of(pil), deadline, f"page {number}"))
-    return "\n\n".join(t.strip() for t in texts if t.strip())
+        return ocr.ocr_image(ocr.png_of(rendered), deadline, f"page {number}").strip()
+
+
+_RENDER_DPI = 300
+
+
+def _rendered_page(data: bytes, number: int):
+    """Page ``number`` rendered by PDFium at 300 dpi (fewer when that would pass the OCR
+    pixel limit), ``None`` when pypdfium2 is not installed or cannot render it."""
+    try:
+        import pypdfium2
+    except ImportError:
+        return None
+    try:
+        document = pypdfium2.PdfDocument(data, password="")
+        try:
+            page = document[number - 1]
+            width, height = page.get_size()
+            scale = min(_RENDER_DPI / 72, (ocr.MAX_PIXELS / max(1.0, width * height)) ** 0.5)
+            return page.render(scale=scale).to_pil()
+        finally:
+            document.close()
+    except Exception:  # noqa: BLE001 - PDFium cannot render it either: the caller's error stands
+        return None
+
+
+_RULE_OPS = re.compile(rb"[\d.]\s+(?:re|l)\s")
+_MIN_RULES = 6
+_MAX_CONTENT_BYTES = 8 * 1024 * 1024
+
+
+def _ruled(page) -> bool:
+    """Whether the page's content stream draws at least a few rectangles or lines (a table's
+    rules): cheap, so pdfplumber runs only where a ruled table can be."""
+    try:
+        contents = page.get_contents()
+        raw = contents.get_data() if contents is not None else b""
+    except (*_READ_ERRORS, Exception):  # noqa: BLE001 - a damaged stream: no tables, the text stays
+        return False
+    return len(raw) <= _MAX_CONTENT_BYTES and len(_RULE_OPS.findall(raw)) >= _MIN_RULES
+
+
+class _Tables:
+    """pdfplumber, opened only when a page has rules; the pages it wrote tables for."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pdf: Any = None
+        self._failed = False
+        self.numbers: list[int] = []
+
+    def page(self, number: int, deadline: Deadline) -> str | None:
+        """The page's text with its ruled tables as Markdown tables, ``None`` when it has
+        none (or pdfplumber is not installed, or cannot read the page)."""
+        if self._failed:
+            return None
+        try:
+            if self._pdf is None:
+                import pdfplumber
+
+                self._pdf = pdfplumber.open(BytesIO(self._data), password="")
+            text = _page_with_tables(self._pdf.pages[number - 1], deadline)
+        except ImportError:
+            self._failed = True
+            return None
+        except ConversionError:
+            raise
+        except Exception:  # noqa: BLE001 - pdfplumber cannot read this page: its pypdf text stays
+            return None
+        if text is not None:
+            self.numbers.append(number)
+        return text
+
+    def close(self) -> None:
+        if self._pdf is not None:
+            self._pdf.close()
+
+    def summary(self) -> str:
+        if not self.numbers:
+            return ""
+        from importlib.metadata import version
+
+        pages = ", ".join(map(str, self.numbers))
+        return f"pdfplumber {version('pdfplumber')}: tables on page{'s' if len(self.numbers) > 1 else ''} {pages}"
+
+
+def _page_with_tables(page, deadline: Deadline) -> str | None:
+    from ragspine_index.converters.converted import TABLE_GROUP_CHARS, markdown_table
+
+    found = []
+    for table in page.find_tables():
+        rows = [[clean_line(c or "") for c in row] for row in table.extract()]
+        rows = [row for row in rows if any(row)]
+        if len(rows) >= 2 and max(len(r) for r in rows) >= 2 and sum(1 for r in rows if sum(map(bool, r)) >= 2) >= 2:
+            found.append((table.bbox, rows))
+    deadline.check(f"tables on page {page.page_number}")
+    if not found:
+        return None
+    boxes = [bbox for bbox, _ in found]
+
+    def outside(obj) -> bool:
+        x = (obj["x0"] + obj["x1"]) / 2
+        y = (obj["top"] + obj["bottom"]) / 2
+        return not any(x0 <= x <= x1 and top <= y <= bottom for x0, top, x1, bottom in boxes)
+
+    placed: list[tuple[float, float, str]] = []
+    for line in page.filter(outside).extract_text_lines():
+        placed.append((line["top"], line["x0"], line["text"]))
+    for (x0, top, _, _), rows in found:
+        placed.append((top, x0, "\n" + markdown_table(rows, group_chars=TABLE_GROUP_CHARS) + "\n"))
+    placed.sort(key=lambda item: (round(item[0]), item[1]))
+    return "\n".join(text for _, _, text in placed)
 
 
 def _open_with_empty_password(reader) -> bool:
@@ -339,6 +465,8 @@ def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
         return pages, ()
 
     def is_running(line: str, outermost: bool) -> bool:
+        if line.lstrip().startswith("|"):  # a table row (a header repeated on each page) is content
+            return False
         return (_running_key(line, masked=False) in running
                 or outermost and _running_key(line, masked=True) in numbered)
 

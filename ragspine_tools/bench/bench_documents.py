@@ -55,6 +55,13 @@ class FileResult:
     left_in_text: int = 0
     in_reference: int = 0
     problem: str = ""
+    #: The error's field: ``body`` (nothing to publish: an empty file, or images OCR reads
+    #: nothing in) and ``encrypted`` (needs a password) are counted apart in the bar.
+    field: str = ""
+
+
+#: Error fields that mean the file holds nothing to publish without its owner's help.
+NOTHING_TO_PUBLISH = ("body", "encrypted")
 
 
 @dataclass
@@ -72,6 +79,7 @@ class FormatSummary:
     pages_per_s: float | None = None
     left_in_text: int = 0
     in_reference: int = 0
+    nothing_to_publish: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -105,7 +113,9 @@ class _AllText(html.parser.HTMLParser):
             self.parts.append(data)
 
 
-def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...]) -> str:
+def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, skip_shared: bool = False) -> str:
+    """The text of the ``tags`` elements in the package's ``members``; ``skip_shared``: not the
+    ``<v>`` of a shared-string cell (``t="s"``: its value is an index into the shared strings)."""
     from defusedxml.ElementTree import fromstring
 
     out: list[str] = []
@@ -113,8 +123,37 @@ def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...]) -> str
         for name in sorted(archive.namelist()):
             if any(re.fullmatch(m, name) for m in members):
                 root = fromstring(archive.read(name))
-                out.extend((el.text or "") + " " for el in root.iter() if el.tag.rsplit("}", 1)[-1] in tags)
+                for el in root.iter():
+                    if skip_shared and el.tag.rsplit("}", 1)[-1] == "c" and el.get("t") == "s":
+                        continue
+                    if skip_shared:
+                        out.extend((v.text or "") + " " for v in el if v.tag.rsplit("}", 1)[-1] in tags) \
+                            if el.tag.rsplit("}", 1)[-1] == "c" else []
+                    elif el.tag.rsplit("}", 1)[-1] in tags:
+                        out.append((el.text or "") + " ")
     return "".join(out)
+
+
+_LEGACY_REFERENCE = {".doc": ["catdoc", "-d", "utf-8", "-w"], ".xls": ["xls2csv", "-d", "utf-8"],
+                     ".ppt": ["catppt", "-d", "utf-8"]}
+
+
+def _program_text(args: list[str], data: bytes, suffix: str) -> str | None:
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which(args[0]) is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "document" + suffix)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        done = subprocess.run([*args, path], capture_output=True, timeout=60, check=False,
+                              env={**os.environ, "LC_ALL": "C.UTF-8"})
+    text = done.stdout.decode("utf-8", "replace").replace(path, " ")  # catppt may print the file's path
+    return text if done.returncode == 0 and text.strip() else None
 
 
 def reference_text(data: bytes, suffix: str) -> str | None:
@@ -128,8 +167,9 @@ def reference_text(data: bytes, suffix: str) -> str | None:
             return _xml_text(data, [r"word/document\.xml"], ("t",))
         if suffix == ".pptx":
             return _xml_text(data, [r"ppt/slides/slide\d+\.xml", r"ppt/notesSlides/notesSlide\d+\.xml"], ("t",))
-        if suffix == ".xlsx":
-            return _xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t", "v"))
+        if suffix == ".xlsx":  # shared strings, inline strings and the values of cells that are not one
+            return (_xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t",))
+                    + _xml_text(data, [r"xl/worksheets/sheet\d+\.xml"], ("v",), skip_shared=True))
         if suffix in (".odt", ".ods", ".odp"):
             return _xml_text(data, [r"content\.xml"], ("p", "h", "span", "a"))
         if suffix in (".html", ".htm"):
@@ -138,6 +178,8 @@ def reference_text(data: bytes, suffix: str) -> str | None:
             return " ".join(parser.parts)
         if suffix in (".csv", *_TEXT_SUFFIXES):
             return data.decode("utf-8", "replace")
+        if suffix in _LEGACY_REFERENCE:  # catdoc's tools: .doc bodies are antiword's, .xls xlrd's, .ppt records'
+            return _program_text(_LEGACY_REFERENCE[suffix], data, suffix)
     except Exception:  # noqa: BLE001 - a file the reference cannot read is measured without it
         return None
     return None
@@ -180,7 +222,8 @@ def run(root: Path, *, seconds: float | None = None) -> tuple[list[FileResult], 
                     converted = process.convert(data, suffix) if process else convert_bytes(data, suffix, limits)
                     text, regions, note = converted.text, converted.regions, converted.engine_note
             except ConversionError as exc:
-                results.append(FileResult(rel, name, "errored", time.perf_counter() - start, problem=exc.problem))
+                results.append(FileResult(rel, name, "errored", time.perf_counter() - start, problem=exc.problem,
+                                          field=exc.field))
                 continue
             elapsed = time.perf_counter() - start
             pages = len({f.split("&")[0] for _, _, f in regions if f.startswith(("page=", "slide="))}) or 1
@@ -205,6 +248,7 @@ def summarize(results: list[FileResult]) -> list[FormatSummary]:
         s.seconds += r.seconds
         s.left_in_text += r.left_in_text
         s.in_reference += r.in_reference
+        s.nothing_to_publish += r.status == "errored" and r.field in NOTHING_TO_PUBLISH
         if r.problem and len(s.problems) < 5:
             s.problems.append(f"{r.path}: {r.problem}")
     for s in by.values():
@@ -233,6 +277,11 @@ def markdown(summary: list[FormatSummary], root: str) -> str:
     published = sum(s.published for s in summary)
     if total:
         lines += ["", f"published {published} of {total} files of supported types ({published / total:.1%})"]
+        nothing = sum(s.nothing_to_publish for s in summary)
+        if nothing and total > nothing:
+            lines += [f"published {published} of {total - nothing} files with something to publish "
+                      f"({published / (total - nothing):.1%}; {nothing} errored files have no text "
+                      "at all or need a password)"]
     problems = [p for s in summary for p in s.problems]
     if problems:
         lines += ["", "first problems per format:"] + [f"- {p}" for p in problems]

@@ -25,6 +25,7 @@ def test_bench_documents_reports_each_format(tmp_path):
     (docs / "sub" / "memo.docx").write_bytes(writers.write_docx("# Memo\n\nThe crane order was signed in May "
                                                                 "by the harbour board.\n"))
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj")
+    (docs / "blank.docx").write_bytes(writers.write_docx(""))  # nothing to publish: counted apart in the bar
     (docs / "notes.bin").write_bytes(b"\x00\x01")
     (docs / "_hidden.pdf").write_bytes(b"ignored")
     proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "bench", "--documents", str(docs), "--json"],
@@ -32,7 +33,8 @@ def test_bench_documents_reports_each_format(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     files = {f["path"]: f for f in report["files"]}
-    assert set(files) == {"lig.pdf", "sub/memo.docx", "broken.pdf", "notes.bin"}
+    assert set(files) == {"lig.pdf", "sub/memo.docx", "broken.pdf", "notes.bin", "blank.docx"}
+    assert files["blank.docx"]["status"] == "errored" and files["blank.docx"]["field"] == "body"
     assert files["lig.pdf"]["status"] == "published" and files["lig.pdf"]["recall"] >= 0.9
     assert files["lig.pdf"]["left_in_text"] == 0 and files["lig.pdf"]["in_reference"] >= 2  # ﬁ and ﬂ normalised
     assert files["sub/memo.docx"]["recall"] == 1.0
@@ -41,4 +43,5 @@ def test_bench_documents_reports_each_format(tmp_path):
     assert (pdf["files"], pdf["published"], pdf["errored"]) == (2, 1, 1) and pdf["pages_per_s"] > 0
     table = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "bench", "--documents", str(docs)],
                            capture_output=True, text=True, timeout=300, env=python_env())
-    assert "| pdf | 2 | 1 | 1 | 0 |" in table.stdout and "published 2 of 3 files of supported types" in table.stdout
+    assert "| pdf | 2 | 1 | 1 | 0 |" in table.stdout and "published 2 of 4 files of supported types" in table.stdout
+    assert "published 2 of 3 files with something to publish (66.7%; 1 errored files have no text" in table.stdout

@@ -1,0 +1,412 @@
+"""Legacy binary Office files (Word/Excel/PowerPoint 97-2003: ``.doc``, ``.xls``, ``.ppt``),
+each an OLE compound file read with olefile (BSD, pure Python) for its properties.
+
+* ``.doc``: the body by antiword (GPL-2 program, Debian's ``antiword``; tables come out as
+  rows, written here as Markdown tables under their first row); the whole text stream by
+  catdoc (Debian's ``catdoc``), whose lines that are not in the body (page headers and
+  footers, footnotes, comments, text boxes) are read for a sensitivity marking and not
+  indexed. A file antiword cannot read (Word 6/95, fast-saved) is read by catdoc alone and
+  says so in its ``converter`` field. Cited by character range.
+* ``.xls``: xlrd (BSD, pure Python) on the ``Workbook`` stream olefile reads (Excel 5/95
+  ``Book`` streams and Excel 2-4's bare BIFF files too), values only, like an XLSX: one ``## Sheet: <name>``
+  section per sheet, one region per row (``sheet=<name>&cells=A5:F5``); print headers and
+  footers (BIFF ``HEADER``/``FOOTER`` records) are read for a marking.
+* ``.ppt``: the records of the ``PowerPoint Document`` stream ([MS-PPT]): each slide's text
+  (its outline text in ``SlideListWithText``, in presentation order, and the text boxes
+  of its ``Slide`` container) is a ``## Slide N`` section citing ``slide=N``; master,
+  notes and header/footer text are read for a marking. catppt reads only the outline text
+  (nothing from a LibreOffice-written file), so it is not used.
+
+Every one reads the OLE ``SummaryInformation`` (title, subject, keywords, comments) and
+``DocumentSummaryInformation`` (category, company, manager, and the user-defined
+properties where Microsoft Purview writes ``MSIP_Label_<id>_Name``) as the file's
+properties, checked for a sensitivity like an Office Open XML file's. A password-protected
+file is an ``encrypted`` error; a property set olefile cannot parse is an error for the
+file (its marking could not be read), never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from io import BytesIO
+
+from ragspine_index.converters.converted import (
+    OLE_MAGIC, TABLE_GROUP_CHARS, UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits, Converted, Deadline,
+    TextBuilder, cell_text, clean_line, markdown_table,
+)
+from ragspine_index.converters.regions import region_fragment
+
+VERSION = "1"
+EXTRA_MODULE = "olefile"
+XLS_MODULE = "xlrd"
+#: What to run to install the .doc engines (docs/formats.md).
+DOC_INSTALL_HINT = "apt-get install antiword catdoc"
+_SUMMARY = ("title", "subject", "keywords", "comments")
+_DOC_SUMMARY = ("category", "company", "manager")
+_LABEL = re.compile(r"msip_label_\{?([0-9a-z-]+)\}?_(enabled|name)", re.I)
+_DOC_ENCRYPTED = 0x0100  # FibBase.fEncrypted
+
+
+def doc_engine_available() -> bool:
+    return shutil.which("antiword") is not None and shutil.which("catdoc") is not None
+
+
+def _open(data: bytes, kind: str, stream: str):
+    import olefile
+
+    if not data.startswith(OLE_MAGIC):
+        raise ConversionError(f"is not a legacy {kind} file (not an OLE compound file)",
+                              f"give it the suffix of its real format, or re-save it from the application as {kind}")
+    try:
+        ole = olefile.OleFileIO(BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - olefile raises several types for a damaged container
+        raise ConversionError(f"cannot be read as an OLE compound file ({type(exc).__name__}; damaged?)",
+                              f"re-save it from the application as {kind}") from exc
+    if ole.exists("EncryptedPackage") or ole.exists("EncryptedSummary"):
+        raise ConversionError(f"is an encrypted {kind} file (password-protected)",
+                              "save an unprotected copy; encrypted files are not indexed", field="encrypted")
+    if not ole.exists(stream):
+        raise ConversionError(f"is an OLE compound file with no {stream} stream, so not the format its suffix says",
+                              "give it the suffix of its real format")
+    return ole
+
+
+def _decode(value: object, codepage: int | None) -> str:
+    if isinstance(value, bytes):
+        if len(value) >= 2 and len(value) % 2 == 0 and value[1::2].count(0) * 2 > len(value) // 2:
+            codepage = 1200  # a UTF-16 string olefile left as bytes (a user-defined VT_LPWSTR)
+        codec = {1200: "utf-16-le", 65001: "utf-8", None: "cp1252"}.get(codepage, f"cp{codepage}")
+        try:
+            return clean_line(value.decode(codec, "replace").rstrip("\x00"))
+        except LookupError:
+            return clean_line(value.decode("cp1252", "replace").rstrip("\x00"))
+    return clean_line(str(value)) if isinstance(value, str) else ""
+
+
+def ole_properties(ole) -> tuple[tuple[str, str], ...]:
+    """``(name, value)`` of the summary, document-summary and user-defined properties that
+    hold text; an enabled sensitivity label without its name adds
+    :data:`UNNAMED_LABEL_PROPERTY` (restricted unless a sidecar decides)."""
+    out: list[tuple[str, str]] = []
+    try:
+        meta = ole.get_metadata()
+        user = (ole.get_userdefined_properties("\x05DocumentSummaryInformation")
+                if ole.exists("\x05DocumentSummaryInformation") else [])
+    except Exception as exc:  # noqa: BLE001 - a damaged property set: its marking could not be read
+        raise ConversionError(f"its OLE property sets cannot be read ({type(exc).__name__}), so a sensitivity "
+                              "marking in them could not be checked", "re-save it from the application",
+                              field="sensitivity") from exc
+    for name in (*_SUMMARY, *_DOC_SUMMARY):
+        value = _decode(getattr(meta, name, None), getattr(meta, "codepage_doc" if name in _DOC_SUMMARY
+                                                            else "codepage", None))
+        if value:
+            out.append((name, value))
+    enabled: set[str] = set()
+    named: set[str] = set()
+    for prop in user:
+        name = _decode(prop.get("property_name"), 1200 if isinstance(prop.get("property_name"), bytes) else None)
+        raw = prop.get("value")
+        value = ("true" if raw else "false") if isinstance(raw, bool) else _decode(raw, None) if isinstance(
+            raw, (bytes, str)) else str(raw) if isinstance(raw, (int, float)) else ""
+        label = _LABEL.fullmatch(name)
+        if label and label.group(2).lower() == "enabled" and value.lower() in ("true", "1"):
+            enabled.add(label.group(1).lower())
+        elif label and value:
+            named.add(label.group(1).lower())
+        if name and value:
+            out.append((name, value))
+    if enabled - named:
+        out.append((UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold"))
+    return tuple(out)
+
+
+def _has(data: bytes, stream: str) -> bool:
+    """Whether the directory of the OLE file ``data`` names ``stream`` (a cheap look before opening)."""
+    return stream.encode("utf-16-le") in data
+
+
+def _title(props: tuple[tuple[str, str], ...]) -> str:
+    return next((v for k, v in props if k == "title"), "")
+
+
+# --- .doc -----------------------------------------------------------------------------
+
+def _run(args: list[str], path: str, deadline: Deadline, what: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run([*args, path], capture_output=True, timeout=max(1.0, deadline.left()),
+                              env={**os.environ, "LC_ALL": "C.UTF-8"}, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ConversionError(f"{what} took longer than the conversion time limit", "split the file",
+                              field="limits") from exc
+
+
+def _antiword_text(text: str) -> str:
+    """antiword's output with its ``|cell   |cell   |`` table rows as Markdown tables."""
+    blocks: list[str] = []
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if rows:
+            blocks.append(markdown_table(rows, group_chars=TABLE_GROUP_CHARS))
+            rows.clear()
+
+    paragraph: list[str] = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if len(stripped) > 1 and stripped.startswith("|") and stripped.endswith("|"):
+            if paragraph:
+                blocks.append("\n".join(paragraph))
+                paragraph = []
+            rows.append([cell_text(c) for c in stripped[1:-1].split("|")])
+            continue
+        flush()
+        if stripped:
+            paragraph.append(line.rstrip())
+        elif paragraph:
+            blocks.append("\n".join(paragraph))
+            paragraph = []
+    flush()
+    if paragraph:
+        blocks.append("\n".join(paragraph))
+    return "\n\n".join(blocks)
+
+
+def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
+    ole = _open(data, "Word 97-2003 (.doc)", "WordDocument")
+    fib = ole.openstream("WordDocument").read(12)
+    props = ole_properties(ole)
+    ole.close()
+    if len(fib) >= 12 and struct.unpack_from("<H", fib, 10)[0] & _DOC_ENCRYPTED:
+        raise ConversionError("is an encrypted Word file (password-protected)",
+                              "save an unprotected copy; encrypted files are not indexed", field="encrypted")
+    if not doc_engine_available():
+        raise ConversionError("needs antiword and catdoc to be read, and they are not installed",
+                              DOC_INSTALL_HINT, field="engine")
+    deadline = Deadline(limits.seconds)
+    with tempfile.NamedTemporaryFile(suffix=".doc") as handle:
+        handle.write(data)
+        handle.flush()
+        whole = _run(["catdoc", "-d", "utf-8", "-w"], handle.name, deadline, "catdoc")
+        body = _run(["antiword", "-m", "UTF-8.txt", "-w", "0"], handle.name, deadline, "antiword")
+    everything = whole.stdout.decode("utf-8", "replace") if whole.returncode == 0 else ""
+    note = "antiword (body), catdoc (headers, footers, notes)"
+    if body.returncode == 0 and body.stdout.strip():
+        text = _antiword_text(body.stdout.decode("utf-8", "replace"))
+    elif everything.strip():
+        text, note = everything, "catdoc (antiword could not read it)"
+    else:
+        raise ConversionError("cannot be read as a Word 97-2003 file by antiword or catdoc (damaged?)",
+                              "re-save it from Word as .docx")
+    out = TextBuilder(limits)
+    out.add(text)
+    body_lines = {" ".join(cell_text(c) for c in line.strip("|").split("|")).strip()
+                  for line in out.text().split("\n")}
+    body_words = " ".join(body_lines)
+    outside = []
+    for line in everything.split("\n"):
+        shown = clean_line(line.replace("\t", " "))
+        if shown and shown not in body_lines and shown not in body_words:
+            outside.append(("header/footer/note/comment text", shown))
+    return Converted(text=out.text(), properties=props, marking_lines=tuple(outside), title=_title(props),
+                     engine_note=note)
+
+
+# --- .xls -----------------------------------------------------------------------------
+
+_HEADER_FOOTER = {0x0014: "print header", 0x0015: "print footer"}
+
+
+def _xls_header_footer(stream: bytes) -> list[tuple[str, str]]:
+    """The BIFF8 ``HEADER``/``FOOTER`` records' strings (``&L``/``&C``/``&R`` codes kept:
+    a marking is a word in them)."""
+    out: list[tuple[str, str]] = []
+    at = 0
+    while at + 4 <= len(stream):
+        kind, size = struct.unpack_from("<HH", stream, at)
+        body = stream[at + 4:at + 4 + size]
+        at += 4 + size
+        if kind in _HEADER_FOOTER and len(body) >= 3:
+            count, flags = struct.unpack_from("<HB", body, 0)
+            raw = body[3:3 + count * (2 if flags & 1 else 1)]
+            text = raw.decode("utf-16-le" if flags & 1 else "latin-1", "replace")
+            if clean_line(text):
+                out.append((_HEADER_FOOTER[kind], clean_line(text)))
+    return out
+
+
+def _xls_cell(cell, datemode: int) -> str:
+    import xlrd
+
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate.xldate_as_datetime(cell.value, datemode).isoformat(sep=" ").removesuffix(" 00:00:00")
+        except (ValueError, OverflowError, xlrd.xldate.XLDateError):
+            return cell_text(cell.value)
+    if cell.ctype == xlrd.XL_CELL_NUMBER and float(cell.value).is_integer():
+        return str(int(cell.value))
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return "TRUE" if cell.value else "FALSE"
+    if cell.ctype in (xlrd.XL_CELL_ERROR, xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
+        return ""
+    return cell_text(cell.value)
+
+
+_BIFF_BOF = (b"\x09\x00", b"\x09\x02", b"\x09\x04", b"\x09\x08")  # BIFF2/3/4/5+ BOF records
+
+
+def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
+    import xlrd
+
+    if data[:2] in _BIFF_BOF:  # Excel 2-4 saved a bare BIFF stream, not an OLE file
+        props: tuple[tuple[str, str], ...] = ()
+        stream = data
+    else:
+        name = "Book" if _has(data, "Book") and not _has(data, "Workbook") else "Workbook"  # Book: Excel 5/95
+        ole = _open(data, "Excel 97-2003 (.xls)", name)
+        props = ole_properties(ole)
+        stream = ole.openstream(name).read()
+        ole.close()
+    deadline = Deadline(limits.seconds)
+    try:  # the stream olefile read (it reads containers xlrd's own OLE reader refuses)
+        book = xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
+                                  ignore_workbook_corruption=True)
+    except xlrd.XLRDError as exc:
+        if "encrypted" in str(exc).lower():
+            raise ConversionError("is an encrypted Excel file (password-protected)",
+                                  "save an unprotected copy; encrypted files are not indexed",
+                                  field="encrypted") from exc
+        raise ConversionError("cannot be read as an Excel 97-2003 workbook (xlrd: damaged, or Excel 5/95?)",
+                              "re-save it from Excel as .xlsx") from exc
+    out = TextBuilder(limits)
+    cells = 0
+    try:
+        for index in range(book.nsheets):
+            sheet = book.sheet_by_index(index)
+            deadline.check(f"sheet {index + 1}")
+            rows: list[tuple[int, list[str]]] = []
+            for r in range(sheet.nrows):
+                if r % 1000 == 999:
+                    deadline.check(f"row {r + 1}")
+                texts = [_xls_cell(c, book.datemode) for c in sheet.row(r)]
+                while texts and not texts[-1]:
+                    texts.pop()
+                if not texts:
+                    continue
+                cells += len(texts)
+                if cells > limits.max_cells:
+                    raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells",
+                                          "split the workbook, or export the part to index as CSV", field="limits")
+                rows.append((r + 1, texts))
+            if rows:
+                out.add(f"## Sheet: {' '.join(sheet.name.split())}")
+                out.add_table(rows, fragment=region_fragment("sheet", sheet.name), split_hint="split the workbook",
+                              group_chars=TABLE_GROUP_CHARS)
+            book.unload_sheet(index)
+    finally:
+        book.release_resources()
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
+                     marking_lines=tuple(_xls_header_footer(stream)), title=_title(props))
+
+
+# --- .ppt -----------------------------------------------------------------------------
+
+_TEXT_CHARS, _TEXT_BYTES, _CSTRING = 0x0FA0, 0x0FA8, 0x0FBA
+_SLIDE, _NOTES, _MAIN_MASTER, _SLIDE_LIST, _SLIDE_PERSIST = 0x03EE, 0x03F0, 0x03F8, 0x0FF0, 0x03F3
+_HEADERS_FOOTERS = 0x0FD9
+_CRYPT_SESSION = 0x2F14  # CryptSession10Container: the deck is encrypted
+_MAX_DEPTH = 32
+
+
+def _atom_text(kind: int, body: bytes) -> str:
+    text = body.decode("latin-1" if kind == _TEXT_BYTES else "utf-16-le", "replace")
+    return text.replace("\r", "\n").replace("\x0b", "\n")
+
+
+def _records(buf: bytes, start: int, end: int, depth: int = 0):
+    """``(type, instance, body start, body end, is container)`` of the records in ``buf[start:end]``."""
+    if depth > _MAX_DEPTH:
+        raise ConversionError("its PowerPoint records are nested too deeply (damaged?)", "re-save it as .pptx")
+    at = start
+    while at + 8 <= end:
+        ver_inst, kind, size = struct.unpack_from("<HHI", buf, at)
+        body_end = min(at + 8 + size, end)
+        yield kind, ver_inst >> 4, at + 8, body_end, (ver_inst & 0xF) == 0xF
+        at = body_end
+
+
+def _texts(buf: bytes, start: int, end: int, depth: int = 0, *, kinds: tuple[int, ...] = (_TEXT_CHARS, _TEXT_BYTES)
+           ) -> list[str]:
+    out = []
+    for kind, _, s, e, container in _records(buf, start, end, depth):
+        if container:
+            out += _texts(buf, s, e, depth + 1, kinds=kinds)
+        elif kind in kinds:
+            out.append(_atom_text(kind, buf[s:e]))
+    return out
+
+
+def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
+    ole = _open(data, "PowerPoint 97-2003 (.ppt)", "PowerPoint Document")
+    props = ole_properties(ole)
+    stream = ole.openstream("PowerPoint Document").read()
+    ole.close()
+    deadline = Deadline(limits.seconds)
+    outline: list[list[str]] = []  # SlideListWithText (instance 0: slides), per slide in order
+    containers: list[list[str]] = []  # each Slide container's own text atoms, in stream order
+    elsewhere: list[tuple[str, str]] = []
+
+    def walk(start: int, end: int, depth: int) -> None:
+        for kind, instance, s, e, container in _records(stream, start, end, depth):
+            deadline.check(f"record at byte {s}")
+            if kind == _CRYPT_SESSION:
+                raise ConversionError("is an encrypted PowerPoint file (password-protected)",
+                                      "save an unprotected copy; encrypted files are not indexed", field="encrypted")
+            if kind == _SLIDE_LIST and container:
+                current: list[str] | None = None
+                for k2, _, s2, e2, c2 in _records(stream, s, e, depth + 1):
+                    if k2 == _SLIDE_PERSIST:
+                        current = []
+                        if instance == 0:
+                            outline.append(current)
+                    elif k2 in (_TEXT_CHARS, _TEXT_BYTES) and current is not None:
+                        text = _atom_text(k2, stream[s2:e2])
+                        if instance == 0:
+                            current.append(text)
+                        else:
+                            elsewhere.append(("master/notes outline text", text))
+            elif kind == _SLIDE and container:
+                containers.append([t for t in _texts(stream, s, e, depth + 1) if t.strip() not in ("", "*")])
+                # names and tags (CString atoms: ``___PPT10``, a footer's text) are not body text
+                elsewhere.extend(("slide string", t) for t in _texts(stream, s, e, depth + 1, kinds=(_CSTRING,)))
+                if len(outline) + len(containers) > limits.max_pages * 2:
+                    raise ConversionError(f"has more than {limits.max_pages:,} slides", "split the deck",
+                                          field="limits")
+            elif kind in (_NOTES, _MAIN_MASTER, _HEADERS_FOOTERS) and container:
+                where = {_NOTES: "speaker notes", _MAIN_MASTER: "slide master"}.get(kind, "header/footer")
+                elsewhere.extend((where, t) for t in _texts(stream, s, e, depth + 1,
+                                                            kinds=(_TEXT_CHARS, _TEXT_BYTES, _CSTRING)))
+            elif container:
+                walk(s, e, depth + 1)
+
+    walk(0, len(stream), 0)
+    out = TextBuilder(limits)
+    for n in range(max(len(outline), len(containers))):
+        texts = (outline[n] if n < len(outline) else []) + (containers[n] if n < len(containers) else [])
+        block = "\n".join(t.strip() for t in texts if t.strip() and t.strip() != "*")
+        if block:
+            out.add(f"## Slide {n + 1}\n\n{block}", fragment=f"slide={n + 1}")
+    lines = [(where, clean_line(line)) for where, text in elsewhere for line in text.split("\n") if clean_line(line)]
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props, marking_lines=tuple(lines),
+                     title=_title(props) or _first_line(out.text()))
+
+
+def _first_line(text: str) -> str:
+    for line in text.split("\n"):
+        if line.strip() and not line.startswith("## Slide"):
+            return clean_line(line)
+    return ""
