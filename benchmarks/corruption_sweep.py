@@ -27,16 +27,19 @@ Usage::
     python benchmarks/corruption_sweep.py --workdir /tmp/sweep --kinds flip_mid,delete --max-files 20
     # a synthetic library of >= 40,000 chunks (the scale bench's generator), a seeded sample of
     # cases that damages every file once and uses every kind (kinds cycle over the shuffled files)
-    nice python benchmarks/corruption_sweep.py --workdir /tmp/sweep40k --synthetic 40000 --sample files --seed 43 \
-        --time-budget 2400
+    nice python benchmarks/corruption_sweep.py --workdir /tmp/sweep40k --synthetic 40000 --embedding none \
+        --sample files --seed 43 --time-budget 2100
 
 With ``--synthetic N`` the library is ``synthetic``: ``ceil(N / 3.26)`` documents of the
 scale bench's seeded synthetic passages (:func:`ragspine_tools.bench.bench_scale.write_library`,
-``summarizer = "none"``: no summary tree, so no ``tree`` mode) embedded with the
-``deterministic`` test backend (``--embedding``; the scale bench itself uses ``none``),
-queried with the generator's first query. Modes the baseline cannot answer (exit code not
+``summarizer = "none"``: no summary tree) built with ``--embedding`` (default the
+``deterministic`` test backend; at 40k synthetic chunks its blocking check refuses two
+passages whose signed hash counts cancel to a zero vector, so the 40k sweep uses ``none``,
+as the scale bench does: no vectors, no ``hybrid`` mode), queried with the generator's
+first query. Modes the baseline cannot answer (exit code not
 0) are left out and named. ``--sample files`` runs one case per file (shuffled with
-``--seed``; the kinds cycle, so each kind is used too), ``--sample N`` N random (file,
+``--seed``, then the build's inputs and the snapshot files over 8 MiB first, the other
+snapshot files, ``work/`` last; the kinds cycle, so each kind is used too), ``--sample N`` N random (file,
 kind) pairs, all cases by default; ``--time-budget`` stops starting new cases after that
 many seconds and says how many ran.
 """
@@ -219,6 +222,15 @@ def cases(files: list[Path], kinds: list[str], sample: str, seed: int, max_files
     if sample == "files":
         order = files[:]
         rng.shuffle(order)
+        # first what matters most when a budget cuts the run short: the build's inputs and the
+        # snapshot files over the 8 MiB open-time hash limit, then the other snapshot files, then work/
+        def rank(f: Path) -> int:
+            if f.name in ("chunk_store.sqlite", "embeddings.sqlite", "history.jsonl"):
+                return 0
+            if "/work/" in f.as_posix():
+                return 2
+            return 0 if f.stat().st_size > 8 << 20 else 1
+        order.sort(key=rank)
         start = rng.randrange(len(kinds))
         return [(f, kinds[(start + i) % len(kinds)]) for i, f in enumerate(order)]
     pairs = [(f, k) for f in files for k in kinds]
