@@ -25,7 +25,23 @@ Usage::
 
     python benchmarks/corruption_sweep.py --workdir /tmp/sweep               # every file, every kind
     python benchmarks/corruption_sweep.py --workdir /tmp/sweep --kinds flip_mid,delete --max-files 20
-    python benchmarks/corruption_sweep.py --workdir /tmp/sweep --library data/artifacts/big --raw data/raw/big
+    # a synthetic library of >= 40,000 chunks (the scale bench's generator), a seeded sample of
+    # cases that damages every file once and uses every kind (kinds cycle over the shuffled files)
+    nice python benchmarks/corruption_sweep.py --workdir /tmp/sweep40k --synthetic 40000 --embedding none \
+        --sample files --seed 43 --time-budget 2100
+
+With ``--synthetic N`` the library is ``synthetic``: ``ceil(N / 3.26)`` documents of the
+scale bench's seeded synthetic passages (:func:`ragspine_tools.bench.bench_scale.write_library`,
+``summarizer = "none"``: no summary tree) built with ``--embedding`` (default the
+``deterministic`` test backend; at 40k synthetic chunks its blocking check refuses two
+passages whose signed hash counts cancel to a zero vector, so the 40k sweep uses ``none``,
+as the scale bench does: no vectors, no ``hybrid`` mode), queried with the generator's
+first query. Modes the baseline cannot answer (exit code not
+0) are left out and named. ``--sample files`` runs one case per file (shuffled with
+``--seed``, then the build's inputs and the snapshot files over 8 MiB first, the other
+snapshot files, ``work/`` last; the kinds cycle, so each kind is used too), ``--sample N`` N random (file,
+kind) pairs, all cases by default; ``--time-budget`` stops starting new cases after that
+many seconds and says how many ran.
 """
 
 from __future__ import annotations
@@ -40,14 +56,17 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("trunc_half", "trunc_zero", "flip_mid", "flip_head", "flip_spread", "delete")
-MODES = (("auto", []), ("bm25", ["--mode", "bm25"]), ("hybrid", ["--mode", "hybrid"]), ("graph", ["--mode", "graph"]),
+MODES: tuple[tuple[str, list[str]], ...] = (("auto", []), ("bm25", ["--mode", "bm25"]), ("hybrid", ["--mode", "hybrid"]), ("graph", ["--mode", "graph"]),
          ("tree", ["--tree", "collapsed"]))
 QUERY = "Acme product launch history"
 DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distributor-review.md", "acme-group-history-en.md")
-TIMEOUT_S = 300
+TIMEOUT_S = 600
+#: the library under test: ``tiny`` (four sample documents) or ``synthetic`` (--synthetic)
+LIB: dict[str, Any] = {"name": "tiny", "embedding": "deterministic", "modes": MODES, "query": QUERY}
 
 
 def env() -> dict[str, str]:
@@ -97,12 +116,13 @@ FRESH = textwrap.dedent(r'''
 def answer_fresh(library: Path) -> dict[str, tuple[int, str]]:
     """Every mode, each through ``ragspine query`` opening the library afresh (one child
     process for all: a crash of it is a crash of every mode)."""
-    done = subprocess.run([sys.executable, "-c", FRESH, str(library), QUERY, json.dumps([list(m) for m in MODES])],
+    modes = LIB["modes"]
+    done = subprocess.run([sys.executable, "-c", FRESH, str(library), LIB["query"], json.dumps([list(m) for m in modes])],
                           capture_output=True, text=True, timeout=TIMEOUT_S, env=env())
     try:
         return {k: (v[0], v[1]) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
     except (ValueError, IndexError):
-        return {name: (done.returncode or -1, done.stderr[-300:]) for name, _ in MODES}
+        return {name: (done.returncode or -1, done.stderr[-300:]) for name, _ in modes}
 
 
 LONG_LIVED = textwrap.dedent(r'''
@@ -111,7 +131,7 @@ LONG_LIVED = textwrap.dedent(r'''
     from ragspine_query import HybridRetriever, RetrievalConfig, open_library
     lib_dir, query, go = sys.argv[1], sys.argv[2], sys.argv[3]
     lib = open_library(lib_dir)  # opened once, kept open across the damage
-    retrievers = {m: HybridRetriever(lib, config=RetrievalConfig(mode=m)) for m in ("bm25", "hybrid", "graph")}
+    retrievers = {m: HybridRetriever(lib, config=RetrievalConfig(mode=m)) for m in json.loads(sys.argv[4])}
     def answer(m):
         try:
             return [0, [h.chunk_id for h in retrievers[m].search(query, top_k=10)]]
@@ -140,17 +160,18 @@ def build(data: Path) -> str:
     from ragspine_index.artifacts import LibraryPaths
     from ragspine_index.pipeline import build_library
 
-    paths = LibraryPaths("tiny", data / "raw" / "tiny", data / "artifacts" / "tiny")
-    return build_library(paths, embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite").snapshot_id
+    name = LIB["name"]
+    paths = LibraryPaths(name, data / "raw" / name, data / "artifacts" / name)
+    return build_library(paths, embedding=LIB["embedding"], cache_path=data / "cache" / "embeddings.sqlite").snapshot_id
 
 
 def targets(data: Path) -> list[Path]:
-    lib = data / "artifacts" / "tiny"
+    lib = data / "artifacts" / LIB["name"]
     snap = (lib / "current").resolve()
     files = sorted(p for p in snap.rglob("*") if p.is_file())
     files += sorted(p for p in (lib / "work").rglob("*") if p.is_file())
     files += [lib / "chunk_store.sqlite", data / "cache" / "embeddings.sqlite", lib / "history.jsonl"]
-    return files
+    return [f for f in files if f.exists()]
 
 
 def repair(data: Path, error_text: str) -> None:
@@ -161,6 +182,61 @@ def repair(data: Path, error_text: str) -> None:
             subprocess.run(["bash", "-c", cmd], check=False, timeout=60)
 
 
+def prepare(base_data: Path, synthetic: int) -> None:
+    """Build the library once (kept in ``base_data`` for later sweeps)."""
+    name = LIB["name"]
+    raw = base_data / "raw" / name
+    if synthetic:
+        import math
+
+        from ragspine_tools.bench.bench_scale import write_library
+
+        queries_file = base_data / "queries.json"
+        if not queries_file.is_file():
+            _, queries = write_library(raw, math.ceil(synthetic / 3.26), 20240601, 'summarizer = "none"\n')
+            queries_file.write_text(json.dumps(queries[:10]), encoding="utf-8")
+        LIB["query"] = json.loads(queries_file.read_text(encoding="utf-8"))[0]
+    if not (base_data / "artifacts" / name / "current").exists():
+        if not synthetic:
+            shutil.rmtree(base_data, ignore_errors=True)
+            raw.mkdir(parents=True)
+            for doc in DOCS:
+                shutil.copy2(REPO / "data" / "raw" / "sample" / doc, raw / doc)
+        t0 = time.perf_counter()
+        build(base_data)
+        print(f"built {name} in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def cases(files: list[Path], kinds: list[str], sample: str, seed: int, max_files: int) -> list[tuple[Path, str]]:
+    """The (file, kind) pairs to run: all, one per file with the kinds cycling (``files``), or N random."""
+    import random
+
+    if max_files and len(files) > max_files:  # spread over the list; the build's inputs always
+        inputs = [f for f in files if f.name in ("chunk_store.sqlite", "embeddings.sqlite", "history.jsonl")]
+        outputs = [f for f in files if f not in inputs]
+        step = len(outputs) / max_files
+        files = [outputs[int(i * step)] for i in range(max_files)] + inputs
+    rng = random.Random(seed)
+    if sample == "all":
+        return [(f, k) for f in files for k in kinds]
+    if sample == "files":
+        order = files[:]
+        rng.shuffle(order)
+        # first what matters most when a budget cuts the run short: the build's inputs and the
+        # snapshot files over the 8 MiB open-time hash limit, then the other snapshot files, then work/
+        def rank(f: Path) -> int:
+            if f.name in ("chunk_store.sqlite", "embeddings.sqlite", "history.jsonl"):
+                return 0
+            if "/work/" in f.as_posix():
+                return 2
+            return 0 if f.stat().st_size > 8 << 20 else 1
+        order.sort(key=rank)
+        start = rng.randrange(len(kinds))
+        return [(f, kinds[(start + i) % len(kinds)]) for i, f in enumerate(order)]
+    pairs = [(f, k) for f in files for k in kinds]
+    return rng.sample(pairs, min(int(sample), len(pairs)))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, required=True)
@@ -168,87 +244,102 @@ def main() -> int:
     p.add_argument("--max-files", type=int, default=0,
                    help="at most this many snapshot/work files (spread over the list; 0: all), plus the chunk store, "
                         "the embedding cache and history.jsonl")
+    p.add_argument("--synthetic", type=int, default=0, help="sweep a synthetic library of about this many chunks")
+    p.add_argument("--embedding", default="deterministic", help="the embedding backend of the build (default deterministic)")
+    p.add_argument("--sample", default="all", help="all | files (one case per file, kinds cycling) | N random cases")
+    p.add_argument("--seed", type=int, default=43)
+    p.add_argument("--time-budget", type=float, default=0.0, help="start no case after this many seconds (0: no limit)")
     p.add_argument("--no-long-lived", action="store_true")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
+    if args.synthetic:
+        LIB["name"] = "synthetic"
+    LIB["embedding"] = args.embedding
+    name = LIB["name"]
     base_data = args.workdir / "base"
-    if not (base_data / "artifacts" / "tiny" / "current").exists():
-        shutil.rmtree(base_data, ignore_errors=True)
-        raw = base_data / "raw" / "tiny"
-        raw.mkdir(parents=True)
-        for name in DOCS:
-            shutil.copy2(REPO / "data" / "raw" / "sample" / name, raw / name)
-        build(base_data)
-    baseline = answer_fresh(base_data / "artifacts" / "tiny")
+    prepare(base_data, args.synthetic)
+    baseline = answer_fresh(base_data / "artifacts" / name)
+    unsupported = [m for m, _ in MODES if baseline[m][0] != 0]
+    if unsupported:
+        print(f"modes this library cannot answer (left out): {', '.join(unsupported)}", flush=True)
+    LIB["modes"] = tuple(m for m in MODES if m[0] not in unsupported)
+    long_modes = [m for m in ("bm25", "hybrid", "graph") if m not in unsupported]
     files = targets(base_data)
-    if args.max_files and len(files) > args.max_files:  # spread over the list; the build's inputs always
-        inputs, outputs = files[-3:], files[:-3]
-        step = len(outputs) / args.max_files
-        files = [outputs[int(i * step)] for i in range(args.max_files)] + inputs
+    todo = cases(files, args.kinds.split(","), args.sample, args.seed, args.max_files)
+    print(f"{len(files)} files, {len(todo)} cases (sample {args.sample}, seed {args.seed}); modes "
+          f"{', '.join(m for m, _ in LIB['modes'])}; long-lived {', '.join(long_modes)}; query {LIB['query']!r}", flush=True)
     tally: collections.Counter = collections.Counter()
-    bad = 0
+    bad = ran = 0
+    ran_kinds: set[str] = set()
     t0 = time.perf_counter()
-    for f in files:
+    current = (base_data / "artifacts" / name / "current").resolve()
+    for f, kind in todo:
+        if args.time_budget and time.perf_counter() - t0 > args.time_budget:
+            print(f"time budget spent: {ran} of {len(todo)} cases ran", flush=True)
+            break
         rel = f.relative_to(base_data)
         if "/snapshots/" in rel.as_posix():
-            rel = Path("artifacts/tiny/current") / Path(*f.relative_to((base_data / "artifacts/tiny/current").resolve()).parts)
-        for kind in args.kinds.split(","):
-            case = args.workdir / "case"
-            shutil.rmtree(case, ignore_errors=True)
-            subprocess.run(["cp", "-a", str(base_data), str(case)], check=True, timeout=120)
-            lib = case / "artifacts" / "tiny"
-            target = case / rel
-            if not target.exists():
-                continue
-            reader = None
-            go = case / ".go"
-            if not args.no_long_lived:
-                reader = subprocess.Popen([sys.executable, "-c", LONG_LIVED, str(lib), QUERY, str(go),
-                                           json.dumps([[n, fl] for n, fl in MODES])],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-                assert reader.stdout is not None
-                reader.stdout.readline()  # answered before the damage
-            damage(target, kind)
-            fresh = answer_fresh(lib)
-            outcomes = [classify(baseline[m], fresh[m]) for m, _ in MODES]
-            if reader is not None:
-                go.touch()
-                try:
-                    out, err = reader.communicate(timeout=TIMEOUT_S)
-                    after = json.loads(out.strip().splitlines()[-1]) if reader.returncode == 0 and out.strip() else None
-                except (subprocess.TimeoutExpired, ValueError, IndexError):
-                    reader.kill()
-                    after, err = None, "timeout"
-                if after is None:
-                    outcomes.append(f"long:CRASH(rc {reader.returncode} {err.strip().splitlines()[-1][:80] if err.strip() else ''})")
-                else:
-                    outcomes += [f"long:{v}" for v in after.values()]
-            errors = [fresh[m][1] for m, _ in MODES if fresh[m][0] == 2]
+            rel = Path(f"artifacts/{name}/current") / Path(*f.relative_to(current).parts)
+        case = args.workdir / "case"
+        shutil.rmtree(case, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(base_data), str(case)], check=True, timeout=600)
+        lib = case / "artifacts" / name
+        target = case / rel
+        if not target.exists():
+            continue
+        reader = None
+        go = case / ".go"
+        if not args.no_long_lived:
+            reader = subprocess.Popen([sys.executable, "-c", LONG_LIVED, str(lib), LIB["query"], str(go), json.dumps(long_modes)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+            assert reader.stdout is not None
+            reader.stdout.readline()  # answered before the damage
+        damage(target, kind)
+        fresh = answer_fresh(lib)
+        outcomes = [classify(baseline[m], fresh[m]) for m, _ in LIB["modes"]]
+        if reader is not None:
+            go.touch()
+            try:
+                out, err = reader.communicate(timeout=TIMEOUT_S)
+                after = json.loads(out.strip().splitlines()[-1]) if reader.returncode == 0 and out.strip() else None
+            except (subprocess.TimeoutExpired, ValueError, IndexError):
+                reader.kill()
+                reader.wait(timeout=30)
+                after, err = None, "timeout"
+            if after is None:
+                outcomes.append(f"long:CRASH(rc {reader.returncode} {err.strip().splitlines()[-1][:80] if err.strip() else ''})")
+            else:
+                outcomes += [f"long:{v}" for v in after.values()]
+        errors = [fresh[m][1] for m, _ in LIB["modes"] if fresh[m][0] == 2]
+        try:
+            build(case)
+        except Exception as exc:  # an input of the build: run the repair it names, then ingest again
+            repair(case, str(exc))
             try:
                 build(case)
-            except Exception as exc:  # an input of the build: run the repair it names, then ingest again
-                repair(case, str(exc))
-                try:
-                    build(case)
-                except Exception as exc2:
-                    outcomes.append(f"FAIL({' '.join(str(exc2).split())[:100]})")
-            from ragspine_core.integrity import verify_snapshot
+            except Exception as exc2:
+                outcomes.append(f"FAIL({' '.join(str(exc2).split())[:100]})")
+        from ragspine_core.integrity import verify_snapshot
 
-            try:
-                verify_snapshot((lib / "current").resolve(), full=True)
-                again = answer_fresh(lib)
-                outcomes.append("repair:ok" if all(classify(baseline[m], again[m]) == "same" for m, _ in MODES)
-                                else "repair:FAIL(answers differ)")
-            except Exception as exc:
-                outcomes.append(f"repair:FAIL({' '.join(str(exc).split())[:100]})")
-            for o in outcomes:
-                tally[o.split("(")[0]] += 1
-            worst = [o for o in outcomes if "DIFF" in o or "CRASH" in o or "FAIL" in o]
-            bad += bool(worst)
-            print(f"{rel.as_posix():60s} {kind:11s} {' '.join(sorted(set(outcomes)))}"
-                  + (f"  <- {errors[0][:120]}" if worst and errors else ""), flush=True)
-    print(f"\n{sum(1 for _ in tally)} outcome kinds: {dict(sorted(tally.items()))}; cases with a problem: {bad}; "
-          f"{time.perf_counter() - t0:.0f} s")
+        try:
+            verify_snapshot((lib / "current").resolve(), full=True)
+            again = answer_fresh(lib)
+            outcomes.append("repair:ok" if all(classify(baseline[m], again[m]) == "same" for m, _ in LIB["modes"])
+                            else "repair:FAIL(answers differ)")
+        except Exception as exc:
+            outcomes.append(f"repair:FAIL({' '.join(str(exc).split())[:100]})")
+        for o in outcomes:
+            tally[o.split("(")[0]] += 1
+        worst = [o for o in outcomes if "DIFF" in o or "CRASH" in o or "FAIL" in o]
+        bad += bool(worst)
+        ran += 1
+        ran_kinds.add(kind)
+        print(f"{rel.as_posix():60s} {kind:11s} {' '.join(sorted(set(outcomes)))}"
+              + (f"  <- {errors[0][:120]}" if worst and errors else "")
+              + f"  [{time.perf_counter() - t0:.0f} s]", flush=True)
+    shutil.rmtree(args.workdir / "case", ignore_errors=True)
+    print(f"\n{ran} of {len(todo)} cases ran ({len(ran_kinds)} kinds); outcomes: {dict(sorted(tally.items()))}; "
+          f"cases with a problem: {bad}; {time.perf_counter() - t0:.0f} s")
     return 1 if bad else 0
 
 

@@ -80,9 +80,19 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def snapshot_identity(snapshot_dir: Path) -> tuple[str, tuple[int, int, int] | None]:
+    """A snapshot folder's name and its manifest's (inode, size, mtime): a repair that
+    republishes the same snapshot id replaces the folder, so the identity changes."""
+    return snapshot_dir.name, _identity(snapshot_dir / schema.MANIFEST_FILE)
+
+
 #: How often (seconds) a library opened through its folder checks its ``current`` pointer
 #: for a newer snapshot that withdraws documents (one ``stat`` of the link per query at most).
 RECHECK_SECONDS = 1.0
+
+#: The publication history in a library folder (written by the publisher; read here for the
+#: records of quarantined snapshots).
+HISTORY_FILE = "history.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +129,9 @@ class Library:
         self._watched = {rel: _identity(snapshot_dir / rel) for rel, e in (manifest.get("artifacts") or {}).items()
                          if isinstance(e, dict) and (rel.endswith(".sqlite")
                                                      or int(e.get("bytes") or 0) > integrity.COPY_AT_OPEN_MAX_FILE_BYTES)}
+        #: the snapshot folder and its manifest as opened: a repair that republishes the same
+        #: snapshot id replaces the folder (new inodes), so this tells the two apart
+        self.identity: tuple[str, tuple[int, int, int] | None] = snapshot_identity(snapshot_dir)
         self.library_id: str = manifest["library_id"]
         self.snapshot_id: str = manifest["snapshot_id"]
         self.analyzer: Analyzer = analyzer_from_id(manifest["tokenizer"]["analyzer"])
@@ -180,26 +193,97 @@ class Library:
         Then every file read on demand (the mapped large arrays, the SQLite chunk file) must
         still be the file this reader opened: one written in place or truncated since would
         answer wrongly or crash the process (SIGBUS) when read, so the query fails first.
+        A library opened through its folder (:meth:`watch`) also fails once its snapshot
+        folder is gone (:meth:`removed` says why); a :class:`~ragspine_query.HybridRetriever`
+        then reopens the library's current snapshot itself.
 
         Raises:
             IndexCorruptError: a block or file whose bytes changed, or a file changed since
                 open (named, with what to do).
+            IndexNotFoundError: the snapshot folder was removed (retention or quarantine,
+                named) under a library opened through its folder.
         """
         self._verified.wait(timeout)
         if self._verify_error is not None:
             raise self._verify_error
+        problem = self.changed()
+        if problem is not None:
+            raise integrity.corrupt(self.snapshot_dir, problem[0], f"{problem[1]} after this reader opened it (a published "
+                                    "file must never change); this reader stops serving it: open the library again")
+        if self._root is not None:
+            why = self.removed()
+            if why is not None:
+                raise IndexNotFoundError(f"snapshot folder {self.snapshot_dir} {why} after this reader opened it; "
+                                         f"this reader stops serving it: open the library again ({self._root})")
+
+    # -- the watcher: this snapshot's files and folder, the library's ``current`` -------------
+    def changed(self) -> tuple[str, str] | None:
+        """``(file, what happened)`` for the first file read on demand that is no longer the
+        file this reader opened (written in place, truncated, replaced), or None. A file that
+        is gone with its whole folder is :meth:`removed`, not changed."""
         for rel, seen in self._watched.items():
             now = _identity(self.snapshot_dir / rel)
-            if now is None and seen is not None:
-                # removed, not changed: retention pruned this snapshot or a reclassification
-                # quarantined it. The bytes this reader mapped stay readable through its open
-                # handles; what a newer snapshot withdraws is withheld by restricted_mask().
+            if now == seen:
                 continue
-            if now != seen:
-                what = ("appeared" if seen is None else "was truncated" if now is not None and now[1] < seen[1]
-                        else "was written in place")
-                raise integrity.corrupt(self.snapshot_dir, rel, f"{what} after this reader opened it (a published file "
-                                        "must never change); this reader stops serving it: open the library again")
+            if now is None and not self.snapshot_dir.is_dir():
+                continue  # the folder went (removed): the mapped bytes stay readable through the open handles
+            what = ("appeared" if seen is None else "was removed" if now is None
+                    else "was truncated" if now[1] < seen[1] else "was written in place" if now[0] == seen[0]
+                    else "was replaced")
+            return rel, what
+        return None
+
+    def removed(self) -> str | None:
+        """None while this snapshot's folder exists; else what removed it, as read from the
+        library's ``history.jsonl``: ``"was quarantined (<reason>)"`` (its files were damaged, or
+        it served text that is RESTRICTED now) or ``"was pruned by retention"``."""
+        if self.snapshot_dir.is_dir():
+            return None
+        reason = self._quarantine_reason()
+        return f"was quarantined ({reason})" if reason is not None else "was pruned by retention"
+
+    def _quarantine_reason(self) -> str | None:
+        """Why ``history.jsonl`` says this snapshot was quarantined, or None (not recorded: retention)."""
+        root = self._root if self._root is not None else self.snapshot_dir.parent.parent
+        try:
+            lines = (root / HISTORY_FILE).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+        for line in reversed(lines):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("snapshot_id") == self.snapshot_id and rec.get("quarantined"):
+                return str(rec["quarantined"])
+        return None
+
+    @property
+    def root(self) -> Path | None:
+        """The library folder whose ``current`` this library watches (:func:`open_library` through
+        that folder), or None (opened as one snapshot)."""
+        return self._root
+
+    def current_identity(self) -> tuple[str, tuple[int, int, int] | None] | None:
+        """:attr:`identity` of the snapshot the watched library's ``current`` names now (None:
+        not watched, or ``current`` names nothing)."""
+        if self._root is None:
+            return None
+        try:
+            target = (self._root / schema.CURRENT_POINTER).resolve(strict=True)
+        except OSError:
+            return None
+        return snapshot_identity(target)
+
+    def trouble(self) -> str | None:
+        """Why this reader must stop serving its snapshot (the background check found damage,
+        a file read on demand changed, the folder was removed), or None while it may serve."""
+        if self._verified.is_set() and self._verify_error is not None:
+            return "failed its check"
+        problem = self.changed()
+        if problem is not None:
+            return f"has a file that {problem[1]} after this reader opened it ({problem[0]})"
+        return self.removed()
 
     # -- artifacts -------------------------------------------------------------------
     def artifact_path(self, name: str) -> Path | None:
@@ -380,6 +464,9 @@ class Library:
         return self._generation
 
     def _recheck(self) -> None:
+        """The pointer half of the watcher (:meth:`changed` and :meth:`removed` are the file
+        half): at most every :data:`RECHECK_SECONDS`, the rows this snapshot must withhold
+        because the snapshot ``current`` names now withdrew them or marks them RESTRICTED."""
         now = time.monotonic()
         if now - self._checked_at < RECHECK_SECONDS:
             return
@@ -392,12 +479,15 @@ class Library:
                 target: Path | None = (self._root / schema.CURRENT_POINTER).resolve(strict=True)
             except OSError:
                 target = None
-            if not self.snapshot_dir.is_dir():
-                # this snapshot was removed (quarantined after a reclassification): serve nothing
+            if not self.snapshot_dir.is_dir() and self._quarantine_reason() is not None:
+                # quarantined (damaged, or serving what is RESTRICTED now): serve nothing from it
+                # (ensure_verified says so; a HybridRetriever reopens the current snapshot)
                 withheld = np.ones(self.n_chunks, dtype=bool)
             elif target is None or target == self.snapshot_dir or target == self._seen:
                 return
             else:
+                # pruned by retention (its mapped bytes are intact) or still on disk: withhold
+                # what the snapshot ``current`` names withdrew
                 self._seen = target
                 try:
                     newer = json.loads((target / schema.MANIFEST_FILE).read_text(encoding="utf-8"))

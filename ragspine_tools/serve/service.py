@@ -12,7 +12,9 @@ a rollback or a quarantine moves ``current``; the next request to start runs on 
 snapshot, a request in flight keeps the objects it took (the old snapshot's files stay
 mapped even if retention prunes them). A document withdrawn by the new snapshot is not in
 its rows, so no request started after the move can return it. Every answer names the
-snapshot of each library it read (``snapshots``).
+snapshot of each library it read (``snapshots``). A snapshot whose files were damaged under
+the worker fails its requests with the located error until a repair (``ragspine ingest``)
+republishes it: the next request opens the repaired files, without a restart.
 
 **Access.** A caller's ceiling is the retriever's ``max_sensitivity``: rows above it leave
 the candidate mask before any channel ranks (:meth:`~ragspine_query.retriever.HybridRetriever.hidden_mask`).
@@ -33,7 +35,7 @@ import numpy as np
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_core.records import SENSITIVITIES
 from ragspine_core.settings import Settings
-from ragspine_query.library import Library, open_library, resolve_snapshot_dir
+from ragspine_query.library import Library, open_library, resolve_snapshot_dir, snapshot_identity
 from ragspine_query.limits import MAX_QUERY_CHARS, check_query
 from ragspine_query.modes import normalize_mode
 from ragspine_query.retriever import check_top_k
@@ -109,6 +111,13 @@ class SearchService:
         key = (library_id, snap.name)
         with self._lock:
             held = self._snapshots.get(key)
+            if held is not None and held.trouble() is not None and snapshot_identity(snap) != held.identity:
+                # its files were damaged and a repair republished the same snapshot id (new
+                # files): forget the damaged one and its pipelines, open the repaired one
+                del self._snapshots[key]
+                for old in [k for k in self._pipelines if (held.library_id, held.snapshot_id) in k[0]]:
+                    del self._pipelines[old]
+                held = None
         if held is None:
             lib = open_library(snap)
             with self._lock:

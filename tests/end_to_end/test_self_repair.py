@@ -327,3 +327,175 @@ def test_a_long_lived_reader_never_crashes_or_answers_from_a_changed_file(tiny, 
         assert result == {"same": True}, result
     else:
         assert expect in result["error"] and "open the library again" in result["error"], result
+
+
+# -- readers that reopen: a long-lived retriever follows the library's current snapshot ------------
+REOPEN_CHILD = r'''
+import json, sys
+from ragspine_core import integrity
+integrity.COPY_AT_OPEN_MAX_FILE_BYTES = 0  # every array mapped, as in a large library
+from ragspine_core.errors import RagspineError
+from ragspine_query import HybridRetriever, RetrievalConfig, open_library
+r = HybridRetriever(open_library(sys.argv[1]), config=RetrievalConfig(mode="hybrid"))
+for line in sys.stdin:
+    try:
+        hits = r.search("product launch storage", top_k=5)
+        print(json.dumps({"ids": [h.chunk_id for h in hits], "snapshot": r.library.snapshot_id}), flush=True)
+    except RagspineError as exc:
+        print(json.dumps({"error": str(exc), "kind": type(exc).__name__}), flush=True)
+'''
+
+
+class Reader:
+    """A long-lived retriever in a child process (a SIGBUS there fails the test, not the run),
+    opened through the library folder; each :meth:`ask` is one query."""
+
+    def __init__(self, root: Path) -> None:
+        import os
+        import sys
+
+        from tests.conftest import PYTHON, python_env
+
+        self.child = subprocess.Popen([PYTHON, "-c", REOPEN_CHILD, str(root)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=python_env(PYTHONPATH=os.pathsep.join(sys.path)))
+
+    def ask(self) -> dict:
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write("q\n")
+        self.child.stdin.flush()
+        line = self.child.stdout.readline()
+        assert line, f"the reader died (rc {self.child.poll()}): {self.child.stderr.read()[-1500:] if self.child.stderr else ''}"
+        return json.loads(line)
+
+    def close(self) -> None:
+        out, err = self.child.communicate("", timeout=60)
+        assert self.child.returncode == 0, f"rc {self.child.returncode} (a signal is negative): {err[-1500:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncate", "write", "delete"])
+def test_a_long_lived_reader_fails_the_query_then_reopens_the_repaired_snapshot(tiny, tmp_path, damage):
+    """A file of the serving snapshot truncated, written in place or deleted under an open
+    retriever: that query fails with a located error (no SIGBUS, no wrong answer), the
+    following ones too while the damage stands; one ``ragspine ingest`` later the same
+    retriever answers as before, from the repaired snapshot, without a restart."""
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    snap = paths.current.resolve()
+    reader = Reader(paths.root)
+    try:
+        before = reader.ask()
+        path = snap / schema.BM25_DIR / schema.BM25_POSTINGS
+        if damage == "delete":
+            path.unlink()
+        else:
+            raw = path.read_bytes()
+            with open(path, "r+b") as fh:  # the same inode the reader holds
+                if damage == "truncate":
+                    fh.truncate(len(raw) // 2)
+                else:
+                    fh.seek(len(raw) - 64)
+                    fh.write(bytes(64))
+        for _ in range(2):  # the damage stands: every query says where it is and what repairs it
+            failed = reader.ask()
+            assert "postings.npy" in failed.get("error", "") and "ragspine ingest" in failed["error"], failed
+        assert build(data).snapshot_id == before["snapshot"]  # the repair: same id, new files
+        assert reader.ask() == before
+    finally:
+        reader.close()
+
+
+@pytest.mark.slow
+def test_a_long_lived_reader_of_a_pruned_snapshot_reopens_the_current_one(tiny, tmp_path):
+    """Retention prunes the snapshot a retriever opened: it answers from the current one
+    (it served nothing before), and a document added since is found."""
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    first = paths.current.resolve()
+    reader = Reader(paths.root)
+    try:
+        before = reader.ask()
+        assert before["snapshot"] == first.name
+        (paths.raw / "note.md").write_text("# Storage\n\nThe product launch storage plan of the Quokka plant.\n",
+                                           encoding="utf-8")
+        result = build_library(lib_paths(data), embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite",
+                               keep=1)
+        assert not first.exists()  # pruned
+        after = reader.ask()
+        assert after["snapshot"] == result.snapshot_id and after["ids"], after
+        with open_library(paths.root) as lib:
+            from ragspine_query import HybridRetriever, RetrievalConfig
+
+            fresh = HybridRetriever(lib, config=RetrievalConfig(mode="hybrid")).search("product launch storage", top_k=5)
+            assert after["ids"] == [h.chunk_id for h in fresh]
+    finally:
+        reader.close()
+
+
+@pytest.mark.slow
+def test_a_long_lived_reader_of_a_quarantined_snapshot_reopens_current_or_says_why(tiny, tmp_path):
+    """A damaged retained snapshot is quarantined by the next publication: a retriever still
+    on it reopens the current snapshot when that one is intact, and otherwise fails with an
+    error naming its quarantine and the current snapshot's damage."""
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    first = paths.current.resolve()
+    old_reader, second_reader = Reader(paths.root), None
+    try:
+        assert old_reader.ask()["snapshot"] == first.name
+        (paths.raw / "note.md").write_text("# Storage\n\nThe product launch storage plan of the Quokka plant.\n",
+                                           encoding="utf-8")
+        flip_in_place(first / schema.BM25_DIR / schema.BM25_PARAMS)  # damage the (soon retained) old snapshot
+        (first / schema.BM25_DIR / schema.BM25_POSTINGS).unlink()
+        integrity_marks = paths.root / ".suspect-snapshots"
+        integrity_marks.write_text(first.name + "\n", encoding="utf-8")  # as `--verify` records it
+        second = build(data).snapshot_id
+        assert (paths.root / "quarantine" / first.name).is_dir()
+        answer = old_reader.ask()
+        assert answer["snapshot"] == second and answer["ids"], answer
+        # the current snapshot damaged as well: the old reader's error says both
+        second_reader = Reader(paths.root)
+        assert second_reader.ask()["snapshot"] == second
+        (paths.raw / "note2.md").write_text("# Plan\n\nA second storage note.\n", encoding="utf-8")
+        third = build(data).snapshot_id
+        current = paths.current.resolve()
+        assert current.name == third
+        (current / schema.BM25_DIR / schema.BM25_POSTINGS).unlink()
+        shutil.rmtree(paths.snapshots / second)  # gone (as a quarantine removes it) under second_reader
+        with open(paths.root / "history.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"snapshot_id": second, "created_at": None, "run_id": "quarantine-damaged",
+                                 "quarantined": "damaged: test"}) + "\n")
+        failed = second_reader.ask()
+        assert "was quarantined (damaged: test)" in failed.get("error", "") and "postings.npy" in failed["error"], failed
+    finally:
+        old_reader.close()
+        if second_reader is not None:
+            second_reader.close()
+
+
+@pytest.mark.slow
+def test_the_search_service_reopens_a_repaired_snapshot_without_a_restart(tiny, tmp_path):
+    """``ragspine serve``'s worker: a damaged chunk file of the served snapshot fails each
+    request with the located error; after one ingest the next request answers as before."""
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import Caller
+    from ragspine_tools.serve.service import RequestError, SearchService
+
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    service = SearchService([paths.root], settings=Settings.from_env({}))
+    caller = Caller("x", frozenset({"*"}), "INTERNAL")
+
+    def ask() -> list[str]:
+        return [s.chunk_id for s in service.search(caller, "product launch storage", mode="bm25", top_k=5)["results"]]
+
+    before = ask()
+    assert before
+    chunks = paths.current.resolve() / schema.ARTIFACT_REGISTRY["chunks"].path
+    flip_in_place(chunks, 4096)
+    for _ in range(2):
+        with pytest.raises(RequestError, match=r"chunks\.sqlite was written in place after this reader opened it"):
+            ask()
+    build(data)
+    assert ask() == before
