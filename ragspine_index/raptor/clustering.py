@@ -21,7 +21,11 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError
 
-__all__ = ["TreeParams", "approx_tokens", "cluster_level", "one_blas_thread"]
+__all__ = ["NODE_VECTORS", "TreeParams", "approx_tokens", "cluster_level", "one_blas_thread"]
+
+
+#: The ways a tree node gets its vector (:attr:`TreeParams.node_vectors`).
+NODE_VECTORS = ("centroid", "summary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,12 @@ class TreeParams:
     seed: int = 224
     #: The extractive summary's length budget (characters).
     summary_chars: int = 600
+    #: How a node gets its vector: ``centroid`` (the mean of the vectors of the leaves it
+    #: covers, each embedding model's block made a unit block again; no model runs) or
+    #: ``summary`` (its summary text embedded by the chunks' backend). Embedding the
+    #: summaries was ~27 % of a default ingest's CPU (issue 40); the step uses ``summary``
+    #: for LLM summaries (abstractive text) and for the hashed-lexical tree.
+    node_vectors: str = "centroid"
 
     def __post_init__(self) -> None:
         for name in ("token_budget", "max_members", "top_size", "max_levels", "reduce_dim", "max_k", "max_memberships",
@@ -74,6 +84,8 @@ class TreeParams:
                               f"got {self.block_size}")
         if not 0 < self.soft_threshold <= 1:
             raise ConfigError(f"summary tree soft_threshold must be in (0, 1], got {self.soft_threshold!r}")
+        if self.node_vectors not in NODE_VECTORS:
+            raise ConfigError(f"summary tree node_vectors must be one of {', '.join(NODE_VECTORS)}, got {self.node_vectors!r}")
 
 
 def approx_tokens(text: str) -> int:

@@ -8,8 +8,14 @@ cluster them with a Gaussian mixture whose number of components is chosen by BIC
 soft membership (a node may join a second cluster whose posterior is at least
 ``soft_threshold``); split any cluster whose members exceed the summarizer's token budget
 again (the same way, recursively; lopsided splits fold their one- and two-member parts
-into the nearest sibling that still fits); summarize each cluster; embed the summaries
-with the chunks' embedding backend; repeat on the summaries until a level is small.
+into the nearest sibling that still fits); summarize each cluster; give each node a
+vector in the leaves' space; repeat on the nodes until a level is small. A node's vector
+is the centroid of the leaves it covers (``TreeParams.node_vectors = "centroid"``: no
+model runs; each embedding model's block of the row normalised apart) for extractive
+summaries, which are sentences of those leaves anyway; LLM summaries (and the
+hashed-lexical tree) are embedded instead. Embedding the extractive summaries with the
+default ensemble was 27 % of a default ingest's CPU, for the same retrieval quality
+(docs/benchmarks.md, "Ingest cost per step").
 Re-builds are incremental: clusters of the published tree whose members are unchanged are
 kept (:func:`build_summary_tree`, ``previous``).
 
@@ -60,7 +66,8 @@ from ragspine_index.raptor.clustering import TreeParams, approx_tokens, cluster_
 from ragspine_index.raptor.summarizers import Summarizer, SummaryCache, make_summarizer, split_sentences, text_sha
 
 __all__ = ["LEXICAL_VECTOR_DIM", "SUMMARY_TREE_CHECKS", "SUMMARY_TREE_VERSION", "Leaves", "SummaryTreeRef", "TreeParams",
-           "build_summary_tree", "cluster_level", "restricted_fingerprints", "summary_tree_step", "verify_summary_tree"]
+           "build_summary_tree", "centroid_vectors", "cluster_level", "restricted_fingerprints", "summary_tree_step",
+           "vector_blocks", "verify_summary_tree"]
 
 #: The artifact's format (``tree.json`` ``version``; what ``ragspine_query.tree`` reads).
 SUMMARY_TREE_VERSION = "1"
@@ -131,6 +138,37 @@ def _scrub(text: str, blocked: set[str]) -> str:
     return text if len(kept) == len(parts) else " ".join(kept)
 
 
+def centroid_vectors(leaf_vectors: np.ndarray, covered: Sequence[Sequence[int]],
+                     blocks: Sequence[tuple[int, int, float]] | None = None) -> np.ndarray:
+    """Node vectors as centroids: row ``i`` is the mean of ``leaf_vectors[covered[i]]``,
+    each column block ``(start, stop, scale)`` made a vector of norm ``scale`` again (an
+    ensemble row is its models' unit vectors side by side, each scaled by ``1/sqrt(n)``:
+    :class:`~ragspine_core.dense.ensemble.EnsembleEmbeddingBackend`), so a node's cosine
+    with a query is, like a leaf's, the mean of the models' cosines. ``blocks`` default:
+    the whole row, norm 1. A block whose mean is zero stays zero. Deterministic: float64
+    sums in member order."""
+    x = np.asarray(leaf_vectors, dtype=np.float32)
+    dim = int(x.shape[1]) if x.ndim == 2 else 0
+    out = np.zeros((len(covered), dim), dtype=np.float32)
+    for i, members in enumerate(covered):
+        if len(members):
+            out[i] = x[np.asarray(members, dtype=np.int64)].astype(np.float64).mean(axis=0)
+    for start, stop, scale in (blocks or ((0, dim, 1.0),)):
+        norms = np.linalg.norm(out[:, start:stop], axis=1, keepdims=True)
+        out[:, start:stop] = np.where(norms > 0, out[:, start:stop] * (np.float32(scale) / np.maximum(norms, 1e-12)), 0.0)
+    return out
+
+
+def vector_blocks(backend: Any) -> tuple[tuple[int, int, float], ...]:
+    """``(start, stop, scale)`` of each model's columns in ``backend``'s rows (one block of
+    norm 1 for a single model; each part of an ensemble at ``1/sqrt(n)``)."""
+    parts = tuple(getattr(backend, "parts", ()) or ())
+    if parts:
+        scale = 1.0 / float(np.sqrt(len(parts)))
+        return tuple((int(p.start), int(p.stop), scale) for p in parts)
+    return ((0, int(backend.dim), 1.0),)
+
+
 # ------------------------------------------------------------------------------ build
 @dataclass(frozen=True, slots=True)
 class SummaryTreeRef:
@@ -176,10 +214,14 @@ def build_summary_tree(paths: LibraryPaths, leaves: Leaves, leaf_vectors: np.nda
                        summary_cache_path: Path | None, params: TreeParams = TreeParams(),
                        blocked: Sequence[str] = (), input_hash: str, store_leaf_vectors: bool = False,
                        previous: dict[int, list[tuple[str, ...]]] | None = None,
-                       progress: Callable[[str], None] | None = None) -> SummaryTreeRef:
+                       progress: Callable[[str], None] | None = None,
+                       blocks: Sequence[tuple[int, int, float]] | None = None) -> SummaryTreeRef:
     """Build the tree over ``leaves`` (their vectors in ``leaf_vectors``) and write the artifact.
 
-    ``embed(texts)`` embeds summaries in the leaves' space (L2-normalised rows);
+    ``embed(texts)`` embeds summaries in the leaves' space (L2-normalised rows) when
+    ``params.node_vectors`` is ``summary``; with ``centroid`` (the default) a node's vector
+    is :func:`centroid_vectors` of the leaves it covers (``blocks``: the models' column
+    blocks, :func:`vector_blocks`) and ``embed`` is not called;
     ``blocked`` are RESTRICTED fingerprints (:func:`restricted_fingerprints`);
     ``input_hash`` identifies everything the tree depends on: an existing tree with the
     same hash is reused (no summarizer call at all). LLM summaries go through the
@@ -233,7 +275,10 @@ def build_summary_tree(paths: LibraryPaths, leaves: Leaves, leaf_vectors: np.nda
                 lvl.texts.append(summary)
                 lvl.children.append(members)
                 lvl.leaves.append(tuple(sorted({leaf for m in members for leaf in cur_leaves[m]})))
-            lvl.vectors = np.asarray(embed(lvl.texts), dtype=np.float32).reshape(len(lvl.texts), -1)
+            if params.node_vectors == "centroid":
+                lvl.vectors = centroid_vectors(leaf_vectors, lvl.leaves, blocks)
+            else:
+                lvl.vectors = np.asarray(embed(lvl.texts), dtype=np.float32).reshape(len(lvl.texts), -1)
             levels.append(lvl)
             if progress:
                 progress(f"summary tree level {level_no}: {len(lvl.ids)} nodes from {len(cur_texts)}")
@@ -448,6 +493,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
                              f"top_size={params.top_size}", restricted_skipped=len(restricted_rows))
         return StepResult(ref, (outcome(NO_RESTRICTED_TEXT_IN_NODES, True, {"nodes_with_restricted_text": 0}),))
     blocked = restricted_fingerprints(restricted_texts, leaves.texts) if restricted_texts else []
+    blocks: tuple[tuple[int, int, float], ...] | None = None
     if chunk_embeddings.directory:
         d = Path(chunk_embeddings.directory)
         emb_rows = np.load(d / schema.EMB_ROWS)
@@ -461,6 +507,9 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
             raise ConfigError(f"the summary tree needs the chunks' embedding model {chunk_embeddings.model_id!r} to embed "
                               f"its summaries; configure that backend ({spec.backend!r}) and re-materialize")
         embed = cached_embed(backend, ctx.cache_path)
+        blocks = vector_blocks(backend)
+        if summarizer.is_llm:  # abstractive text: its own embedding says what the node is about
+            params = dataclasses.replace(params, node_vectors="summary")
         vector_kind = f"embedding:{chunk_embeddings.model_id}"
         vec_hash = chunk_embeddings.content_hash
         store_leaf_vectors = False
@@ -472,6 +521,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
         leaf_vectors = embed(list(leaves.texts)) if len(leaves.texts) else np.zeros((0, LEXICAL_VECTOR_DIM), np.float32)
         vector_kind = f"lexical:{lexical.model_id}"
         vec_hash = "lexical"
+        params = dataclasses.replace(params, node_vectors="summary")  # hashing a summary costs nothing
         store_leaf_vectors = True
     input_hash = sha256_json([index_text.content_hash, vec_hash, sha256_json(list(leaves.texts)), blocked])
     summary_cache = Path(ctx.cache_path).parent / "summaries.sqlite"
@@ -482,7 +532,7 @@ def summary_tree_step(ctx: StepContext, index_text: IndexTextRef, chunk_embeddin
     ref = build_summary_tree(ctx.paths, leaves, leaf_vectors, embed=embed, vector_kind=vector_kind, summarizer=summarizer,
                              summary_cache_path=summary_cache, params=params,
                              blocked=blocked, input_hash=input_hash, store_leaf_vectors=store_leaf_vectors,
-                             previous=previous, progress=ctx.log)
+                             previous=previous, progress=ctx.log, blocks=blocks)
     ref = dataclasses.replace(ref, restricted_skipped=len(restricted_rows))
     _forget_restricted(ctx.paths, summary_cache, restricted_chunk_texts(ctx.paths.chunk_store),
                        Path(cast(str, ref.directory)))

@@ -18,7 +18,7 @@ from ragspine_index.pipeline import build_library
 from ragspine_index.step_api import BlockingCheckError
 from ragspine_index.raptor.summarizers import ExtractiveSummarizer, LLMSummarizer, SummaryCache, split_sentences
 from ragspine_index.raptor.clustering import TreeParams, cluster_level
-from ragspine_index.steps.summary_tree import restricted_fingerprints
+from ragspine_index.steps.summary_tree import Leaves, restricted_fingerprints
 from ragspine_core.llm import OpenAICompatibleProvider
 
 from tests.query.rerank.llm_server import LocalChatServer
@@ -316,3 +316,71 @@ def test_a_library_above_tree_max_leaves_gets_no_tree_until_it_raises_the_limit(
 
     with pytest.raises(ConfigError, match="tree_max_leaves"):
         LibraryConfig(tree_max_leaves=-1)
+
+
+# --------------------------------------------------------------------- node vectors
+def _two_topic_leaves(n: int = 24) -> tuple[Leaves, np.ndarray]:
+
+    x, labels = _blobs(5, per=n // 3, dim=16)
+    # an "ensemble" row: two unit blocks of 8 columns side by side, each scaled by 1/sqrt(2)
+    a, b = x[:, :8], x[:, 8:]
+    rows = np.concatenate([a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)], 1)
+    rows = (rows / np.sqrt(2)).astype(np.float32)
+    texts = tuple(f"Leaf {i} is about topic {int(t)} and the {WORDS[int(t)]} of the group." for i, t in enumerate(labels))
+    leaves = Leaves(np.arange(len(rows), dtype=np.int32), tuple(f"c{i:03d}" for i in range(len(rows))),
+                    tuple(f"d{i // 2:03d}" for i in range(len(rows))), texts)
+    return leaves, rows
+
+
+def test_centroid_node_vectors_are_the_covered_leaves_mean_per_model_block_without_embedding(tmp_path):
+    from ragspine_index.steps.summary_tree import build_summary_tree, centroid_vectors
+
+    leaves, rows = _two_topic_leaves()
+    blocks = ((0, 8, 1 / np.sqrt(2)), (8, 16, 1 / np.sqrt(2)))
+
+    def no_embed(texts):
+        raise AssertionError("centroid node vectors must not embed summaries")
+
+    params = TreeParams(token_budget=200, max_members=6, top_size=2)
+    ref = build_summary_tree(LibraryPaths("lib", tmp_path / "raw", tmp_path / "art"), leaves, rows, embed=no_embed,
+                             vector_kind="embedding:test", summarizer=ExtractiveSummarizer(max_chars=200),
+                             summary_cache_path=None, params=params, input_hash="centroid-test", blocks=blocks)
+    d = Path(ref.directory)
+    vecs = np.load(d / "node_vectors.npy")
+    ptr, flat = np.load(d / "leaves_indptr.npy"), np.load(d / "leaves.npy")
+    assert len(vecs) == sum(ref.nodes_per_level) >= 3
+    for i in range(len(vecs)):
+        mean = rows[flat[ptr[i]:ptr[i + 1]]].astype(np.float64).mean(axis=0)
+        for s, e, _ in blocks:
+            want = mean[s:e] / np.linalg.norm(mean[s:e]) / np.sqrt(2)
+            np.testing.assert_allclose(vecs[i, s:e], want, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)  # unit rows, like the leaves'
+    assert json.loads((d / "tree.json").read_text())["params"]["node_vectors"] == "centroid"
+    # a node is nearer its own leaves than the others' (the tree still ranks by topic)
+    top = vecs[int(np.argmax(ptr[1:] - ptr[:-1]))]
+    assert np.allclose(centroid_vectors(rows, [[0, 1]], None)[0], centroid_vectors(rows, [[1, 0]], None)[0])
+    assert float(np.max(rows @ top)) > 0.5
+
+
+def test_summary_node_vectors_embed_each_summary_and_change_the_tree_hash(tmp_path):
+    from ragspine_index.steps.summary_tree import build_summary_tree
+
+    leaves, rows = _two_topic_leaves()
+    seen: list[str] = []
+
+    def embed(texts):
+        seen.extend(texts)
+        return np.tile(rows[:1], (len(texts), 1))
+
+    paths = LibraryPaths("lib", tmp_path / "raw", tmp_path / "art")
+    kw = dict(vector_kind="embedding:test", summarizer=ExtractiveSummarizer(max_chars=200), summary_cache_path=None,
+              input_hash="same-input")
+    by_summary = build_summary_tree(paths, leaves, rows, embed=embed, **kw,
+                                    params=TreeParams(token_budget=200, max_members=6, top_size=2, node_vectors="summary"))
+    by_centroid = build_summary_tree(paths, leaves, rows, embed=embed, **kw,
+                                     params=TreeParams(token_budget=200, max_members=6, top_size=2))
+    texts = pq.read_table(Path(by_summary.directory) / "nodes.parquet").column("text").to_pylist()
+    assert seen == texts and by_summary.content_hash != by_centroid.content_hash
+    np.testing.assert_array_equal(np.load(Path(by_summary.directory) / "node_vectors.npy"), np.tile(rows[:1], (len(texts), 1)))
+    with pytest.raises(Exception, match="node_vectors"):
+        TreeParams(node_vectors="mean")
