@@ -104,7 +104,8 @@ def relation_graph_problem(ref: Any, index_text: IndexTextRef, store_path: Path,
     """Why the relation graph ``ref`` may not be published with these chunks (None: it may)."""
     from ragspine_core.glossary import Glossary
 
-    from ragspine_index.steps.relation_graph import read_graph_chunks, verify_relation_graph
+    from ragspine_index.graph.graph_input import read_graph_chunks
+    from ragspine_index.graph.verify import verify_relation_graph
 
     if ref is None or not getattr(ref, "directory", None):
         return None

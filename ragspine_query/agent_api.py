@@ -18,7 +18,8 @@ from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 from ragspine_query.library import Library, open_library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.explain import hit_candidates, now
-from ragspine_query.pipeline.stages import QueryPipeline, SearchResult, Snippets
+from ragspine_query.pipeline.runner import QueryPipeline
+from ragspine_query.pipeline.state import SearchResult, Snippets
 from ragspine_query.pipeline.trace import current_tracer, tracing
 from ragspine_core.records import Hit, Snippet, to_snippet
 from ragspine_core.settings import Settings
@@ -108,7 +109,7 @@ class NarrativeIndexRetriever:
             if not snippets and res.refusal is None and filters and self.retry_without_filters:
                 tracer.add("retry", "without-filters", 0.0, query=query,
                            detail="the caller's filtered result was empty (retry_without_filters is on)")
-                from ragspine_query.pipeline.stages import dropped_filter_records
+                from ragspine_query.pipeline.state import dropped_filter_records
 
                 dropped = dropped_filter_records(filters, "caller", "the filtered result was empty (retry_without_filters)")
                 snippets, res = self._open_snippets(query, None, top_k)

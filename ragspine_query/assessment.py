@@ -2,7 +2,7 @@
 
 The Cortex seed's ``ExecuteAdaptiveSearch`` returns ``tier``, ``confidence`` (a grade
 ``high | medium | low``), ``confidence_score`` and ``needs_refinement`` with every result;
-here :class:`~ragspine_query.pipeline.stages.SearchResult` (and the snippets) carry
+here :class:`~ragspine_query.pipeline.state.SearchResult` (and the snippets) carry
 ``tier``, ``confidence`` (:class:`Confidence`) and ``needs_refinement``.
 
 * :func:`default_tier` — the tier that describes the channels a pipeline runs when no

@@ -42,7 +42,9 @@ from ragspine_query.score_normalization import normalize_score
 from ragspine_core.errors import ConfigError
 from ragspine_core.gate import Refusal
 from ragspine_query.pipeline.explain import hit_candidates, now
-from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.runner import QueryPipeline, stages_of
+from ragspine_query.pipeline.stages import Stage
+from ragspine_query.pipeline.state import QueryState
 from ragspine_query.pipeline.trace import current_tracer
 from ragspine_query.source import Source
 from ragspine_core.records import Hit
@@ -181,7 +183,7 @@ class CorrectiveStage(Stage):
     :func:`refine_query`), at most ``config.max_rounds`` (2) actions, each graded; a
     *widen* to every channel stands in for a missing action when an adaptive tier had
     restricted the channels. Each action runs the stages listed before this one again
-    (:meth:`~ragspine_query.pipeline.stages.QueryState.rerun`). The best-graded set is
+    (:meth:`~ragspine_query.pipeline.state.QueryState.rerun`). The best-graded set is
     used; if even that is ``incorrect`` the query is **refused**
     (``Refusal(kind="low_confidence")``).
 
@@ -261,7 +263,7 @@ class CorrectiveStage(Stage):
     @staticmethod
     def _dropped(first: QueryState, filters: Any, f2: Any, extract: bool, g1: Grade) -> tuple[dict[str, Any], ...]:
         """The filters a corrective rerun (``f2``, ``extract``) runs without, as records."""
-        from ragspine_query.pipeline.stages import dropped_filter_records
+        from ragspine_query.pipeline.state import dropped_filter_records
 
         why = f"corrective retrieval: the first result graded {g1.grade} ({g1.confidence:.2f})"
         out: tuple[dict[str, Any], ...] = ()
@@ -331,12 +333,12 @@ class CorrectiveStage(Stage):
 
 class CorrectiveRetrieval(QueryPipeline):
     """``pipeline``'s stage list followed by a :class:`CorrectiveStage` (a pipeline that is
-    not a :class:`~ragspine_query.pipeline.stages.QueryPipeline` runs as one stage), so
+    not a :class:`~ragspine_query.pipeline.runner.QueryPipeline` runs as one stage), so
     ``CorrectiveRetrieval(p).run(…)`` has the pipeline's signature.
     :func:`~ragspine_query.intelligence.build_query_pipeline` lists the stage directly.
 
     Args:
-        pipeline: a :class:`~ragspine_query.pipeline.stages.QueryPipeline` (possibly with
+        pipeline: a :class:`~ragspine_query.pipeline.runner.QueryPipeline` (possibly with
             filter extraction) or anything with ``run(query, *, filters, top_k, include_restricted, explain)``.
         config, grader, provider, act, relax_caller_filters: the :class:`CorrectiveStage`'s.
     """

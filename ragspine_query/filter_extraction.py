@@ -37,7 +37,9 @@ from ragspine_core.text.normalize import normalize_query
 from ragspine_core.errors import ConfigError
 from ragspine_query.filters import Predicate, parse_filters
 from ragspine_query.pipeline.explain import hit_candidates, now
-from ragspine_query.pipeline.stages import QueryPipeline, QueryState, Stage, stages_of
+from ragspine_query.pipeline.runner import QueryPipeline, stages_of
+from ragspine_query.pipeline.stages import Stage
+from ragspine_query.pipeline.state import QueryState
 from ragspine_query.pipeline.trace import current_tracer
 from ragspine_query.source import Source, libraries_of
 
@@ -559,7 +561,7 @@ class FilterFallbackStage(Stage):
                                                   "(the caller's filters stay)")
             tracer.add("extract", "dropped", 0.0, lambda: hit_candidates(list(base.hits)), query=str(query), detail=base.applied_filters.note)
             base.caller_filters, base.extraction = state.caller_filters, state.extraction
-            from ragspine_query.pipeline.stages import dropped_filter_records
+            from ragspine_query.pipeline.state import dropped_filter_records
 
             base.dropped_filters = tuple(base.dropped_filters) + dropped_filter_records(
                 [p.predicate for p in use], "extracted", "the extracted predicates left no hit")
@@ -611,7 +613,7 @@ def blend_rankings(unfiltered: Sequence[Any], filtered: Sequence[Any], k: float 
 class FilterPreference(QueryPipeline):
     """``pipeline``'s stage list with filter extraction around it: an
     :class:`ExtractFiltersStage` first and a :class:`FilterFallbackStage` last (a pipeline
-    that is not a :class:`~ragspine_query.pipeline.stages.QueryPipeline` runs as one
+    that is not a :class:`~ragspine_query.pipeline.runner.QueryPipeline` runs as one
     stage). :func:`~ragspine_query.intelligence.build_query_pipeline` lists the two stages directly.
 
     Args:

@@ -243,7 +243,7 @@ def build_query_pipeline(
     cache: Any | None = None,
     postprocessors: Sequence[tuple[str, Any]] = (),
 ) -> Any:
-    """A :class:`~ragspine_query.pipeline.stages.QueryPipeline` over ``source`` (a
+    """A :class:`~ragspine_query.pipeline.runner.QueryPipeline` over ``source`` (a
     retriever) that runs :func:`query_stages` — ``run(query, *, filters, top_k,
     include_restricted, explain)``. ``cache`` is a shared
     :class:`~ragspine_query.cache.ScopedCache` (default: a new one when ``cache_size > 0``);
@@ -252,7 +252,7 @@ def build_query_pipeline(
     Raises:
         ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
     """
-    from ragspine_query.pipeline.stages import QueryPipeline
+    from ragspine_query.pipeline.runner import QueryPipeline
 
     stages = query_stages(source, intelligence, glossary=glossary, provider=provider, transforms=transforms, reranker=reranker,
                           judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)

@@ -40,7 +40,7 @@ from ragspine_query.pipeline.explain import NULL_TRACER, Candidate, Tracer, hit_
 from ragspine_query.pipeline.trace import tracing
 from ragspine_query import graph as _graph  # noqa: F401  (importing ragspine_query.graph registers the graph channel)
 from ragspine_query.graph.graph_channel import GraphChannelConfig
-from ragspine_query.pipeline.stages import SearchResult
+from ragspine_query.pipeline.state import SearchResult
 from ragspine_core.records import SENSITIVITIES, Hit, lazy_hits, ranked_hits
 from ragspine_core.text.language import LanguageProfile, query_language
 from ragspine_core.runtime.kernels import query_kernels

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 class Source(Protocol):
     """What the query pipeline's stages search: ``search(query, *, filters, top_k,
     include_restricted, explain)`` returning hits best first (a
-    :class:`~ragspine_query.pipeline.stages.SearchResult`), and the one-library retrievers
+    :class:`~ragspine_query.pipeline.state.SearchResult`), and the one-library retrievers
     behind it by library id."""
 
     @property

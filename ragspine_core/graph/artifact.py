@@ -1,4 +1,4 @@
-"""The relation-graph artifact contract (writer: ``ragspine_index.steps.relation_graph``).
+"""The relation-graph artifact contract (writer: ``ragspine_index.graph.graph_files`` and ``ragspine_index.graph.community_file``).
 
 One directory per snapshot (``relation_graph/``, registered in ``schema.ARTIFACT_REGISTRY``)::
 

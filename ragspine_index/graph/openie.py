@@ -1,6 +1,6 @@
 """The relation graph's LLM extractor (the ``llm`` relation-extractor slot): OpenIE-style
 triples from each open chunk through an OpenAI-compatible provider, cached by chunk hash,
-and the parser of its replies. The builder (:mod:`ragspine_index.steps.relation_graph`)
+and the parser of its replies. The builder (:mod:`ragspine_index.graph.extraction`)
 screens every endpoint with the competitor gate before it enters the graph."""
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 * :mod:`.channels` — :class:`Channel` (the declared abilities and their defaults),
   :func:`register_channel` (the :data:`CHANNELS` registry), the built-in ``bm25`` and
   ``vector`` channels;
-* :mod:`.stages` — :class:`QueryPipeline` (an explicit list of stages), :class:`Stage`,
-  :class:`QueryState`, the built-in stages, :func:`register_transform`,
-  :func:`register_postprocessor`, :class:`SearchResult`;
+* :mod:`.runner` — :class:`QueryPipeline` (an explicit list of stages run by one loop),
+  :func:`~ragspine_query.pipeline.runner.stages_of`;
+* :mod:`.stages` — :class:`Stage`, the built-in stages, :func:`core_stages`;
+* :mod:`.state` — :class:`QueryState` (what one run carries), :class:`SearchResult`,
+  :class:`Snippets`;
 * :mod:`.plugins` — the :data:`TRANSFORMS` and :data:`POSTPROCESSORS` registries (built-ins
   and plug-ins, each a :class:`Plugin` factory; ``always`` entries run in every pipeline,
   the others when a spec names them), :func:`register_transform_factory`,
@@ -18,13 +20,12 @@
 from ragspine_query.pipeline.channels import (CHANNELS, Channel, ChannelContext, DenseChannel, LexicalChannel, PluginChannel, register_channel,
                                               registered_channels, unregister_channel)
 from ragspine_query.pipeline.explain import Candidate, Explain, StageTrace
+from ragspine_query.pipeline.runner import QueryPipeline
 from ragspine_query.pipeline.stages import (
     CutStage,
     GateStage,
     PipelineStage,
     PostprocessStage,
-    QueryPipeline,
-    QueryState,
     RerankStage,
     RestrictedStripStage,
     RetrieveStage,
@@ -32,9 +33,8 @@ from ragspine_query.pipeline.stages import (
     TransformStage,
     VariantGateStage,
     core_stages,
-    SearchResult,
-    Snippets,
 )
+from ragspine_query.pipeline.state import QueryState, SearchResult, Snippets
 from ragspine_query.pipeline.plugins import (POSTPROCESSORS, TRANSFORMS, Plugin, PostProcessor, PostprocessorContext, Transform, TransformContext,
                                              register_postprocessor, register_postprocessor_factory, register_transform,
                                              register_transform_factory, registered_postprocessors, registered_transforms,

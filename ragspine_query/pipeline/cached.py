@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_query.cache import ScopedCache, scope_of
-from ragspine_query.pipeline.stages import QueryPipeline, stages_of
+from ragspine_query.pipeline.runner import QueryPipeline, stages_of
 
 
 class CachedPipeline(QueryPipeline):

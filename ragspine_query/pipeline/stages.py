@@ -27,31 +27,30 @@ is the retrieval part, from the gate to the RESTRICTED strip.)
   it again calls :meth:`QueryState.rerun`.
 
 A stage is added by listing it (:meth:`QueryPipeline.from_stages`), not by wrapping the
-pipeline. (Why one module of ~600 lines: the result types, the state, the built-in stages
-and the loop that runs them are read together; the query-intelligence stages live with
-their logic in :mod:`ragspine_query.filter_extraction` and :mod:`ragspine_query.corrective`.) Tracing goes through a context variable (:mod:`.trace`). Transforms and
-post-processors are protocols with registries (:mod:`.plugins`: :data:`TRANSFORMS`,
-:data:`POSTPROCESSORS`, :func:`register_transform`, :func:`register_postprocessor`,
-re-exported here, their old home; and :func:`~ragspine_query.pipeline.channels.register_channel`).
+pipeline. Three modules: :mod:`.state` (the result types and the state one run carries),
+this one (the built-in stages and :func:`core_stages`) and :mod:`.runner` (the loop that
+runs them, :class:`~ragspine_query.pipeline.runner.QueryPipeline`); the query-intelligence
+stages live with their logic in :mod:`ragspine_query.filter_extraction` and
+:mod:`ragspine_query.corrective`. Tracing goes through a context variable (:mod:`.trace`).
+Transforms and post-processors are protocols with registries (:mod:`.plugins`:
+:data:`TRANSFORMS`, :data:`POSTPROCESSORS`, :func:`register_transform`,
+:func:`register_postprocessor`; and :func:`~ragspine_query.pipeline.channels.register_channel`).
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from ragspine_query.fusion import DEFAULT_RRF_K, weighted_rrf
-from ragspine_core.records import Hit, hits_to_frame
+from ragspine_core.records import Hit
 from ragspine_core.text.language import query_language
-from ragspine_core.text.normalize import normalize_query
 from ragspine_query.transforms.transform import in_language_of
-from ragspine_query.cache import generation_of, invalidate_library, scope_of
-from ragspine_query.pipeline.explain import Explain, hit_candidates, now
-from ragspine_query.pipeline.trace import current_tracer, tracing
+from ragspine_query.pipeline.explain import hit_candidates, now
+from ragspine_query.pipeline.trace import current_tracer
+from ragspine_query.pipeline.state import QueryState
 from ragspine_query.source import Source
-from ragspine_query.pipeline.plugins import (  # noqa: F401 - the registries' names are re-exported from their old home
-    POSTPROCESSORS, TRANSFORMS, PostProcessor, Transform, always_postprocessors, always_transforms, register_postprocessor,
-    register_transform, registered_postprocessors, registered_transforms, unregister_postprocessor, unregister_transform)
+from ragspine_query.pipeline.plugins import PostProcessor, Transform
 
 if TYPE_CHECKING:
     from ragspine_query.rerank.reranker import Reranker
@@ -66,84 +65,6 @@ if TYPE_CHECKING:
 VARIANTS_OWN_LANGUAGE_ONLY = False
 
 
-_R = TypeVar("_R")
-
-
-def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict[str, Any], ...]:
-    """``{field, op, value, origin, why}`` of each dropped predicate (``origin``: ``caller`` or
-    ``extracted``): what :attr:`SearchResult.dropped_filters` holds."""
-    from ragspine_query.filters import parse_filters
-
-    preds = parse_filters(predicates) if predicates else ()
-    return tuple({"field": p.field, "op": p.op, "value": list(p.value) if isinstance(p.value, tuple) else p.value,
-                  "origin": origin, "why": why} for p in preds)
-
-
-class SearchResult(list[Any]):
-    """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
-
-    ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
-    competitor query, an ungroundable one) or None; a refused result holds no hits.
-
-    Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
-    every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
-    ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
-    :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),
-    ``needs_refinement``, ``filters`` (the extracted filters' outcome, or None) and
-    ``dropped_filters``: every filter a fallback or retry dropped to produce this result, as
-    dicts ``{field, op, value, origin: caller | extracted, why}`` (empty when none was).
-    """
-
-    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
-
-    def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
-        super().__init__(hits)
-        self.explain = explain
-        self.refusal = refusal
-        self.tier: str | None = None
-        self.confidence: Any = None
-        self.needs_refinement: bool | None = None
-        self.filters: Any = None
-        self.dropped_filters: tuple[dict[str, Any], ...] = ()
-
-    def carry(self: _R, other: Any) -> _R:
-        """Copy ``other``'s tier, confidence, needs_refinement, filters and dropped filters onto this result."""
-        for name in ("tier", "confidence", "needs_refinement", "filters"):
-            value = getattr(other, name, None)
-            if value is not None:
-                setattr(self, name, value)
-        dropped = tuple(getattr(other, "dropped_filters", ()) or ())
-        if dropped:
-            setattr(self, "dropped_filters", tuple(getattr(self, "dropped_filters", ())) + dropped)
-        return self
-
-    def to_frame(self) -> Any:
-        """A pandas DataFrame with provenance columns (see :func:`hits_to_frame`)."""
-        return hits_to_frame(self)
-
-
-class Snippets(list[Any]):
-    """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
-    ``confidence``, ``needs_refinement``, ``filters``, ``dropped_filters`` (see :class:`SearchResult`) and ``to_frame()``."""
-
-    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
-
-    def __init__(self, snippets: Sequence[dict[str, Any]] = (), explain: Explain | None = None, refusal: Any = None) -> None:
-        super().__init__(snippets)
-        self.explain = explain
-        self.refusal = refusal
-        self.tier: str | None = None
-        self.confidence: Any = None
-        self.needs_refinement: bool | None = None
-        self.filters: Any = None
-        self.dropped_filters: tuple[dict[str, Any], ...] = ()
-
-    carry = SearchResult.carry
-
-    def to_frame(self) -> Any:
-        return hits_to_frame(self)
-
-
 def _transform_detail(variants: list[Any], out: Any) -> str:
     note = getattr(out, "note", "")  # a transform may say why it did nothing
     return " | ".join(variants) + (f" ({note})" if note else "")
@@ -151,62 +72,6 @@ def _transform_detail(variants: list[Any], out: Any) -> str:
 
 def _is_restricted(hit: Hit) -> bool:
     return hit.chunk.is_restricted
-
-
-# -- the state one run of the stage list carries ------------------------------------------
-class QueryState:
-    """What one run of a pipeline's stage list carries from stage to stage.
-
-    ``query``, ``caller_filters`` (the filters this run was asked for), ``filters`` (what
-    retrieval applies: the caller's, plus extracted predicates), ``top_k``,
-    ``include_restricted``, ``extract`` (whether filter extraction may run), then what
-    stages fill in: ``variants``, ``tier``, ``hits``, ``refusal``, ``applied_filters``,
-    ``extraction`` (the predicates a filter stage applied, for its fallback),
-    ``confidence``, ``needs_refinement`` and ``dropped_filters`` (see :class:`SearchResult`).
-
-    A stage that must run the stages before it again (the filter fallback, corrective
-    retrieval) calls :meth:`rerun`; the pipeline sets what that runs.
-    """
-
-    __slots__ = ("query", "caller_filters", "filters", "top_k", "include_restricted", "extract", "variants", "tier",
-                 "hits", "refusal", "applied_filters", "extraction", "confidence", "needs_refinement", "dropped_filters",
-                 "_rerun")
-
-    def __init__(self, query: Any, filters: Any, top_k: int, include_restricted: bool, *, extract: bool = True,
-                 tier: str | None = None) -> None:
-        self.query = query
-        self.caller_filters = filters
-        self.filters = filters
-        self.top_k = top_k
-        self.include_restricted = include_restricted
-        self.extract = extract
-        self.variants: list[Any] = [query]
-        self.tier = tier
-        self.hits: list[Hit] = []
-        self.refusal: Any = None
-        self.applied_filters: Any = None
-        self.extraction: Any = None
-        self.confidence: Any = None
-        self.needs_refinement: bool | None = None
-        self.dropped_filters: tuple[dict[str, Any], ...] = ()
-        self._rerun: Callable[..., "QueryState"] | None = None
-
-    def rerun(self, query: Any, filters: Any, *, extract: bool = True, after: Any = None) -> "QueryState":
-        """A fresh run of the stages before the current one (after stage ``after`` when
-        given) for ``query`` and ``filters``: its final state."""
-        if self._rerun is None:
-            raise RuntimeError("rerun() is only available while a pipeline runs its stages")
-        return self._rerun(query, filters, extract, after)
-
-    def result(self, explain: Explain | None = None) -> SearchResult:
-        """The state as a :class:`SearchResult` (hits, refusal, tier, confidence, filters)."""
-        res = SearchResult(self.hits, explain, self.refusal)
-        res.tier = self.tier
-        res.confidence = self.confidence
-        res.needs_refinement = self.needs_refinement
-        res.filters = self.applied_filters
-        res.dropped_filters = tuple(self.dropped_filters)
-        return res
 
 
 class Stage:
@@ -488,133 +353,3 @@ def core_stages(source: Source, *, transforms: Sequence[tuple[str, Transform]] =
         stages.append(PostprocessStage(final_post, final=True))
     stages.append(RestrictedStripStage())
     return stages
-
-
-class QueryPipeline:
-    """An explicit list of stages run in order: ``run`` returns a :class:`SearchResult`.
-
-    ``QueryPipeline(source, transforms=…, reranker=…, postprocessors=…, gate=…)`` lists
-    :func:`core_stages` (registered transforms and post-processors after the explicit
-    ones); :func:`~ragspine_query.intelligence.build_query_pipeline` lists the
-    query-intelligence stages around them (filter extraction, corrective retrieval).
-    :meth:`from_stages` takes any list. ``cache`` (a
-    :class:`~ragspine_query.cache.ScopedCache`) memoises whole runs, keyed by the scope
-    of the libraries searched, the pipeline's ``variant`` and the arguments.
-    """
-
-    def __init__(
-        self,
-        source: Source,
-        *,
-        transforms: Sequence[tuple[str, Transform]] = (),
-        reranker: Reranker | None = None,
-        judge: ListwiseJudge | None = None,
-        rerank_top_n: int = 10,
-        rrf_k: float = DEFAULT_RRF_K,
-        postprocessors: Sequence[tuple[str, PostProcessor]] = (),
-        use_registered: bool = True,
-        gate: Any | None = None,
-    ) -> None:
-        #: ``gate.check(text) -> Refusal | None`` (see :mod:`ragspine_core.gate`): the user's
-        #: query is checked before anything runs, every generated variant before retrieval
-        self.gate = gate
-        self.transforms = list(transforms) + (always_transforms() if use_registered else [])
-        self.postprocessors = list(postprocessors) + (always_postprocessors() if use_registered else [])
-        self.reranker = reranker
-        self.judge = judge
-        self.rerank_top_n = rerank_top_n
-        self.rrf_k = rrf_k
-        self._set_stages(source, core_stages(source, transforms=self.transforms, reranker=reranker, judge=judge,
-                                             rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=self.postprocessors,
-                                             gate=gate))
-
-    def _set_stages(self, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
-        self.source = source
-        self.stages: list[Stage] = list(stages)
-        self.cache = cache
-        self.variant = variant  # what else makes two pipelines' results differ (their configuration), for the cache key
-        self.scope = scope_of(source) if source is not None else ""
-
-    @classmethod
-    def from_stages(cls, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> "QueryPipeline":
-        """A pipeline that runs ``stages`` over ``source`` (the retriever the stages search)."""
-        self = cls.__new__(cls)
-        self._init_from(source, stages, cache=cache, variant=variant)
-        return self
-
-    def _init_from(self, source: Source | None, stages: Sequence[Stage], *, cache: Any | None = None, variant: str = "") -> None:
-        self.gate, self.transforms, self.postprocessors = None, [], []
-        self.reranker = self.judge = None
-        self.rerank_top_n, self.rrf_k = 10, DEFAULT_RRF_K
-        self._set_stages(source, stages, cache=cache, variant=variant)
-
-    def describe(self) -> str:
-        """The stage list, e.g. ``extract_filters → gate → transforms → … → corrective``."""
-        return " → ".join(s.name for s in self.stages) + (" (cached)" if self.cache is not None else "")
-
-    # -- running --------------------------------------------------------------------------
-    def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
-        """Run the stage list for ``query`` (RESTRICTED removed before ranking unless
-        ``include_restricted``); ``explain=True`` fills ``SearchResult.explain``."""
-        with tracing(explain) as tracer:
-            t0 = now()
-            key = self.cache_key(query, filters, top_k, include_restricted) if self.cache is not None else ""
-            if self.cache is not None:
-                value, found = self.cache.get(key)
-                if found:  # a hit's trace is the cache stage alone
-                    hits, refusal, meta = value
-                    tracer.add("cache", "hit", now() - t0, query=query, detail=lambda: f"scope {self.scope}")
-                    return SearchResult(hits, tracer.freeze(query) if explain else None, refusal).carry(meta)
-            state = self._run_stages(QueryState(query, filters, top_k, include_restricted), len(self.stages), None)
-            ex = None
-            if explain:
-                ex = tracer.freeze(query)
-                if not include_restricted:
-                    ex = ex.without_restricted()
-            res = state.result(ex)
-            if self.cache is not None:
-                meta = SearchResult().carry(res)  # tier, confidence, needs_refinement, filters
-                self.cache.set(key, (tuple(res), res.refusal, meta))
-            return res
-
-    search = run  # a pipeline is searched like a retriever (the narrative index, ``ragspine eval``)
-
-    def _run_stages(self, state: QueryState, stop: int, after: Any) -> QueryState:
-        from ragspine_query.assessment import default_tier
-
-        state.tier = default_tier(self.source)
-        start = 0 if after is None else self.stages.index(after) + 1
-        for i in range(start, stop):
-            stage = self.stages[i]
-            if state.refusal is not None and not stage.after_refusal:
-                continue
-            state._rerun = self._rerunner(i, state.top_k, state.include_restricted)
-            state = stage(state)
-        state._rerun = None
-        return state
-
-    def _rerunner(self, stop: int, top_k: int, include_restricted: bool) -> Callable[..., QueryState]:
-        def rerun(query: Any, filters: Any, extract: bool, after: Any) -> QueryState:
-            return self._run_stages(QueryState(query, filters, top_k, include_restricted, extract=extract), stop, after)
-        return rerun
-
-    def cache_key(self, query: str, filters: Any, top_k: int, include_restricted: bool) -> str:
-        import json
-
-        f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
-        # the generation: a newer snapshot that withholds rows of the open one retires its entries
-        generation = generation_of(self.source if self.source is not None else getattr(self, "pipeline", None))
-        return "\x1f".join((self.scope, self.variant, generation, normalize_query(query), f, str(int(top_k)),
-                             str(bool(include_restricted))))
-
-    def invalidate_library(self, library_id: str) -> int:
-        """Drop every cached result of ``library_id`` (any snapshot); returns how many (0 without a cache)."""
-        return invalidate_library(self.cache, library_id) if self.cache is not None else 0
-
-
-def stages_of(pipeline: Any) -> tuple[Source | None, list[Stage]]:
-    """``(source, stages)`` of a pipeline: a :class:`QueryPipeline`'s own list, or any
-    other ``run``-able as one :class:`PipelineStage`."""
-    if isinstance(pipeline, QueryPipeline):
-        return pipeline.source, list(pipeline.stages)
-    return getattr(pipeline, "source", None), [PipelineStage(pipeline)]

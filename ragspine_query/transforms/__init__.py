@@ -1,6 +1,6 @@
 """Query transforms: the user's query → the variants the pipeline retrieves and fuses.
 
-Each is a :class:`~ragspine_query.pipeline.stages.Transform` (``variants -> variants``)
+Each is a :class:`~ragspine_query.pipeline.plugins.Transform` (``variants -> variants``)
 that returns :class:`~.base.Variants` with a note ``explain`` shows:
 
 ===============  =================================================  =====================

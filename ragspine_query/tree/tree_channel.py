@@ -28,7 +28,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, SynthesisCitationError
 from ragspine_query.pipeline.channels import Channel, ChannelContext, OnDemandChannel, register_builtin_channel
-from ragspine_query.pipeline.stages import Snippets
+from ragspine_query.pipeline.state import Snippets
 from ragspine_core.records import Hit, to_snippet
 from ragspine_query.tree.config import TreeConfig
 from ragspine_query.tree.reader import SummaryTree, TreeNode

@@ -167,7 +167,7 @@ def cmd_eval(args, grid=False):
 
 
 def synthetic_chunks(n: int, seed: int = 0):
-    from ragspine_index.steps.relation_graph import GraphChunk
+    from ragspine_index.graph.graph_input import GraphChunk
 
     rng = np.random.default_rng(seed)
     syll = ["an", "bel", "cor", "dru", "el", "fa", "gor", "hal", "is", "jun", "ka", "lor", "mi", "nor", "os", "pra", "qui", "ran", "sel", "tor"]
@@ -188,7 +188,7 @@ def cmd_build(args):
     for n in args.chunks:
         code = ("import sys,time,resource,json,tempfile\n"
                 "from pathlib import Path\nfrom ragspine_tools.bench.graph_hotpot import synthetic_chunks\n"
-                "from ragspine_index.steps.relation_graph import build_relation_graph\n"
+                "from ragspine_index.graph.build import build_relation_graph\n"
                 "import os\nch=synthetic_chunks(%d); base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 "r0=resource.getrusage(resource.RUSAGE_SELF); t=time.perf_counter(); p=build_relation_graph(Path(tempfile.mkdtemp()), ch)\n"
                 "s=time.perf_counter()-t; r1=resource.getrusage(resource.RUSAGE_SELF)\n"
@@ -204,7 +204,9 @@ def cmd_rules(args):
     """Build the graph of ``--library``'s chunks with this checkout's rules; score BM25 + graph over it."""
 
     from ragspine_tools.evaluate import query_types, run_queries
-    from ragspine_index.steps.relation_graph import GraphConfig, build_relation_graph, read_graph_chunks
+    from ragspine_index.graph.build import build_relation_graph
+    from ragspine_index.graph.graph_config import GraphConfig
+    from ragspine_index.graph.graph_input import read_graph_chunks
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run
     from ragspine_query.library import Library

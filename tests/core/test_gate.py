@@ -10,7 +10,7 @@ from ragspine_core.gate import CompetitorGate, Refusal
 from ragspine_core.glossary import Glossary
 from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.agent_api import build_narrative_retriever
-from ragspine_query.pipeline.stages import QueryPipeline
+from ragspine_query.pipeline.runner import QueryPipeline
 from ragspine_query.transforms.transform import ChannelQuery, Variants
 from tests.conftest import REPO_ROOT
 from tests.query.qi_library import shared_sample

@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragspine_index.graph.entities import cjk_segments, english_spans, heading_phrases, is_attribute
-from ragspine_index.steps.relation_graph import GraphChunk, build_relation_graph, synonym_allowed
+from ragspine_index.graph.build import build_relation_graph
+from ragspine_index.graph.graph_input import GraphChunk
+from ragspine_index.graph.synonyms import synonym_allowed
 from ragspine_core.glossary import Glossary
 from ragspine_core.graph import artifact as ga
 

@@ -11,7 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragspine_index.library_config import LibraryConfig
-from ragspine_index.steps.relation_graph import GraphChunk, GraphConfig, OpenIETripleExtractor, build_relation_graph
+from ragspine_index.graph.build import build_relation_graph
+from ragspine_index.graph.graph_config import GraphConfig
+from ragspine_index.graph.graph_input import GraphChunk
+from ragspine_index.graph.openie import OpenIETripleExtractor
 from ragspine_core.errors import ConfigError
 from ragspine_core.glossary import Glossary
 from ragspine_core.graph import artifact as ga

@@ -13,14 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragspine_index.graph.entities import english_spans, extract_mentions, frequent_cjk_terms
-from ragspine_index.steps.relation_graph import (
-    GraphChunk,
-    GraphConfig,
-    OpenIETripleExtractor,
-    build_relation_graph,
-    summarize_graph,
-    verify_relation_graph,
-)
+from ragspine_index.graph.build import build_relation_graph
+from ragspine_index.graph.graph_config import GraphConfig
+from ragspine_index.graph.graph_files import summarize_graph
+from ragspine_index.graph.graph_input import GraphChunk
+from ragspine_index.graph.openie import OpenIETripleExtractor
+from ragspine_index.graph.verify import verify_relation_graph
 from ragspine_core.glossary import Glossary
 from ragspine_core.graph import artifact as ga
 

@@ -71,7 +71,7 @@ def test_cache_is_thread_safe_under_concurrent_use():
 
 def test_cached_pipeline_is_keyed_by_snapshot_and_normalised_query(tmp_path_factory):
     from ragspine_query.library import open_library
-    from ragspine_query.pipeline.stages import QueryPipeline
+    from ragspine_query.pipeline.runner import QueryPipeline
     from ragspine_query.retriever import HybridRetriever
     from tests.query.qi_library import shared_sample
 

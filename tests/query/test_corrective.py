@@ -74,7 +74,7 @@ class ScriptedPipeline:
         self.results, self.calls, self.tier = list(results), [], tier
 
     def run(self, query, *, filters=None, top_k=10, include_restricted=False, explain=False):
-        from ragspine_query.pipeline.stages import SearchResult
+        from ragspine_query.pipeline.state import SearchResult
 
         self.calls.append((str(query), filters, getattr(query, "pinned", False)))
         res = SearchResult(self.results.pop(0))

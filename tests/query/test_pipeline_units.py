@@ -8,7 +8,8 @@ import pytest
 from ragspine_query.fusion import rrf_fuse, weighted_rrf
 from ragspine_core.lexical.bm25 import BM25Index, blend_reference, build_bm25_arrays, search_blended
 from ragspine_query.pipeline import Candidate, Explain, StageTrace, register_postprocessor, unregister_postprocessor
-from ragspine_query.pipeline.stages import QueryPipeline, registered_postprocessors
+from ragspine_query.pipeline.plugins import registered_postprocessors
+from ragspine_query.pipeline.runner import QueryPipeline
 from ragspine_core.records import Chunk, Hit
 from ragspine_query.retriever import MultiIndexRetriever
 

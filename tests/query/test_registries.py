@@ -14,8 +14,9 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.pipeline.channels import BUILTIN_CHANNEL_ORDER, CHANNELS, register_channel, registered_channels, unregister_channel
-from ragspine_query.pipeline.stages import (QueryPipeline, register_postprocessor, register_transform, registered_postprocessors,
-                                            registered_transforms, unregister_postprocessor, unregister_transform)
+from ragspine_query.pipeline.plugins import (register_postprocessor, register_transform, registered_postprocessors, registered_transforms,
+                                             unregister_postprocessor, unregister_transform)
+from ragspine_query.pipeline.runner import QueryPipeline
 from ragspine_query.rerank import (RERANKER_CHOICES, LexicalMaxSimReranker, RerankerContext, make_reranker, register_reranker,
                                    registered_rerankers, unregister_reranker)
 
