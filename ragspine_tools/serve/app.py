@@ -52,6 +52,25 @@ class SearchBody(BaseModel):
     explain: bool = Field(default=False, description="also return the per-stage trace (counted over the rows the key may see)")
 
 
+class BoundedBody:
+    """A request whose declared body is over :data:`MAX_BODY_BYTES` is a 413 before anything
+    reads it. Plain ASGI (not ``BaseHTTPMiddleware``, which runs each request in a task of its
+    own): it adds no measurable time to a search."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            size = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), b"")
+            if size.isdigit() and int(size) > MAX_BODY_BYTES:
+                await JSONResponse({"error": {"status": 413, "kind": "request", "message":
+                                    f"the request body has {int(size):,} bytes, more than the limit of {MAX_BODY_BYTES:,}"}},
+                                   status_code=413)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _key_of(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
@@ -128,14 +147,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         body, content_type = metrics.render()
         return PlainTextResponse(body, media_type=content_type)
 
-    @app.middleware("http")
-    async def bounded_body(request: Request, call_next: Any) -> Any:
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > MAX_BODY_BYTES:
-            return JSONResponse({"error": {"status": 413, "kind": "request", "message":
-                                 f"the request body has {int(size):,} bytes, more than the limit of {MAX_BODY_BYTES:,}"}},
-                                status_code=413)
-        return await call_next(request)
+    app.add_middleware(BoundedBody)
 
     @app.exception_handler(RequestValidationError)
     async def unprocessable(request: Request, exc: Any) -> JSONResponse:  # FastAPI's validation error: say which field
