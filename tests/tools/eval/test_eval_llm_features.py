@@ -50,7 +50,7 @@ def test_outcomes_are_read_from_the_notes_explain_shows(feature, stage, expected
 
 
 @pytest.mark.slow
-def test_each_feature_runs_alone_against_off_with_its_tally(tmp_path, monkeypatch):
+def test_each_feature_runs_alone_against_off_with_its_tally(tmp_path, monkeypatch, capsys):
     def reply(req):  # the judge gets a full order; step-back gets Chinese for an English query (unusable)
         user = req["messages"][-1]["content"]
         return reverse_ranking(req) if "[0]" in user else "月亮和潮汐有什么关系？"
@@ -61,6 +61,13 @@ def test_each_feature_runs_alone_against_off_with_its_tally(tmp_path, monkeypatc
         monkeypatch.setenv("RAGSPINE_LLM_MODEL", "local-test")
         results = evaluate_dataset(ds, modes=("bm25",), embedding="none", out=tmp_path / "eval", quiet=True,
                                    llm_features=("off", "step_back", "listwise"))
+        from ragspine_tools.cli import main
+
+        assert main(["eval", str(ds), "--mode", "bm25", "--embedding", "none", "--out", str(tmp_path / "eval"), "--quiet",
+                     "--llm-features", "off,listwise"]) == 0
+    table = capsys.readouterr().out
+    assert "llm listwise: 4 attempts, 4 used, 0 partial, 0 fell back (0.0%)" in table, table
+    assert "ndcg@10_vs_bm25+off:" in table and table.count("  listwise\n") == 1, table
     off, step_back, listwise = results
     assert [r.label for r in results] == ["bm25+off", "bm25+step_back", "bm25+listwise"]
     assert off.metrics["llm_feature"] == "off" and "llm" not in off.metrics
