@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ragspine_core.errors import ConfigError, DatasetError, QueryError
 
@@ -218,16 +218,26 @@ class ModeResult:
     #: and the run itself (query id → document id → score), for ``--report``
     eval_report: Any = None
     run: Mapping[str, Mapping[str, float]] | None = None
+    #: ``--llm-features``: the LLM feature this run switched on ("" when not asked; ``off``: none)
+    feature: str = ""
+
+    @property
+    def label(self) -> str:
+        """The run's name in tables and comparisons: mode, reranker, LLM feature."""
+        return self.mode + ("" if self.reranker in ("", "none") else f"+{self.reranker}") + (f"+{self.feature}" if self.feature else "")
 
 
 def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = EVAL_RERANK_DEPTH,
-                live_progress: bool = True) -> tuple[dict[str, dict[str, float]], float]:
+                live_progress: bool = True, observe: Callable[[Any], None] | None = None) -> tuple[dict[str, dict[str, float]], float]:
     """Run every query through ``retriever.search`` (``ragspine eval`` passes the narrative
     index that ``ragspine query`` uses); ``reranker`` (optional) reorders the top
     ``rerank_depth`` hits afterwards, for a caller that evaluates a bare retriever.
+    ``observe`` (optional) is given each query's trace (an
+    :class:`~ragspine_query.pipeline.explain.Explain`: what each stage did, and its time).
 
     A live ``queries done/total (rate, ETA)`` line on stderr when it is a terminal and
     ``live_progress`` (off for ``--json``), one summary line otherwise."""
+    from ragspine_query.pipeline.trace import tracing
     from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
 
     from ragspine_assets.progress import TerminalProgress, wants_terminal_progress
@@ -242,7 +252,10 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
         query = dataset.queries[qid]
         # what a user is shown: RESTRICTED chunks never enter the ranking
         try:
-            hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+            with tracing(observe is not None) as tracer:
+                hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+                if observe is not None:
+                    observe(tracer.freeze(query))
         except QueryError as exc:  # the product's query limits apply to evaluation too
             raise DatasetError(f"query {qid!r} of the dataset is refused: {exc}") from exc
         if reranker is not None:
@@ -285,8 +298,12 @@ def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
     return dict(sorted(out.items()))
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None) -> list[ModeResult]:
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = ()) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
+    ``llm_features``: per mode, one run per LLM query feature switched on alone (``off``: none;
+    :mod:`ragspine_tools.eval.llm_features`), through the provider the ``RAGSPINE_LLM_*``
+    settings name; each run's metrics carry ``llm`` (attempts, used, partial, fallbacks,
+    fallback rate, ms per attempt, calls and tokens).
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
     ``multi_query``: glossary multi-query variants on/off (None: the user's default,
     ``RAGSPINE_MULTI_QUERY``); the gate uses the glossary either way."""
@@ -315,27 +332,41 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
         rr = make_reranker(reranker)
     # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
     settings = dataclasses.replace(Settings.from_env(), tree=tree)
+    features = list(llm_features) or [""]
+    provider_for = _llm_provider_factory(settings, features)
     results = []
     opened: list = []
     try:
-        for mode in modes:
+        for mode, feature in [(m, f) for m in modes for f in features]:
             backend = backend_for_library(lib, mode, spec=embedding, settings=settings)
+            chain: dict[str, Any] = {"reranker": rr, "rerank_top_n": EVAL_RERANK_DEPTH}
+            tally = provider = None
+            if feature:
+                from ragspine_query.intelligence import QueryIntelligence
+                from ragspine_tools.eval.llm_features import FeatureTally, feature_chain
+
+                provider = provider_for(feature)
+                qi, provider, judge, top_n = feature_chain(feature, QueryIntelligence.from_settings(settings), provider, settings)
+                chain = {"intelligence": qi, "reranker": judge if judge is not None else rr,
+                         "rerank_top_n": top_n or EVAL_RERANK_DEPTH}
+                tally = FeatureTally(feature) if feature != "off" else None
             # exactly what `ragspine query` runs: the gate, glossary multi-query (with the glossary
             # published with the library), variant fusion, the language plan; --mode forces the channels
-            narrative = build_narrative_retriever(paths.root, mode=mode, embedding_backend=backend,
-                                                  reranker=rr, rerank_top_n=EVAL_RERANK_DEPTH, settings=settings,
-                                                  multi_query=multi_query)
+            narrative = build_narrative_retriever(paths.root, provider, mode=mode, embedding_backend=backend,
+                                                  settings=settings, multi_query=multi_query, **chain)
             # build_narrative_retriever wraps a NarrativeIndex; over one library, its retriever is a HybridRetriever
             assert isinstance(narrative.index, NarrativeIndex) and isinstance(narrative.index.retriever, HybridRetriever)
             retriever = narrative.index.retriever
             opened.append(retriever.library)
-            _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}: {len(dataset.query_ids)} queries", quiet)
-            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress)
+            _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}"
+                 + (f" llm feature={feature}" if feature else "") + f": {len(dataset.query_ids)} queries", quiet)
+            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress, observe=tally)
             report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
             run_dir = paths.root.parent.parent / "runs"
             run_dir.mkdir(parents=True, exist_ok=True)
             run_name = (f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
-                        + ("" if multi_query is None else "-multi-query" if multi_query else "-no-multi-query"))
+                        + ("" if multi_query is None else "-multi-query" if multi_query else "-no-multi-query")
+                        + (f"-llm-{feature}" if feature else ""))
             run_path = run_dir / f"{run_name}.trec"
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
@@ -349,12 +380,39 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             types = query_types(Path(dataset_dir))
             if types:  # e.g. HotpotQA bridge / comparison
                 metrics["by_type"] = report.by_group(types)
-            results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path), report, run))
+            if feature:
+                metrics["llm_feature"] = feature
+                if tally is not None:
+                    metrics["llm"] = {**tally.to_dict(dict(provider.usage) if provider is not None else None),
+                                      "model": getattr(provider, "model", None)}
+            results.append(ModeResult(mode, reranker, metrics, report.metric("ndcg@10"), spq, str(run_path), report, run, feature))
+            if feature:  # a long LLM run says its figures as each configuration ends
+                _say(f"  {results[-1].label}: nDCG@10 {metrics['ndcg@10']:.4f} R@100 {metrics['recall@100']:.4f} "
+                     f"MRR@10 {metrics['mrr@10']:.4f} {metrics['ms_per_query']:.0f} ms/query"
+                     + (f"; llm {json.dumps(metrics['llm'])}" if metrics.get("llm") else ""), quiet)
     finally:
         for opened_lib in opened:
             opened_lib.close()
         lib.close()
     return results
+
+
+def _llm_provider_factory(settings: Any, features: Sequence[str]) -> Callable[[str], Any]:
+    """``feature -> provider``: a fresh provider per feature (its ``usage`` counts that run
+    alone) from the ``RAGSPINE_LLM_*`` settings; checked up front when a feature needs one.
+
+    Raises:
+        ConfigError: an LLM feature is asked for and ``RAGSPINE_LLM_BASE_URL`` / ``RAGSPINE_LLM_MODEL`` are not set.
+    """
+    from ragspine_core.llm import OpenAICompatibleProvider
+
+    if any(f not in ("", "off") for f in features):
+        OpenAICompatibleProvider.from_settings(settings)  # names the missing variables
+
+    def make(feature: str) -> Any:
+        return None if feature in ("", "off") else OpenAICompatibleProvider.from_settings(settings)
+
+    return make
 
 
 def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeResult], *, split: str = "test",
@@ -373,7 +431,7 @@ def write_eval_report(out_dir: Path, dataset_dir: Path, results: Sequence[ModeRe
     modes = []
     for r in results:
         m = r.metrics
-        label = r.mode if r.reranker in ("", "none") else f"{r.mode}+{r.reranker}"
+        label = r.label
         if r.eval_report is None or r.run is None:
             raise ValueError(f"the {label} result has no per-query report and run to draw the HTML report from; "
                              "pass the results evaluate_dataset returned (they carry both)")
@@ -405,6 +463,11 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="glossary multi-query variants on|off (default: RAGSPINE_MULTI_QUERY, as `ragspine query`)")
     p.add_argument("--max-queries", type=int, default=0, metavar="N",
                    help="evaluate a deterministic sample of N queries (by SHA-256 of the id), for screening (default 0: all)")
+    p.add_argument("--llm-features", default=None, metavar="LIST",
+                   help="per mode, one run per LLM query feature switched on alone, comma-separated, the first the "
+                        "baseline: off,hyde,step_back,decompose,filters,grader,listwise (the provider: RAGSPINE_LLM_BASE_URL, "
+                        "RAGSPINE_LLM_MODEL and the RAGSPINE_LLM_* limits; docs/llm-providers.md); each run reports the "
+                        "feature's attempts, fallbacks and ms per attempt")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--report", default=None, metavar="DIR",
@@ -431,17 +494,23 @@ def run_eval_cli(args: argparse.Namespace) -> int:
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     if not modes:
         raise ConfigError("--mode needs at least one mode")
+    features: list[str] = []
+    if getattr(args, "llm_features", None):
+        from ragspine_tools.eval.llm_features import parse_features
+
+        features = parse_features(args.llm_features)
     results = evaluate_dataset(Path(args.dataset_dir), split=args.split, qrels_file=args.qrels, modes=modes,
                                reranker=args.reranker, out=Path(args.out) if args.out else None,
                                embedding=args.embedding, quiet=args.quiet, live_progress=not args.json, chunker=args.chunker,
                                chunker_options=_parse_options(args.library_option), tree=args.tree,
                                max_queries=args.max_queries,
-                               multi_query=None if args.multi_query is None else args.multi_query == "on")
+                               multi_query=None if args.multi_query is None else args.multi_query == "on",
+                               llm_features=features)
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
             bs = paired_bootstrap(base.per_query_ndcg, r.per_query_ndcg)
-            r.metrics[f"ndcg@10_vs_{base.mode}"] = {"difference": round(bs.mean_difference, 4), "ci95": [round(bs.ci_low, 4), round(bs.ci_high, 4)], "p": round(bs.p_value, 4)}
+            r.metrics[f"ndcg@10_vs_{base.label if base.feature else base.mode}"] = {"difference": round(bs.mean_difference, 4), "ci95": [round(bs.ci_low, 4), round(bs.ci_high, 4)], "p": round(bs.p_value, 4)}
     if args.report:
         path = write_eval_report(Path(args.report), Path(args.dataset_dir), results, split=args.split, qrels_file=args.qrels)
         _say(f"report: {path}", args.quiet)
@@ -449,10 +518,18 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         payload = [r.metrics for r in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload, ensure_ascii=False))
         return 0
-    print(f"{'mode':8} {'runs':7} {'reranker':10} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'queries':>7} {'ms/q':>7}")
+    print(f"{'mode':8} {'runs':7} {'reranker':10} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'queries':>7} {'ms/q':>7}"
+          + ("  llm feature" if features else ""))
     for r in results:
         m = r.metrics
-        print(f"{r.mode:8} {m['active_mode']:7} {r.reranker:10} {m['ndcg@10']:8.4f} {m['recall@100']:7.4f} {m['mrr@10']:7.4f} {m['n_queries']:7d} {m['ms_per_query']:7.2f}")
+        print(f"{r.mode:8} {m['active_mode']:7} {r.reranker:10} {m['ndcg@10']:8.4f} {m['recall@100']:7.4f} {m['mrr@10']:7.4f} {m['n_queries']:7d} {m['ms_per_query']:7.2f}"
+              + (f"  {r.feature}" if r.feature else ""))
+        if m.get("llm"):
+            ll = m["llm"]
+            rate = "-" if ll["fallback_rate"] is None else f"{ll['fallback_rate']:.1%}"
+            print(f"         llm {ll['feature']}: {ll['attempts']} attempts, {ll['used']} used, {ll['partial']} partial, "
+                  f"{ll['fallback']} fell back ({rate}); {ll['ms_per_attempt']} ms per attempt; "
+                  f"{ll.get('llm_calls', 0)} calls, {ll.get('prompt_tokens', 0)}+{ll.get('completion_tokens', 0)} tokens")
         for k, v in m.items():
             if k.startswith("ndcg@10_vs_"):
                 print(f"         {k}: {v['difference']:+.4f} (95% CI {v['ci95'][0]:+.4f}..{v['ci95'][1]:+.4f}, p={v['p']})")

@@ -16,6 +16,7 @@ transform ever sends index text to an LLM.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ragspine_core.llm import feature_max_tokens
@@ -155,11 +156,13 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\(\d+\)|q\d*[:.)]|question\s*\d*[:
 
 def reply_lines(reply: str, *, limit: int) -> list[str]:
     """Non-empty lines of an LLM reply, list markers stripped, quotes trimmed, deduplicated,
-    at most ``limit``, each cut to :data:`MAX_QUERY_CHARS`."""
+    at most ``limit``, each cut to :data:`MAX_QUERY_CHARS`. A line without a letter or digit
+    (``---``, ``?``, ``…``: a real model writes them) is no query and is dropped: searched,
+    it would fail the whole query."""
     out: list[str] = []
     for line in reply.splitlines():
         text = _BULLET.sub("", line).strip().strip('"').strip("'").strip()
-        if not text or text.endswith(":"):
+        if not text or text.endswith(":") or not any(unicodedata.category(ch)[0] in "LN" for ch in text):
             continue
         text = text[:MAX_QUERY_CHARS]
         if text.casefold() not in {o.casefold() for o in out}:

@@ -120,3 +120,28 @@ def test_transform_specs_and_channel_queries():
     import pickle
 
     assert pickle.loads(pickle.dumps(q)).channel_texts == {"vector": "probe"}
+
+
+#: what Gemma 3 270M (llama.cpp, 32 tokens) answered the decomposition prompt for the sample's
+#: question xl-004: a line "<" that, searched, failed the whole query (issue 42's full-set run)
+REAL_DECOMPOSE_REPLY = ("\n<</SYS>> In which year does Acme China plan to raise R&D spending to 6.2% of revenue? "
+                        "[/INST]\n<")
+
+
+def test_reply_lines_without_a_letter_or_digit_are_no_queries():
+    from ragspine_query.transforms.transform import reply_lines
+
+    assert reply_lines("---\n?\n…\n- <\nWhat did Acme China spend?\n「」", limit=5) == ["What did Acme China spend?"]
+    lines = reply_lines(REAL_DECOMPOSE_REPLY, limit=6)
+    assert lines and all(any(ch.isalnum() for ch in line) for line in lines)
+
+
+def test_a_real_models_symbol_line_never_becomes_a_sub_question_that_fails_the_query():
+    from ragspine_query.limits import check_query
+
+    query = "In which year does Acme China plan to raise R&D spending to 6.2% of revenue?"
+    with LocalChatServer("ok", reply=lambda req: REAL_DECOMPOSE_REPLY) as server:
+        variants = DecomposeTransform(OpenAICompatibleProvider(server.base_url, "local-test", max_retries=0))([query])
+    for v in variants:
+        check_query(str(v))  # every variant is searchable
+    assert str(variants[0]) == query
