@@ -27,6 +27,34 @@ from ragspine_core.text.normalize import normalize_extracted
 #: whose name the file does not hold (``docMetadata/LabelInfo.xml``): restricted unless a
 #: sidecar sets the sensitivity (fail closed: the label may be "Highly Confidential").
 UNNAMED_LABEL_PROPERTY = "MSIP_Label_without_name"
+#: a Purview (MSIP) label's custom properties: ``MSIP_Label_<id>_Enabled`` / ``…_Name``
+MSIP_LABEL = re.compile(r"msip_label_\{?([0-9a-z-]+)\}?_(enabled|name)", re.I)
+
+
+class LabelProperties:
+    """Custom document properties read for a sensitivity (OOXML ``custom.xml``, OLE
+    user-defined properties): every ``(name, value)`` with text, and the Purview label ids
+    seen enabled and seen named — an enabled label without a name is itself a marking."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self.enabled: set[str] = set()
+        self.named: set[str] = set()
+
+    def add(self, name: str, value: str) -> None:
+        label = MSIP_LABEL.fullmatch(name)
+        if label and label.group(2).lower() == "enabled" and value.lower() in ("true", "1"):
+            self.enabled.add(label.group(1).lower())
+        elif label and value:
+            self.named.add(label.group(1).lower())
+        if name and value:
+            self.pairs.append((name, value))
+
+    def unnamed(self) -> list[tuple[str, str]]:
+        """The marking pair for an enabled label whose name the file does not hold (or none)."""
+        if self.enabled - self.named:
+            return [(UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold")]
+        return []
 
 
 class ConversionError(Exception):
@@ -261,6 +289,30 @@ def cell_text(value: object) -> str:
     if value is None:
         return ""
     return " ".join(normalize_extracted(str(value)).split()).replace("|", "\\|")
+
+
+class CellBudget:
+    """The non-empty cells a spreadsheet-like converter has read, against ``limits.max_cells``;
+    ``advice`` is what the error past it tells the user to do."""
+
+    def __init__(self, limits: ConversionLimits, advice: str) -> None:
+        self.limits = limits
+        self.advice = advice
+        self.cells = 0
+
+    def row(self, texts: list[str]) -> list[str]:
+        """``texts`` without its trailing empty cells (an empty list: a row with nothing to
+        keep), counted against the budget.
+
+        Raises:
+            ConversionError: past ``max_cells`` non-empty cells (``field="limits"``).
+        """
+        while texts and not texts[-1]:
+            texts.pop()
+        self.cells += len(texts)
+        if self.cells > self.limits.max_cells:
+            raise ConversionError(f"has more than {self.limits.max_cells:,} non-empty cells", self.advice, field="limits")
+        return texts
 
 
 def clean_line(text: str) -> str:

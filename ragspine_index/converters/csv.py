@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv as _csv
 import io
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, TABLE_GROUP_CHARS
+from ragspine_index.converters.converted import CellBudget, ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, TABLE_GROUP_CHARS
 
 VERSION = "3"  # 2: tables in groups of whole rows under their header (issue 36); 3: + normalised text (issue 38)
 EXTRA_MODULE = ""  # the standard library
@@ -31,21 +31,14 @@ def convert_csv(data: bytes, limits: ConversionLimits) -> Converted:
         dialect = _csv.excel
     deadline = Deadline(limits.seconds)
     rows: list[tuple[int, list[str]]] = []
-    cells = 0
+    budget = CellBudget(limits, "split the file")
     try:
         for r, values in enumerate(_csv.reader(io.StringIO(source), dialect), start=1):
             if r % 1000 == 0:
                 deadline.check(f"row {r}")
-            texts = [cell_text(v) for v in values]
-            while texts and not texts[-1]:
-                texts.pop()
-            if not texts:
-                continue
-            cells += len(texts)
-            if cells > limits.max_cells:
-                raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells", "split the file",
-                                      field="limits")
-            rows.append((r, texts))
+            texts = budget.row([cell_text(v) for v in values])
+            if texts:
+                rows.append((r, texts))
     except _csv.Error as exc:
         raise ConversionError(f"is not valid CSV ({exc})", "fix the quoting, or re-export it", field="content") from exc
     if not rows:

@@ -28,7 +28,6 @@ file (its marking could not be read), never skipped.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -36,7 +35,7 @@ import tempfile
 from io import BytesIO
 
 from ragspine_index.converters.converted import (
-    OLE_MAGIC, TABLE_GROUP_CHARS, UNNAMED_LABEL_PROPERTY, ConversionError, ConversionLimits, Converted, Deadline,
+    OLE_MAGIC, TABLE_GROUP_CHARS, CellBudget, LabelProperties, ConversionError, ConversionLimits, Converted, Deadline,
     TextBuilder, cell_text, clean_line, markdown_table,
 )
 from ragspine_index.converters.regions import region_fragment
@@ -48,7 +47,6 @@ XLS_MODULE = "xlrd"
 DOC_INSTALL_HINT = "apt-get install antiword catdoc"
 _SUMMARY = ("title", "subject", "keywords", "comments")
 _DOC_SUMMARY = ("category", "company", "manager")
-_LABEL = re.compile(r"msip_label_\{?([0-9a-z-]+)\}?_(enabled|name)", re.I)
 _DOC_ENCRYPTED = 0x0100  # FibBase.fEncrypted
 
 
@@ -91,7 +89,7 @@ def _decode(value: object, codepage: int | None) -> str:
 def ole_properties(ole) -> tuple[tuple[str, str], ...]:
     """``(name, value)`` of the summary, document-summary and user-defined properties that
     hold text; an enabled sensitivity label without its name adds
-    :data:`UNNAMED_LABEL_PROPERTY` (restricted unless a sidecar decides)."""
+    :data:`~.converted.UNNAMED_LABEL_PROPERTY` (restricted unless a sidecar decides)."""
     out: list[tuple[str, str]] = []
     try:
         meta = ole.get_metadata()
@@ -106,23 +104,14 @@ def ole_properties(ole) -> tuple[tuple[str, str], ...]:
                                                             else "codepage", None))
         if value:
             out.append((name, value))
-    enabled: set[str] = set()
-    named: set[str] = set()
+    labels = LabelProperties()
     for prop in user:
         name = _decode(prop.get("property_name"), 1200 if isinstance(prop.get("property_name"), bytes) else None)
         raw = prop.get("value")
         value = ("true" if raw else "false") if isinstance(raw, bool) else _decode(raw, None) if isinstance(
             raw, (bytes, str)) else str(raw) if isinstance(raw, (int, float)) else ""
-        label = _LABEL.fullmatch(name)
-        if label and label.group(2).lower() == "enabled" and value.lower() in ("true", "1"):
-            enabled.add(label.group(1).lower())
-        elif label and value:
-            named.add(label.group(1).lower())
-        if name and value:
-            out.append((name, value))
-    if enabled - named:
-        out.append((UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold"))
-    return tuple(out)
+        labels.add(name, value)
+    return (*out, *labels.pairs, *labels.unnamed())
 
 
 def _has(data: bytes, stream: str) -> bool:
@@ -283,7 +272,7 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError("cannot be read as an Excel 97-2003 workbook (xlrd: damaged, or Excel 5/95?)",
                               "re-save it from Excel as .xlsx") from exc
     out = TextBuilder(limits)
-    cells = 0
+    budget = CellBudget(limits, "split the workbook, or export the part to index as CSV")
     try:
         for index in range(book.nsheets):
             sheet = book.sheet_by_index(index)
@@ -292,16 +281,9 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
             for r in range(sheet.nrows):
                 if r % 1000 == 999:
                     deadline.check(f"row {r + 1}")
-                texts = [_xls_cell(c, book.datemode) for c in sheet.row(r)]
-                while texts and not texts[-1]:
-                    texts.pop()
-                if not texts:
-                    continue
-                cells += len(texts)
-                if cells > limits.max_cells:
-                    raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells",
-                                          "split the workbook, or export the part to index as CSV", field="limits")
-                rows.append((r + 1, texts))
+                texts = budget.row([_xls_cell(c, book.datemode) for c in sheet.row(r)])
+                if texts:
+                    rows.append((r + 1, texts))
             if rows:
                 out.add(f"## Sheet: {' '.join(sheet.name.split())}")
                 out.add_table(rows, fragment=region_fragment("sheet", sheet.name), split_hint="split the workbook",

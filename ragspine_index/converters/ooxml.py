@@ -13,17 +13,15 @@ sidecar decides). The package was size-checked by :func:`~.base.check_zip` first
 
 from __future__ import annotations
 
-import re
 import zipfile
 from io import BytesIO
 
-from ragspine_index.converters.converted import UNNAMED_LABEL_PROPERTY, clean_line
+from ragspine_index.converters.converted import LabelProperties, clean_line
 from ragspine_index.converters.markings import label_ids, parse_part
 
 _CORE_FIELDS = ("title", "subject", "keywords", "category", "contentStatus", "description")
 
 
-_LABEL = re.compile(r"msip_label_\{?([0-9a-z-]+)\}?_(enabled|name)", re.I)
 
 
 def package_properties(data: bytes) -> tuple[tuple[str, str], ...]:
@@ -37,21 +35,11 @@ def package_properties(data: bytes) -> tuple[tuple[str, str], ...]:
                 local = el.tag.rsplit("}", 1)[-1]
                 if local in _CORE_FIELDS and (el.text or "").strip():
                     out.append((local, clean_line(el.text)))
-        enabled: set[str] = set()
-        named: set[str] = set()
+        labels = LabelProperties()
         if "docProps/custom.xml" in names:
             root = parse_part(archive.read("docProps/custom.xml"), "docProps/custom.xml")
             for prop in root:
                 name = prop.get("name") or ""
-                value = " ".join(clean_line(child.text or "") for child in prop).strip()
-                label = _LABEL.fullmatch(name)
-                if label and label.group(2).lower() == "enabled" and value.lower() in ("true", "1"):
-                    enabled.add(label.group(1).lower())
-                elif label and value:
-                    named.add(label.group(1).lower())
-                if name and value:
-                    out.append((name, value))
-        enabled.update(label_ids(archive))
-        if enabled - named:
-            out.append((UNNAMED_LABEL_PROPERTY, "a sensitivity label whose name the file does not hold"))
-    return tuple(out)
+                labels.add(name, " ".join(clean_line(child.text or "") for child in prop).strip())
+        labels.enabled.update(label_ids(archive))
+    return (*out, *labels.pairs, *labels.unnamed())

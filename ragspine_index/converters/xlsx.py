@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from io import BytesIO
 
-from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip, TABLE_GROUP_CHARS
+from ragspine_index.converters.converted import CellBudget, ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, cell_text, check_zip, TABLE_GROUP_CHARS
 from ragspine_index.converters.markings import xlsx_marking_lines
 from ragspine_index.converters.ooxml import package_properties
 from ragspine_index.converters.regions import region_fragment
@@ -32,7 +32,7 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
         raise ConversionError(f"cannot be read as XLSX ({type(exc).__name__}; damaged, or not a workbook?)",
                               "re-save it from Excel as .xlsx") from exc
     out = TextBuilder(limits)
-    cells = 0
+    budget = CellBudget(limits, "split the workbook, or export the part to index as CSV")
     try:
         for sheet in workbook.worksheets:
             deadline.check(f"sheet {sheet.title!r}" if sheet.title.isidentifier() else "a sheet")
@@ -43,16 +43,9 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
             for r, values in enumerate(sheet.iter_rows(values_only=True), start=1):
                 if r % 1000 == 0:
                     deadline.check(f"row {r}")
-                texts = [cell_text(v) for v in values]
-                while texts and not texts[-1]:
-                    texts.pop()
-                if not texts:
-                    continue
-                cells += len(texts)
-                if cells > limits.max_cells:
-                    raise ConversionError(f"has more than {limits.max_cells:,} non-empty cells",
-                                          "split the workbook, or export the part to index as CSV", field="limits")
-                rows.append((r, texts))
+                texts = budget.row([cell_text(v) for v in values])
+                if texts:
+                    rows.append((r, texts))
             _add_sheet(out, sheet.title, rows)
     finally:
         workbook.close()
