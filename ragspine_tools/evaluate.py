@@ -301,7 +301,7 @@ def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
 def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = ()) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
     ``llm_features``: per mode, one run per LLM query feature switched on alone (``off``: none;
-    :mod:`ragspine_tools.eval.llm_features`), through the provider the ``RAGSPINE_LLM_*``
+    :mod:`ragspine_tools.llm_features`), through the provider the ``RAGSPINE_LLM_*``
     settings name; each run's metrics carry ``llm`` (attempts, used, partial, fallbacks,
     fallback rate, ms per attempt, calls and tokens).
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
@@ -343,7 +343,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             tally = provider = None
             if feature:
                 from ragspine_query.intelligence import QueryIntelligence
-                from ragspine_tools.eval.llm_features import FeatureTally, feature_chain
+                from ragspine_tools.llm_features import FeatureTally, feature_chain
 
                 provider = provider_for(feature)
                 qi, provider, judge, top_n = feature_chain(feature, QueryIntelligence.from_settings(settings), provider, settings)
@@ -496,7 +496,7 @@ def run_eval_cli(args: argparse.Namespace) -> int:
         raise ConfigError("--mode needs at least one mode")
     features: list[str] = []
     if getattr(args, "llm_features", None):
-        from ragspine_tools.eval.llm_features import parse_features
+        from ragspine_tools.llm_features import parse_features
 
         features = parse_features(args.llm_features)
     results = evaluate_dataset(Path(args.dataset_dir), split=args.split, qrels_file=args.qrels, modes=modes,

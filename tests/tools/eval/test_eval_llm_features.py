@@ -8,7 +8,7 @@ import pytest
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 from ragspine_query.pipeline.explain import StageTrace
-from ragspine_tools.eval.llm_features import classify, parse_features
+from ragspine_tools.llm_features import classify, parse_features
 from ragspine_tools.evaluate import _llm_provider_factory, evaluate_dataset
 from tests.end_to_end.test_eval_tiny import write_dataset
 from tests.query.rerank.llm_server import LocalChatServer, reverse_ranking
