@@ -304,9 +304,8 @@ class HybridRetriever:
         generation = self.library.generation  # a newer snapshot withheld rows since: computed again
         if self._hidden is None or self._hidden[0] != generation:
             hidden = self.library.restricted_mask()
-            if self.config.max_sensitivity is not None:
-                seen = SENSITIVITIES[: SENSITIVITIES.index(self.config.max_sensitivity) + 1]
-                hidden = hidden | ~np.isin(np.char.upper(self.library.column("sensitivity")), np.asarray(seen))
+            if self.config.max_sensitivity is not None:  # the library's own rule for rows above a ceiling
+                hidden = hidden | self.library.rows_above(self.config.max_sensitivity)
                 hidden.setflags(write=False)
             self._hidden = (generation, hidden)
         return self._hidden[1]

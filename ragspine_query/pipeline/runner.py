@@ -134,7 +134,7 @@ class QueryPipeline:
 
         f = json.dumps(filters, sort_keys=True, default=str, ensure_ascii=False) if filters else ""
         # the generation: a newer snapshot that withholds rows of the open one retires its entries
-        generation = generation_of(self.source if self.source is not None else getattr(self, "pipeline", None))
+        generation = generation_of(self)  # unwraps to the libraries behind the source, as scope_of does
         return "\x1f".join((self.scope, self.variant, generation, normalize_query(query), f, str(int(top_k)),
                              str(bool(include_restricted))))
 
