@@ -285,7 +285,8 @@ VIEWS: dict[str, AssetView] = {
         "RAPTOR summary tree over the non-RESTRICTED chunks: seeded PCA + BIC-chosen Gaussian mixture "
         "clusters within a token budget, summarized (extractive by default, or the llm resource when the "
         "library's _library.toml sets summarizer = \"llm\": the ragspine resource's summarizer_llm; cached by member "
-        "texts) and embedded like the chunks. "
+        "texts); a node's vector is the centroid of the leaf vectors it covers (extractive summaries), or its "
+        "summary embedded like the chunks (llm summaries). "
         "Node texts are syntheses: retrieval answers a node with the leaf chunks it covers.",
         kinds=frozenset({"numpy", "parquet"}), metadata=_summary_tree_metadata,
         data_version=_hash_version("content_hash"), llm=True),
