@@ -23,25 +23,13 @@ def dropped_filter_records(predicates: Any, origin: str, why: str) -> tuple[dict
                   "origin": origin, "why": why} for p in preds)
 
 
-class SearchResult(list[Any]):
-    """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
-
-    ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
-    competitor query, an ungroundable one) or None; a refused result holds no hits.
-
-    Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
-    every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
-    ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
-    :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),
-    ``needs_refinement``, ``filters`` (the extracted filters' outcome, or None) and
-    ``dropped_filters``: every filter a fallback or retry dropped to produce this result, as
-    dicts ``{field, op, value, origin: caller | extracted, why}`` (empty when none was).
-    """
+class _ResultList(list[Any]):
+    """What :class:`SearchResult` and :class:`Snippets` carry beside their items (one definition for both)."""
 
     __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
 
-    def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
-        super().__init__(hits)
+    def __init__(self, items: Sequence[Any] = (), explain: Explain | None = None, refusal: Any = None) -> None:
+        super().__init__(items)
         self.explain = explain
         self.refusal = refusal
         self.tier: str | None = None
@@ -66,26 +54,35 @@ class SearchResult(list[Any]):
         return hits_to_frame(self)
 
 
-class Snippets(list[Any]):
+class SearchResult(_ResultList):
+    """A list of :class:`Hit` (best first) plus ``explain`` (when asked for) and ``to_frame()``.
+
+    ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
+    competitor query, an ungroundable one) or None; a refused result holds no hits.
+
+    Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
+    every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
+    ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
+    :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),
+    ``needs_refinement``, ``filters`` (the extracted filters' outcome, or None) and
+    ``dropped_filters``: every filter a fallback or retry dropped to produce this result, as
+    dicts ``{field, op, value, origin: caller | extracted, why}`` (empty when none was).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, hits: Sequence[Hit] = (), explain: Explain | None = None, refusal: Any = None) -> None:
+        super().__init__(hits, explain, refusal)
+
+
+class Snippets(_ResultList):
     """A list of snippet dicts plus ``explain`` (when asked for), ``refusal``, ``tier``,
     ``confidence``, ``needs_refinement``, ``filters``, ``dropped_filters`` (see :class:`SearchResult`) and ``to_frame()``."""
 
-    __slots__ = ("explain", "refusal", "tier", "confidence", "needs_refinement", "filters", "dropped_filters")
+    __slots__ = ()
 
     def __init__(self, snippets: Sequence[dict[str, Any]] = (), explain: Explain | None = None, refusal: Any = None) -> None:
-        super().__init__(snippets)
-        self.explain = explain
-        self.refusal = refusal
-        self.tier: str | None = None
-        self.confidence: Any = None
-        self.needs_refinement: bool | None = None
-        self.filters: Any = None
-        self.dropped_filters: tuple[dict[str, Any], ...] = ()
-
-    carry = SearchResult.carry
-
-    def to_frame(self) -> Any:
-        return hits_to_frame(self)
+        super().__init__(snippets, explain, refusal)
 
 
 # -- the state one run of the stage list carries ------------------------------------------
