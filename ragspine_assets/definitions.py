@@ -42,6 +42,7 @@ from ragspine_assets.io_manager import StepOutputIOManager
 from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
 from ragspine_assets.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from ragspine_assets.sensors import raw_files_sensor
+from ragspine_assets.stale import stale_upstream_sensor
 from ragspine_assets.verification import snapshot_verification_sensor
 
 ingest_job = dg.define_asset_job(
@@ -149,7 +150,7 @@ def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definition
     return dg.Definitions(
         assets=assets_for(settings),
         jobs=[ingest_job],
-        sensors=[raw_files_sensor, snapshot_verification_sensor],
+        sensors=[raw_files_sensor, snapshot_verification_sensor, stale_upstream_sensor],
         schedules=[schedule],
         executor=make_executor(settings),
         resources=make_resources(settings),

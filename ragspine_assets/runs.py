@@ -43,6 +43,8 @@ TAG_PROCESS_START = "ragspine/process_start"  # start time of that pid (detects 
 #: is never judged dead here).
 TAG_RUN_HOST = "ragspine/run_host"
 TAG_FINGERPRINT = "ragspine/fingerprint"
+#: Why a sensor requested a run (``repair``: snapshot_verification_sensor; ``stale-upstream``: stale_upstream_sensor).
+TAG_TRIGGER = "ragspine/trigger"
 UNFINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 #: A library whose run failed is requested again by the sensor at most this many times
