@@ -40,7 +40,9 @@ from ragspine_core.records import is_restricted
 
 from ragspine_index.artifacts import sha256_json
 from ragspine_index.chunk_store import ChunkStore
-from ragspine_index.steps.index_text import IndexTextRef, read_index_text
+from ragspine_index.library_settings import resolve_library_settings
+from ragspine_index.steps.bm25_index import bm25_content_hash
+from ragspine_index.steps.index_text import IndexTextRef, index_text_hash, read_index_text
 from ragspine_index.step_api import BlockingCheckError, StepContext
 
 #: The guard's name in ``BlockingCheckError.check``.
@@ -143,10 +145,6 @@ def stale_upstream(ctx: StepContext, *, documents: Any, chunks: Any, index_text:
     A stale ``index_text`` makes every artifact built on it stale; stale vectors make the
     summary tree stale (its node vectors are centroids of the leaf vectors).
     """
-    from ragspine_index.steps.bm25_index import bm25_content_hash
-    from ragspine_index.steps.index_text import index_text_hash
-    from ragspine_index.library_settings import resolve_library_settings
-
     store = Path(chunks.store_path)
     found: dict[str, str] = {}
     if index_text_hash(store) != index_text.content_hash or not Path(index_text.path).is_file():
