@@ -26,7 +26,7 @@ from __future__ import annotations
 import dagster as dg
 
 from ragspine_assets.partitions import LIBRARIES_PARTITION
-from ragspine_assets.runs import TAG_PARTITION, TAG_TRIGGER, in_flight_runs
+from ragspine_assets.runs import TAG_TRIGGER, in_flight_runs, latest_run
 
 #: The key of the ``index_manifest`` failure metadata naming the stale assets ("a, b").
 STALE_ASSETS_KEY = "stale_assets"
@@ -55,10 +55,9 @@ def stale_upstream_request(instance: dg.DagsterInstance, library_id: str) -> tup
     """``(the run to request, a note for the tick)`` for one library: a run of exactly the
     stale assets and ``index_manifest`` when the library's latest run failed on stale
     upstream; ``(None, why not)`` or ``(None, "")`` otherwise."""
-    latest = instance.get_runs(filters=dg.RunsFilter(tags={TAG_PARTITION: library_id}), limit=1)
-    if not latest or latest[0].status != dg.DagsterRunStatus.FAILURE:
+    run = latest_run(instance, library_id)
+    if run is None or run.status != dg.DagsterRunStatus.FAILURE:
         return None, ""
-    run = latest[0]
     stale = stale_assets_of(instance, run.run_id)
     if not stale:
         return None, ""
