@@ -10,7 +10,8 @@ Environment variables are read here and nowhere deeper, through
   ``RAGSPINE_EMBEDDING_MODEL``, ``RAGSPINE_EMBEDDING_DIM``, ``RAGSPINE_OPENAI_BASE_URL``:
   the :class:`EmbeddingBackendResource`), ``RAGSPINE_KEEP_SNAPSHOTS`` (default 5).
 * ``RAGSPINE_LLM_BASE_URL``, ``RAGSPINE_LLM_MODEL``, ``RAGSPINE_LLM_API_KEY``: the ``llm``
-  resource (:class:`LLMProviderResource`).
+  resource (:class:`LLMProviderResource`); the key is bound as ``dg.EnvVar``, never held
+  as a field value (``resources.secret``).
 * ``RAGSPINE_REINGEST_CRON`` (default ``0 3 * * *``), ``RAGSPINE_REINGEST_TIMEZONE``
   (default ``UTC``).
 * ``RAGSPINE_EXECUTOR`` (default ``multiprocess``; or ``in_process``, ``k8s``, ``celery``,
@@ -38,10 +39,10 @@ from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 
 from ragspine_assets.assets import ALL_ASSETS
-from ragspine_assets.io_manager import StepOutputIOManager
-from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
+from ragspine_assets.resources import build_resources
 from ragspine_assets.schedules import DEFAULT_REINGEST_CRON, build_reingest_schedule
 from ragspine_assets.sensors import raw_files_sensor
+from ragspine_assets.stale import stale_upstream_sensor
 from ragspine_assets.verification import snapshot_verification_sensor
 
 ingest_job = dg.define_asset_job(
@@ -57,29 +58,10 @@ def _settings(environ: Mapping[str, str] | Settings | None) -> Settings:
 
 
 def make_resources(environ: Mapping[str, str] | Settings | None = None) -> dict:
-    """Resources from the environment (read here, through :class:`Settings`, and nowhere deeper)."""
-    settings = _settings(environ)
-    resources: dict = {
-        "ragspine": RagspineConfig(
-            data_root=settings.data_root,
-            raw_root=settings.raw_root,
-            artifacts_root=settings.artifacts_root,
-            cache_root=settings.cache_root,
-            glossary_path=settings.glossary_path,
-            keep_snapshots=settings.keep_snapshots,
-            ann_min_vectors=settings.ann_min_vectors,
-            embedding_shards=max(1, settings.embedding_shards),
-            embedding_backend=EmbeddingBackendResource.from_settings(settings),
-            summarizer_llm=LLMProviderResource.from_settings(settings),
-        ),
-        "llm": LLMProviderResource.from_settings(settings),
-        # The storage policy of step outputs (io_manager.py): the parsed documents are stored as
-        # a reference to the file under the library's work/ folder (never their text), the
-        # chunk update without RESTRICTED doc ids, the artifact references as they are; under
-        # RAGSPINE_IO_DIR (shared storage, where every worker reads them) or DAGSTER_HOME/storage.
-        "io_manager": StepOutputIOManager(base_dir=settings.io_dir or ""),
-    }
-    return resources
+    """Resources from the environment (read here, through :class:`Settings`, and nowhere
+    deeper), wired by :func:`~ragspine_assets.resources.build_resources`, the one wiring
+    ``ragspine ingest`` uses too."""
+    return build_resources(_settings(environ))
 
 
 EXECUTORS = ("multiprocess", "in_process", "k8s", "celery", "dask")
@@ -149,7 +131,7 @@ def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definition
     return dg.Definitions(
         assets=assets_for(settings),
         jobs=[ingest_job],
-        sensors=[raw_files_sensor, snapshot_verification_sensor],
+        sensors=[raw_files_sensor, snapshot_verification_sensor, stale_upstream_sensor],
         schedules=[schedule],
         executor=make_executor(settings),
         resources=make_resources(settings),

@@ -21,10 +21,9 @@ from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.assets._util import PROGRESS_TERMINAL, TAG_PROGRESS
 from ragspine_index.artifacts import validate_library_id
 from ragspine_assets.instance_config import write_default_instance_config
-from ragspine_assets.io_manager import StepOutputIOManager
 from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_assets.progress import wants_terminal_progress
-from ragspine_assets.resources import EmbeddingBackendResource, LLMProviderResource, RagspineConfig
+from ragspine_assets.resources import RagspineConfig, build_resources
 from ragspine_assets.runs import fail_dead_runs, in_flight_runs, ingest_run_tags
 
 #: Dagster's console logger prints every event at DEBUG; the terminal gets nothing below
@@ -215,14 +214,10 @@ def ingest_library(
     where = locate_library(raw_dir, data_root)
     library_id = where.library_id
     spec = embedding or settings.embedding
-    resource = RagspineConfig(
-        data_root=str(where.data_root),
-        raw_root=str(where.folder.parent),
-        keep_snapshots=keep_snapshots or settings.keep_snapshots,
-        ann_min_vectors=settings.ann_min_vectors,
-        embedding_backend=EmbeddingBackendResource.from_settings(settings, spec),
-        summarizer_llm=LLMProviderResource.from_settings(settings),
-    )
+    # the code location's wiring (resources.build_resources), every path under the data root
+    resources = build_resources(settings, data_root=str(where.data_root), raw_root=str(where.folder.parent),
+                                embedding=spec, keep_snapshots=keep_snapshots)
+    resource: RagspineConfig = resources["ragspine"]
     instance = instance or default_instance()
     show_progress = wants_terminal_progress(sys.stderr) if progress is None else progress
     from ragspine_index.locks import ConcurrentIngestError, library_run_lock, release_library
@@ -241,7 +236,7 @@ def ingest_library(
             try:
                 result = dg.materialize(
                     ALL_ASSETS, instance=instance, partition_key=library_id,
-                    resources={"ragspine": resource, "io_manager": StepOutputIOManager()},
+                    resources=resources,
                     tags={**ingest_run_tags(), **({TAG_PROGRESS: PROGRESS_TERMINAL} if show_progress else {})},
                     run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}},
                 )

@@ -15,7 +15,8 @@
   ``ragspine ingest`` before it starts.
 * :func:`last_run_failed` — whether a library's latest run failed, and how many runs of its
   current content have failed: the sensor requests it again (at most
-  :data:`MAX_AUTOMATIC_RETRIES` times per content fingerprint).
+  :data:`MAX_AUTOMATIC_RETRIES` times per content fingerprint); a latest run whose
+  publication failed on stale upstream is ``stale_upstream_sensor``'s (``stale.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ TAG_PROCESS_START = "ragspine/process_start"  # start time of that pid (detects 
 #: is never judged dead here).
 TAG_RUN_HOST = "ragspine/run_host"
 TAG_FINGERPRINT = "ragspine/fingerprint"
+#: Why a sensor requested a run (``repair``: snapshot_verification_sensor; ``stale-upstream``: stale_upstream_sensor).
+TAG_TRIGGER = "ragspine/trigger"
 UNFINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 #: A library whose run failed is requested again by the sensor at most this many times
@@ -180,12 +183,18 @@ def fail_dead_runs(instance: dg.DagsterInstance, libraries: list[str] | None = N
     return failed
 
 
+def latest_run(instance: dg.DagsterInstance, library_id: str) -> dg.DagsterRun | None:
+    """The newest run of partition ``library_id`` (None: it has none)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={TAG_PARTITION: library_id}), limit=1)
+    return runs[0] if runs else None
+
+
 def last_run_failed(instance: dg.DagsterInstance, library_id: str, fingerprint16: str) -> int | None:
     """When the latest run of ``library_id`` failed: how many runs tagged with this content
     ``fingerprint16`` have failed (0 when the failed run was not the sensor's, e.g. one
     launched in the UI); None when the latest run did not fail (or there is none)."""
-    latest = instance.get_runs(filters=dg.RunsFilter(tags={TAG_PARTITION: library_id}), limit=1)
-    if not latest or latest[0].status != dg.DagsterRunStatus.FAILURE:
+    latest = latest_run(instance, library_id)
+    if latest is None or latest.status != dg.DagsterRunStatus.FAILURE:
         return None
     failures = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
                                                        tags={TAG_PARTITION: library_id, TAG_FINGERPRINT: fingerprint16}))

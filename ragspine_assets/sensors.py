@@ -16,7 +16,8 @@ requested yet (the cursor keeps the library's previous state, so the next tick a
 run sees it again). Each tick first marks failed the runs whose worker process is gone
 (:func:`ragspine_assets.runs.fail_dead_runs`: ``dagster dev`` stopped mid-run), and a
 library whose latest run failed is requested again, run key ``…:retry-N``, at most
-:data:`ragspine_assets.runs.MAX_AUTOMATIC_RETRIES` times per content.
+:data:`ragspine_assets.runs.MAX_AUTOMATIC_RETRIES` times per content (unless its publication
+failed on stale upstream assets: ``stale_upstream_sensor`` then runs exactly those).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ragspine_index.artifacts import sha256_file, sha256_json
 from ragspine_index.library_config import LIBRARY_CONFIG_FILE
 from ragspine_assets.partitions import LIBRARIES_PARTITION, libraries_partitions
 from ragspine_assets.resources import RagspineConfig
+from ragspine_assets.stale import stale_upstream_request
 
 CURSOR_VERSION = 1
 DEFAULT_SENSOR_INTERVAL_SECONDS = 30
@@ -230,6 +232,8 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, ragspine: RagspineConf
             continue
         failed = last_run_failed(context.instance, lib, state.fingerprint[:16])
         if failed is None or failed > MAX_AUTOMATIC_RETRIES:
+            continue
+        if stale_upstream_request(context.instance, lib)[0] is not None:  # stale.py's sensor runs exactly those
             continue
         context.log.info(f"{lib}: its last run failed; requesting it again ({failed} failed run(s) of this content so far)")
         run_requests.append(dg.RunRequest(

@@ -23,12 +23,11 @@ from ragspine_core.integrity import verify_snapshot
 
 from ragspine_assets.partitions import LIBRARIES_PARTITION
 from ragspine_assets.resources import RagspineConfig
-from ragspine_assets.runs import TAG_PARTITION, in_flight_runs
+from ragspine_assets.runs import TAG_PARTITION, TAG_TRIGGER, in_flight_runs
 
 VERIFY_INTERVAL_SECONDS = 6 * 3600
 MAX_REPAIR_RUNS = 3
 TAG_REPAIR_OF = "ragspine/repair-of"
-TAG_TRIGGER = "ragspine/trigger"
 
 
 def verify_library(ragspine: RagspineConfig, library_id: str) -> dict:

@@ -7,27 +7,28 @@ materializations, built while a since-reclassified document was open: its vector
 sentences in tree nodes, its names as graph nodes. Their blocking checks ran against the
 chunks of that earlier run, not against what is being published.
 
-So before publishing, :func:`refresh_stale_artifacts` re-derives ``index_text`` and the
-BM25 arrays from the chunk store (content-addressed: the existing folders when current)
-and re-checks each derived artifact against them, whether or not its asset ran:
+So before publishing, :func:`verify_upstream` checks each upstream artifact against
+the chunk store as it is now, whether or not its asset ran (nothing is built here):
 
+* ``index_text``: its content hash is the one of the active chunks now (a stale one makes
+  every artifact built on it stale);
+* ``bm25_index``: its content hash is the one of this index text and these documents;
 * vectors: built from exactly the open rows' current index text (their content hash is
   recomputed), and no vector of a RESTRICTED row;
 * summary tree: its leaves are exactly the open rows, no node repeats RESTRICTED text
   (the tree fingerprints of the chunk store as it is now) and no node cites a document
-  that is RESTRICTED now;
+  that is RESTRICTED now; stale vectors make it stale too;
 * relation graph: it has the current rows, no chunk node or edge on a RESTRICTED row and
   every entity label found in open text it is linked to (``verify_relation_graph`` on
   the current chunks).
 
-A stale artifact is rebuilt here by its own step (content-addressed: cheap when nothing
-changed), its blocking checks honoured; if it is still not current, publication is
-blocked with a message naming the asset to materialize.
+A stale artifact blocks publication (``index_manifest.artifacts_current``, a
+:class:`StaleUpstreamError` naming the stale assets); Dagster re-materializes them in a
+run of their own, visible in the UI (``ragspine_assets/stale.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -39,7 +40,9 @@ from ragspine_core.records import is_restricted
 
 from ragspine_index.artifacts import sha256_json
 from ragspine_index.chunk_store import ChunkStore
-from ragspine_index.steps.index_text import IndexTextRef, read_index_text
+from ragspine_index.library_settings import resolve_library_settings
+from ragspine_index.steps.bm25_index import bm25_content_hash
+from ragspine_index.steps.index_text import IndexTextRef, index_text_hash, read_index_text
 from ragspine_index.step_api import BlockingCheckError, StepContext
 
 #: The guard's name in ``BlockingCheckError.check``.
@@ -121,88 +124,78 @@ def relation_graph_problem(ref: Any, index_text: IndexTextRef, store_path: Path,
     return None
 
 
-def _raise_if_failed(name: str, result: Any) -> Any:
-    failed = result.failed_blocking()
-    if failed:
-        first = failed[0]
-        raise BlockingCheckError(
-            f"blocking check {name}.{first.name} failed while index_manifest rebuilt a stale {name}"
-            + (f": {first.message}" if first.message else "") + "; nothing was published",
-            step=name, check=first.name)
-    return result.value
+#: The upstream assets publication verifies, in step order.
+VERIFIED_ASSETS = ("index_text", "bm25_index", "chunk_embeddings", "summary_tree", "relation_graph")
 
 
-@dataclass(frozen=True, slots=True)
-class Refreshed:
-    """The values :func:`refresh_stale_artifacts` hands to publication."""
+class StaleUpstreamError(BlockingCheckError):
+    """``index_manifest.artifacts_current`` failed: ``stale`` names the upstream assets to
+    re-materialize (in step order) before this library can be published."""
 
-    index_text: IndexTextRef
-    bm25_index: Any
-    chunk_embeddings: Any
-    more: dict[str, Any]
-    rebuilt: tuple[str, ...]
+    def __init__(self, message: str, *, stale: tuple[str, ...]) -> None:
+        super().__init__(message, step="index_manifest", check=ARTIFACTS_CURRENT)
+        self.stale = stale
 
 
-def refresh_stale_artifacts(ctx: StepContext, *, documents: Any, chunks: Any, index_text: IndexTextRef, bm25_index: Any,
-                            chunk_embeddings: Any, more: Mapping[str, Any], glossary_path: Path | None) -> Refreshed:
-    """Every artifact current for this publication, stale ones rebuilt by their own step
-    (``rebuilt`` names them). ``index_text`` and the BM25 arrays are content-addressed:
-    re-deriving them from the chunk store finds the existing folders when they are current.
+def stale_upstream(ctx: StepContext, *, documents: Any, chunks: Any, index_text: IndexTextRef, bm25_index: Any,
+                   chunk_embeddings: Any, more: Mapping[str, Any], glossary_path: Path | None) -> dict[str, str]:
+    """``{asset: why}`` of the upstream artifacts that are not those of the chunks being
+    published, in step order (empty: every one is current). Nothing is built or written.
+
+    A stale ``index_text`` makes every artifact built on it stale; stale vectors make the
+    summary tree stale (its node vectors are centroids of the leaf vectors).
+    """
+    store = Path(chunks.store_path)
+    found: dict[str, str] = {}
+    if index_text_hash(store) != index_text.content_hash or not Path(index_text.path).is_file():
+        found["index_text"] = "index_text was built from other chunks than the ones being published"
+        built_on_it = {"bm25_index": bm25_index, "chunk_embeddings": chunk_embeddings, **dict(more)}
+        for name in (*VERIFIED_ASSETS[1:], *sorted(set(built_on_it) - set(VERIFIED_ASSETS))):
+            if built_on_it.get(name) is not None:
+                found[name] = f"{name} was built on that index_text"
+        return found
+    params = resolve_library_settings(documents, embedding=ctx.embedding).bm25
+    if bm25_content_hash(index_text, documents, params=params) != getattr(bm25_index, "content_hash", None):
+        found["bm25_index"] = "bm25_index was built from other index text than the one being published"
+    problem = embeddings_problem(chunk_embeddings, index_text)
+    if problem:
+        found["chunk_embeddings"] = problem
+    tree = more.get("summary_tree")
+    if tree is not None:
+        problem = summary_tree_problem(tree, index_text, store)
+        if problem or "chunk_embeddings" in found:
+            found["summary_tree"] = problem or "summary_tree was built on the stale chunk_embeddings"
+    problem = relation_graph_problem(more.get("relation_graph"), index_text, store, glossary_path)
+    if problem:
+        found["relation_graph"] = problem
+    return found
+
+
+def verify_upstream(ctx: StepContext, *, documents: Any, chunks: Any, index_text: IndexTextRef, bm25_index: Any,
+                    chunk_embeddings: Any, more: Mapping[str, Any], glossary_path: Path | None) -> None:
+    """Publication's blocking check ``artifacts_current``: every upstream artifact is the
+    one of the chunks being published, whether or not its asset ran in this run.
+
+    Publication rebuilds nothing: a stale asset is re-materialized as a Dagster run of its
+    own (``ragspine_assets.stale``: the ``stale_upstream_sensor`` launches a run of exactly
+    the stale assets and ``index_manifest``), so every rebuild shows in the UI.
 
     Raises:
-        BlockingCheckError: a rebuilt artifact failed its blocking check, or is still not
-            current (the message names the asset to materialize); nothing is published.
+        StaleUpstreamError: the stale assets, named; nothing is published and the previous
+            snapshot keeps serving.
     """
-    from ragspine_index.steps.chunk_embeddings import embeddings_step
-    from ragspine_index.steps.relation_graph import relation_graph_step
-    from ragspine_index.steps.summary_tree import summary_tree_step
-
-    from ragspine_index.steps.index_text import export_index_text
-    from ragspine_index.steps.bm25_index import build_bm25
-    from ragspine_index.library_settings import resolve_library_settings
-
-    store = Path(chunks.store_path)
-    more = dict(more)
-    rebuilt: list[str] = []
-    current_text = export_index_text(ctx.paths, store)
-    if current_text.content_hash != index_text.content_hash:
-        index_text = current_text
-        rebuilt.append("index_text")
-    params = resolve_library_settings(documents, embedding=ctx.embedding).bm25
-    current_bm25 = build_bm25(ctx.paths, index_text, documents, params=params)
-    if current_bm25.content_hash != getattr(bm25_index, "content_hash", None):
-        bm25_index = current_bm25
-        rebuilt.append("bm25_index")
-    if rebuilt:
-        ctx.log(f"index_manifest: {', '.join(rebuilt)} rebuilt for the chunks being published")
-    if embeddings_problem(chunk_embeddings, index_text):
-        ctx.log("index_manifest: chunk_embeddings is stale for these chunks; rebuilding it")
-        chunk_embeddings = _raise_if_failed("chunk_embeddings", embeddings_step(ctx, index_text=index_text, documents=documents))
-        rebuilt.append("chunk_embeddings")
-    tree = more.get("summary_tree")
-    if tree is not None and ("chunk_embeddings" in rebuilt or summary_tree_problem(tree, index_text, store)):
-        ctx.log("index_manifest: summary_tree is stale for these chunks; rebuilding it")
-        more["summary_tree"] = _raise_if_failed("summary_tree", summary_tree_step(
-            ctx, index_text=index_text, chunk_embeddings=chunk_embeddings, documents=documents))
-        rebuilt.append("summary_tree")
-    graph = more.get("relation_graph")
-    if graph is not None and relation_graph_problem(graph, index_text, store, glossary_path):
-        ctx.log("index_manifest: relation_graph is stale for these chunks; rebuilding it")
-        more["relation_graph"] = _raise_if_failed("relation_graph", relation_graph_step(
-            ctx, chunks=chunks, index_text=index_text, documents=documents))
-        rebuilt.append("relation_graph")
-    problems = [p for p in (
-        embeddings_problem(chunk_embeddings, index_text),
-        summary_tree_problem(more.get("summary_tree"), index_text, store),
-        relation_graph_problem(more.get("relation_graph"), index_text, store, glossary_path),
-    ) if p]
-    if problems:
-        raise BlockingCheckError(
-            f"blocking check index_manifest.{ARTIFACTS_CURRENT} failed: {'; '.join(problems)}. Materialize "
-            "chunk_embeddings, summary_tree and relation_graph together with index_manifest (or run `ragspine ingest`); "
-            "nothing was published", step="index_manifest", check=ARTIFACTS_CURRENT)
-    return Refreshed(index_text, bm25_index, chunk_embeddings, more, tuple(rebuilt))
+    stale = stale_upstream(ctx, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
+                           chunk_embeddings=chunk_embeddings, more=more, glossary_path=glossary_path)
+    if not stale:
+        return
+    names = tuple(stale)
+    raise StaleUpstreamError(
+        f"blocking check index_manifest.{ARTIFACTS_CURRENT} failed for library {ctx.paths.library_id!r}: "
+        f"{'; '.join(dict.fromkeys(stale.values()))}. Stale upstream: {', '.join(names)}. "
+        f"stale_upstream_sensor launches a run of exactly {', '.join(names)} and index_manifest for this library "
+        f"(or materialize them with index_manifest in the Dagster UI, or run `ragspine ingest`); nothing was "
+        f"published, the previous snapshot keeps serving", stale=names)
 
 
-__all__ = ["ARTIFACTS_CURRENT", "Refreshed", "embeddings_problem", "refresh_stale_artifacts", "relation_graph_problem",
-           "summary_tree_problem"]
+__all__ = ["ARTIFACTS_CURRENT", "StaleUpstreamError", "VERIFIED_ASSETS", "embeddings_problem", "relation_graph_problem",
+           "stale_upstream", "summary_tree_problem", "verify_upstream"]

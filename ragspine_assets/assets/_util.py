@@ -12,6 +12,7 @@ from ragspine_core.dense.ann import AnnConfig
 from ragspine_core.records import is_restricted  # noqa: F401  (re-exported for the assets)
 
 from ragspine_assets.runs import TAG_RUN_HOST, UNFINISHED
+from ragspine_assets.stale import STALE_ASSETS_KEY
 from ragspine_index.pipeline import CODE_VERSIONS, Step
 from ragspine_index.step_api import BlockingCheckError, Progress, StepContext, StepResult
 from ragspine_index.locks import claim_library, release_library
@@ -190,7 +191,10 @@ def run_asset_step(step: Step, context: ExecutionContext, ragspine: "RagspineCon
         with measure_step(step.name):  # `ragspine bench --ingest` (a no-op otherwise)
             result = call_step(step, ctx, inputs)  # names the step, locates SQLite damage
     except BlockingCheckError as exc:
-        raise dg.Failure(str(exc)) from exc
+        # stale upstream assets are named in the failure's metadata: stale_upstream_sensor
+        # reads them from the event log and launches a run of exactly those (stale.py)
+        stale = getattr(exc, "stale", ())
+        raise dg.Failure(str(exc), metadata={STALE_ASSETS_KEY: ", ".join(stale)} if stale else None) from exc
     if step.name == "index_manifest":  # published: the run's writing is over
         release_library(ctx.paths, ctx.run_id)
     return result

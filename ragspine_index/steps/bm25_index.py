@@ -176,8 +176,26 @@ def resolve_analyzer(docs: DocumentSet) -> str:
     return spec
 
 
-def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, params: BM25Params = BM25Params()) -> Bm25Ref:
-    """Chunk-level and document-level BM25 arrays, content-addressed under work/bm25."""
+@dataclass(frozen=True, slots=True)
+class _Bm25Plan:
+    """What :func:`build_bm25` builds from, and its content hash (the work folder's name)."""
+
+    content_hash: str
+    analyzer: Analyzer
+    chunk_ids: list
+    texts: list
+    doc_of_chunk: list
+    doc_ids: list
+    doc_row: dict
+    doc_texts: list
+    open_chunks: list
+    open_docs: list
+    public_chunks: list
+    public_docs: list
+    languages: tuple | None
+
+
+def _bm25_plan(ref: IndexTextRef, docs: DocumentSet, params: BM25Params) -> _Bm25Plan:
     analyzer = make_analyzer(resolve_analyzer(docs))
     table = read_index_text(ref)
     chunk_ids = table.column("chunk_id").to_pylist()
@@ -210,7 +228,21 @@ def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, par
            ["blend", 2, DEFAULT_DOC_WEIGHT], ["stats", "open-rows", "public-rows"]]
     if params.k1_by_language:
         key.append(["stats-by-language", [list(x) for x in params.k1_by_language], sha256_json(languages)])
-    h = sha256_json(key)
+    return _Bm25Plan(sha256_json(key), analyzer, chunk_ids, texts, doc_of_chunk, doc_ids, doc_row, doc_texts,
+                     open_chunks, open_docs, public_chunks, public_docs, languages)
+
+
+def bm25_content_hash(ref: IndexTextRef, docs: DocumentSet, *, params: BM25Params = BM25Params()) -> str:
+    """The content hash :func:`build_bm25` would give these inputs (nothing built or written)."""
+    return _bm25_plan(ref, docs, params).content_hash
+
+
+def build_bm25(paths: LibraryPaths, ref: IndexTextRef, docs: DocumentSet, *, params: BM25Params = BM25Params()) -> Bm25Ref:
+    """Chunk-level and document-level BM25 arrays, content-addressed under work/bm25."""
+    plan = _bm25_plan(ref, docs, params)
+    h, analyzer, chunk_ids, texts, doc_of_chunk = plan.content_hash, plan.analyzer, plan.chunk_ids, plan.texts, plan.doc_of_chunk
+    doc_ids, doc_row, doc_texts, languages = plan.doc_ids, plan.doc_row, plan.doc_texts, plan.languages
+    open_chunks, open_docs, public_chunks, public_docs = plan.open_chunks, plan.open_docs, plan.public_chunks, plan.public_docs
     target = paths.work_dir("bm25", h)
     stats: dict = {}
 

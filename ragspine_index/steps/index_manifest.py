@@ -11,7 +11,7 @@ from ragspine_core import schema
 from ragspine_core.lexical.bm25_format import BM25Params
 from ragspine_core.records import METADATA_FIELDS
 
-from ragspine_index.artifact_freshness import refresh_stale_artifacts
+from ragspine_index.artifact_freshness import verify_upstream
 from ragspine_index.artifacts import LibraryPaths, sha256_bytes, write_once
 from ragspine_index.chunk_store import ChunkStore, utc_now
 from ragspine_index.chunking import CHUNKER_VERSIONS
@@ -108,16 +108,18 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
     values of steps added later), so a new artifact needs no change here.
 
     Raises:
+        StaleUpstreamError: an upstream artifact is not the one of these chunks (the
+            message and ``stale`` name the assets to re-materialize); nothing is published.
         BlockingCheckError: the chunk store, the index text and BM25 disagree on the
             number of rows; nothing is published and the previous snapshot keeps serving.
     """
     paths = ctx.paths
     settings = resolve_library_settings(documents, embedding=ctx.embedding, glossary_path=ctx.glossary_path)
     glossary = write_glossary(paths, settings.glossary_path)
-    # whether or not they ran in this run, every artifact must be current (artifact_freshness.py)
-    fresh = refresh_stale_artifacts(ctx, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
-                                    chunk_embeddings=chunk_embeddings, more=more, glossary_path=settings.glossary_path)
-    index_text, bm25_index, chunk_embeddings, more = fresh.index_text, fresh.bm25_index, fresh.chunk_embeddings, fresh.more
+    # whether or not they ran in this run, every artifact must be current; a stale one is
+    # re-materialized by Dagster in a run of its own, never rebuilt here (artifact_freshness.py)
+    verify_upstream(ctx, documents=documents, chunks=chunks, index_text=index_text, bm25_index=bm25_index,
+                    chunk_embeddings=chunk_embeddings, more=more, glossary_path=settings.glossary_path)
     with ChunkStore(Path(chunks.store_path)) as store:
         n_rows = store.execute_read(f"SELECT COUNT(*) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
     if n_rows != index_text.n_rows or n_rows != bm25_index.stats.get("chunk_rows"):

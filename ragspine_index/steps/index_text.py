@@ -30,13 +30,24 @@ INDEX_TEXT_SCHEMA = pa.schema([
 ])
 
 
-def export_index_text(paths: LibraryPaths, store_path: Path) -> IndexTextRef:
-    """Active chunks' contextual index text as Parquet, one row per chunk in chunk_id order."""
+def _index_text_columns(store_path: Path) -> tuple[dict[str, list], str]:
+    """The active chunks' index text columns (chunk_id order) and their content hash."""
     with ChunkStore(store_path) as store:
         rows = store.execute_read(
             f"SELECT chunk_id, doc_id, sensitivity, index_text FROM {schema.CHUNK_TABLE} WHERE active = 1 ORDER BY chunk_id")
     cols = {n: [r[n] for r in rows] for n in INDEX_TEXT_SCHEMA.names}
-    h = sha256_json([cols["chunk_id"], cols["index_text"], cols["sensitivity"]])
+    return cols, sha256_json([cols["chunk_id"], cols["index_text"], cols["sensitivity"]])
+
+
+def index_text_hash(store_path: Path) -> str:
+    """The content hash :func:`export_index_text` would give the chunk store now (nothing written)."""
+    return _index_text_columns(store_path)[1]
+
+
+def export_index_text(paths: LibraryPaths, store_path: Path) -> IndexTextRef:
+    """Active chunks' contextual index text as Parquet, one row per chunk in chunk_id order."""
+    cols, h = _index_text_columns(store_path)
+    rows = cols["chunk_id"]
     target = paths.work_dir("index_text", h)
 
     def build(tmp: Path) -> None:

@@ -89,3 +89,59 @@ def test_a_bad_resource_field_is_named(tmp_path):
         EmbeddingBackendResource(spec="openai", dim="wide").embedding_spec()
     with pytest.raises(ConfigError, match="unknown embedding backend 'bert'"):
         EmbeddingBackendResource(spec="bert").embedding_spec()
+
+
+def test_api_keys_are_bound_as_env_vars_never_held_as_values(monkeypatch):
+    """One wiring binds every API key as dg.EnvVar; Dagster resolves it inside the run."""
+    from ragspine_core.errors import ConfigError
+    from ragspine_core.settings import Settings
+    from ragspine_assets.resources import build_resources
+
+    monkeypatch.delenv("RAGSPINE_LLM_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-39")
+    assert make_resources()["llm"].api_key.env_var_name == "OPENAI_API_KEY"
+    monkeypatch.setenv("RAGSPINE_LLM_API_KEY", "sk-secret-39")
+    resources = make_resources({"RAGSPINE_LLM_API_KEY": "sk-secret-39", "RAGSPINE_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                                "RAGSPINE_LLM_MODEL": "m"})
+    cfg: RagspineConfig = resources["ragspine"]
+    for field in (resources["llm"].api_key, cfg.summarizer_llm.api_key, cfg.embedding_resource().api_key):
+        assert isinstance(field, dg.EnvVar) and field.env_var_name == "RAGSPINE_LLM_API_KEY"
+    assert resources["llm"].make()._api_key == "sk-secret-39"  # used outside a run: read from its variable
+    seen = {}
+
+    @dg.asset
+    def probe(ragspine: RagspineConfig, llm: LLMProviderResource) -> int:
+        seen.update(llm=llm.api_key, nested=ragspine.summarizer_llm.api_key, spec=ragspine.embedding_spec().api_key)
+        return 1
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([probe], resources=resources, instance=instance)
+        assert result.success and set(seen.values()) == {"sk-secret-39"}
+        stored = [str(instance.get_run_by_id(result.run_id))] + [str(r) for r in instance.all_logs(result.run_id)]
+    assert not any("sk-secret-39" in text for text in stored), "the key is in no run record or event"
+    # a key passed in code, in no variable, is refused with the variable to set
+    with pytest.raises(ConfigError, match="export RAGSPINE_LLM_API_KEY"):
+        build_resources(Settings(llm_api_key="sk-in-code"))
+
+
+def test_ragspine_ingest_and_the_code_location_share_one_wiring(tmp_path):
+    """Both build their resources with build_resources; ingest only places the paths."""
+    import ragspine_assets
+    from ragspine_core.settings import Settings
+    from ragspine_assets.resources import build_resources
+
+    wired = [p.name for p in (REPO_ROOT / "ragspine_assets").rglob("*.py")
+             if "RagspineConfig(" in p.read_text(encoding="utf-8") and p.name != "resources.py"]
+    assert wired == [], f"resources built outside resources.build_resources: {wired}"
+    assert ragspine_assets.__file__.startswith(str(REPO_ROOT))
+    settings = Settings.from_env({"RAGSPINE_EMBEDDING": "deterministic", "RAGSPINE_KEEP_SNAPSHOTS": "2",
+                                  "RAGSPINE_ANN_MIN_VECTORS": "7", "RAGSPINE_IO_DIR": str(tmp_path / "io"),
+                                  "RAGSPINE_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    location, ingest = build_resources(settings), build_resources(settings, data_root=str(tmp_path),
+                                                                  raw_root=str(tmp_path / "raw"))
+    a, b = location["ragspine"], ingest["ragspine"]
+    assert (a.keep_snapshots, a.ann_min_vectors, a.embedding_spec()) == (b.keep_snapshots, b.ann_min_vectors,
+                                                                        b.embedding_spec())
+    assert a.summarizer_llm == b.summarizer_llm == location["llm"] == ingest["llm"]
+    assert location["io_manager"].base_dir == ingest["io_manager"].base_dir == str(tmp_path / "io")
+    assert b.artifacts_dir() == tmp_path / "artifacts" and b.raw_dir() == tmp_path / "raw"

@@ -3,8 +3,10 @@
 After a reclassification, ``documents,chunks,index_text,bm25_index,index_manifest`` used to
 succeed and publish the previous ``chunk_embeddings``, ``summary_tree`` and
 ``relation_graph``, built while the document was open: its vector, its sentences in tree
-nodes and its names as graph nodes. ``index_manifest`` now re-verifies every artifact it
-publishes against the current chunks and rebuilds a stale one (or blocks).
+nodes and its names as graph nodes. ``index_manifest`` now verifies every artifact it
+publishes against the current chunks and blocks on a stale one (publishing nothing);
+``stale_upstream_sensor`` then requests a run of exactly the stale assets and
+``index_manifest``, which publishes the reclassification with nothing stale (issue 39).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.io_manager import StepOutputIOManager
 from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
+from ragspine_assets.stale import stale_upstream_sensor
 from ragspine_query.library import open_library
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
 
@@ -60,12 +63,20 @@ def test_partial_run_after_reclassification_publishes_nothing_stale(tmp_path, mo
         assert len(keys) == 5
         resources = {"ragspine": RagspineConfig(data_root=str(data), raw_root=str(data / "raw"), embedding_backend=EmbeddingBackendResource(spec="deterministic")),
                      "io_manager": StepOutputIOManager()}
+        before = (art / "current").resolve()
         result = dg.materialize(ALL_ASSETS, selection=keys, instance=instance, resources=resources, partition_key="lib",
                                 raise_on_error=False)
+        assert not result.success and (art / "current").resolve() == before, "stale upstream blocks publication"
+        with dg.build_sensor_context(instance=instance) as context:
+            [request] = stale_upstream_sensor(context).run_requests
+        assert {k.to_user_string() for k in request.asset_selection} == {
+            "chunk_embeddings", "summary_tree", "relation_graph", "index_manifest"}
+        repair = dg.materialize(ALL_ASSETS, selection=list(request.asset_selection), instance=instance,
+                                resources=resources, partition_key="lib", tags=request.tags)
+        assert repair.success
     with open_library(art) as lib:
         restricted = lib.restricted_mask()
         assert restricted.any(), "the reclassification was published (or the run failed)"
-        assert result.success
         emb = lib.embeddings()
         assert emb is not None and not restricted[np.asarray(emb.rows)].any(), "no vector of a RESTRICTED row"
         tree = lib.summary_tree()
