@@ -227,6 +227,28 @@ class ModeResult:
         return self.mode + ("" if self.reranker in ("", "none") else f"+{self.reranker}") + (f"+{self.feature}" if self.feature else "")
 
 
+def query_documents(index, query: str, *, reranker=None, depth: int = EVAL_DEPTH,
+                    rerank_depth: int = EVAL_RERANK_DEPTH) -> tuple[Any, dict[str, float]]:
+    """One query as ``ragspine eval`` scores it: ``(result, {doc_id: score})``.
+
+    ``index.search`` over the top ``max(3 × depth, rerank_depth)`` chunks, RESTRICTED ones
+    never entering the ranking (``result``: what the search returned, with its confidence and
+    refusal when it is a :class:`~ragspine_query.pipeline.state.SearchResult`); ``reranker``
+    (optional) reorders the top ``rerank_depth`` hits; chunks aggregate to their document by
+    their best rank, and the document run scores the top ``depth`` documents by rank (the
+    evaluated order is exactly the order a user sees). The bench tools call this too
+    (``ragspine_tools.bench.query_fields``), so they rank as ``ragspine eval`` does."""
+    from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
+
+    result = index.search(query, top_k=max(depth * 3, rerank_depth), include_restricted=False)
+    hits = list(result)
+    if reranker is not None:
+        hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
+    best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
+    ordered = sorted(best, key=lambda d: -best[d])
+    return result, {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
+
+
 def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = EVAL_RERANK_DEPTH,
                 live_progress: bool = True, observe: Callable[[Any], None] | None = None) -> tuple[dict[str, dict[str, float]], float]:
     """Run every query through ``retriever.search`` (``ragspine eval`` passes the narrative
@@ -238,14 +260,12 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
     A live ``queries done/total (rate, ETA)`` line on stderr when it is a terminal and
     ``live_progress`` (off for ``--json``), one summary line otherwise."""
     from ragspine_query.pipeline.trace import tracing
-    from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
 
     from ragspine_assets.progress import TerminalProgress, wants_terminal_progress
 
     run: dict[str, dict[str, float]] = {}
     qids = dataset.query_ids
     t0 = time.perf_counter()
-    chunk_depth = max(depth * 3, rerank_depth)
     meter = TerminalProgress("  queries", len(qids), sys.stderr, unit="queries",
                              enabled=live_progress and wants_terminal_progress(sys.stderr, quiet=quiet))
     for i, qid in enumerate(qids, 1):
@@ -253,17 +273,11 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
         # what a user is shown: RESTRICTED chunks never enter the ranking
         try:
             with tracing(observe is not None) as tracer:
-                hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+                _result, run[qid] = query_documents(retriever, query, reranker=reranker, depth=depth, rerank_depth=rerank_depth)
                 if observe is not None:
                     observe(tracer.freeze(query))
         except QueryError as exc:  # the product's query limits apply to evaluation too
             raise DatasetError(f"query {qid!r} of the dataset is refused: {exc}") from exc
-        if reranker is not None:
-            hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
-        # rank-based document scores: the evaluated order is exactly the order a user sees
-        best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
-        ordered = sorted(best, key=lambda d: -best[d])
-        run[qid] = {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
         meter.update(i)
     meter.close()
     if qids and not meter.enabled:
