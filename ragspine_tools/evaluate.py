@@ -227,25 +227,47 @@ class ModeResult:
         return self.mode + ("" if self.reranker in ("", "none") else f"+{self.reranker}") + (f"+{self.feature}" if self.feature else "")
 
 
+def query_documents(index, query: str, *, reranker=None, depth: int = EVAL_DEPTH,
+                    rerank_depth: int = EVAL_RERANK_DEPTH) -> tuple[Any, dict[str, float]]:
+    """One query as ``ragspine eval`` scores it: ``(result, {doc_id: score})``.
+
+    ``index.search`` over the top ``max(3 × depth, rerank_depth)`` chunks, RESTRICTED ones
+    never entering the ranking (``result``: what the search returned, with its confidence and
+    refusal when it is a :class:`~ragspine_query.pipeline.state.SearchResult`); ``reranker``
+    (optional) reorders the top ``rerank_depth`` hits; chunks aggregate to their document by
+    their best rank, and the document run scores the top ``depth`` documents by rank (the
+    evaluated order is exactly the order a user sees). The bench tools call this too
+    (``ragspine_tools.bench.query_fields``), so they rank as ``ragspine eval`` does."""
+    from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
+
+    result = index.search(query, top_k=max(depth * 3, rerank_depth), include_restricted=False)
+    hits = list(result)
+    if reranker is not None:
+        hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
+    best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
+    ordered = sorted(best, key=lambda d: -best[d])
+    return result, {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
+
+
 def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, quiet: bool = False, rerank_depth: int = EVAL_RERANK_DEPTH,
-                live_progress: bool = True, observe: Callable[[Any], None] | None = None) -> tuple[dict[str, dict[str, float]], float]:
+                live_progress: bool = True, observe: Callable[[Any], None] | None = None,
+                on_result: Callable[[str, Any], None] | None = None) -> tuple[dict[str, dict[str, float]], float]:
     """Run every query through ``retriever.search`` (``ragspine eval`` passes the narrative
     index that ``ragspine query`` uses); ``reranker`` (optional) reorders the top
     ``rerank_depth`` hits afterwards, for a caller that evaluates a bare retriever.
     ``observe`` (optional) is given each query's trace (an
-    :class:`~ragspine_query.pipeline.explain.Explain`: what each stage did, and its time).
+    :class:`~ragspine_query.pipeline.explain.Explain`: what each stage did, and its time);
+    ``on_result`` (optional) each query's id and search result (its confidence, refusal).
 
     A live ``queries done/total (rate, ETA)`` line on stderr when it is a terminal and
     ``live_progress`` (off for ``--json``), one summary line otherwise."""
     from ragspine_query.pipeline.trace import tracing
-    from ragspine_tools.eval.metrics import aggregate_chunk_hits_to_docs
 
     from ragspine_assets.progress import TerminalProgress, wants_terminal_progress
 
     run: dict[str, dict[str, float]] = {}
     qids = dataset.query_ids
     t0 = time.perf_counter()
-    chunk_depth = max(depth * 3, rerank_depth)
     meter = TerminalProgress("  queries", len(qids), sys.stderr, unit="queries",
                              enabled=live_progress and wants_terminal_progress(sys.stderr, quiet=quiet))
     for i, qid in enumerate(qids, 1):
@@ -253,17 +275,13 @@ def run_queries(retriever, dataset, *, reranker=None, depth: int = EVAL_DEPTH, q
         # what a user is shown: RESTRICTED chunks never enter the ranking
         try:
             with tracing(observe is not None) as tracer:
-                hits = retriever.search(query, top_k=chunk_depth, include_restricted=False)
+                result, run[qid] = query_documents(retriever, query, reranker=reranker, depth=depth, rerank_depth=rerank_depth)
+                if on_result is not None:
+                    on_result(qid, result)
                 if observe is not None:
                     observe(tracer.freeze(query))
         except QueryError as exc:  # the product's query limits apply to evaluation too
             raise DatasetError(f"query {qid!r} of the dataset is refused: {exc}") from exc
-        if reranker is not None:
-            hits = reranker.rank(query, hits[:rerank_depth], top_n=rerank_depth) + hits[rerank_depth:]
-        # rank-based document scores: the evaluated order is exactly the order a user sees
-        best = aggregate_chunk_hits_to_docs([(h.chunk.doc_id, -float(pos)) for pos, h in enumerate(hits)], depth=depth)
-        ordered = sorted(best, key=lambda d: -best[d])
-        run[qid] = {d: float(depth + 1 - r) for r, d in enumerate(ordered, 1)}
         meter.update(i)
     meter.close()
     if qids and not meter.enabled:
@@ -298,7 +316,64 @@ def fusion_summary(retriever, dataset) -> dict[str, Any] | None:
     return dict(sorted(out.items()))
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = ()) -> list[ModeResult]:
+#: the judged set's questions that no open document answers (no qrels), e.g. ``data/eval/sample``
+UNANSWERABLE_FILES = ("unanswerable.jsonl", "extra-unanswerable.jsonl")
+
+
+def unanswerable_questions(dataset_dir: Path) -> list[dict[str, Any]]:
+    """The dataset folder's unanswerable questions (``{"_id", "text", "kind"?}`` lines of
+    :data:`UNANSWERABLE_FILES`; none when it has neither file)."""
+    out = []
+    for name in UNANSWERABLE_FILES:
+        path = dataset_dir / name
+        if path.is_file():
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if line.strip():
+                    q = json.loads(line)
+                    if not isinstance(q, dict) or not isinstance(q.get("text"), str) or "_id" not in q:
+                        raise DatasetError(f"{path}:{n}: an unanswerable question needs \"_id\" and \"text\"")
+                    out.append(q)
+    return out
+
+
+def refusal_summary(index, answerable: Mapping[str, Any], unanswerable: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How the run's confidence and corrective loop treat answerable and unanswerable questions.
+
+    ``answerable``: query id → the search result of each judged question (as run);
+    ``unanswerable`` questions are searched here the same way (:func:`query_documents`).
+    Returns, per side, the questions and how many were refused (``refusal`` set: the
+    corrective loop's ``low_confidence``, or the gate's), the unanswerable ones also by
+    ``kind``; and ``confidence_auroc``, P(an answerable question's confidence score > an
+    unanswerable one's), ties half — left out when a result carries no confidence."""
+    def scores(results: Sequence[Any]) -> list[float] | None:
+        confs = [getattr(r, "confidence", None) for r in results]
+        return [float(c.score) for c in confs if c is not None] if all(c is not None for c in confs) else None
+
+    una = []
+    for q in unanswerable:
+        try:
+            una.append(query_documents(index, str(q["text"]))[0])
+        except QueryError as exc:
+            raise DatasetError(f"unanswerable question {q['_id']!r} of the dataset is refused: {exc}") from exc
+    ans = list(answerable.values())
+    by_kind: dict[str, list[int]] = {}
+    for q, r in zip(unanswerable, una):
+        tally = by_kind.setdefault(str(q.get("kind") or "unanswerable"), [0, 0])
+        tally[0] += getattr(r, "refusal", None) is not None
+        tally[1] += 1
+    out: dict[str, Any] = {
+        "answerable": {"questions": len(ans), "refused": sum(getattr(r, "refusal", None) is not None for r in ans)},
+        "unanswerable": {"questions": len(una), "refused": sum(getattr(r, "refusal", None) is not None for r in una),
+                         "by_kind": {k: {"questions": v[1], "refused": v[0]} for k, v in sorted(by_kind.items())}},
+    }
+    pos, neg = scores(ans), scores(una)
+    if pos and neg:
+        wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+        out["confidence_auroc"] = round(wins / (len(pos) * len(neg)), 4)
+    return out
+
+
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = (), corrective: str | None = None) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
     ``llm_features``: per mode, one run per LLM query feature switched on alone (``off``: none;
     :mod:`ragspine_tools.llm_features`), through the provider the ``RAGSPINE_LLM_*``
@@ -306,7 +381,11 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     fallback rate, ms per attempt, calls and tokens).
     ``max_queries``: evaluate a deterministic sample of that many queries (:func:`sample_queries`; 0 = all).
     ``multi_query``: glossary multi-query variants on/off (None: the user's default,
-    ``RAGSPINE_MULTI_QUERY``); the gate uses the glossary either way."""
+    ``RAGSPINE_MULTI_QUERY``); the gate uses the glossary either way.
+    ``corrective``: the corrective loop (``off | relevance | dynamic | static | llm``; None:
+    the user's default, ``RAGSPINE_CORRECTIVE``). When it is given, each run's metrics carry
+    ``refusals`` (:func:`refusal_summary`) over the judged questions and the folder's
+    unanswerable ones (:data:`UNANSWERABLE_FILES`)."""
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, write_trec_run
     from ragspine_tools.eval.report import CURVE_KS
@@ -332,6 +411,10 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
         rr = make_reranker(reranker)
     # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
     settings = dataclasses.replace(Settings.from_env(), tree=tree)
+    unanswerable: list[dict[str, Any]] = []
+    if corrective is not None:
+        settings = dataclasses.replace(settings, corrective=corrective)
+        unanswerable = unanswerable_questions(Path(dataset_dir))
     features = list(llm_features) or [""]
     provider_for = _llm_provider_factory(settings, features)
     results = []
@@ -360,13 +443,15 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             opened.append(retriever.library)
             _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}"
                  + (f" llm feature={feature}" if feature else "") + f": {len(dataset.query_ids)} queries", quiet)
-            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress, observe=tally)
+            answered: dict[str, Any] = {}
+            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress, observe=tally,
+                                   on_result=answered.__setitem__ if corrective is not None else None)
             report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
             run_dir = paths.root.parent.parent / "runs"
             run_dir.mkdir(parents=True, exist_ok=True)
             run_name = (f"{paths.library_id}-{qrels_file or split}-{mode}-{reranker}" + ("" if tree == "off" else f"-tree-{tree}")
                         + ("" if multi_query is None else "-multi-query" if multi_query else "-no-multi-query")
-                        + (f"-llm-{feature}" if feature else ""))
+                        + (f"-llm-{feature}" if feature else "") + (f"-corrective-{corrective}" if corrective is not None else ""))
             run_path = run_dir / f"{run_name}.trec"
             write_trec_run(run_path, run, run_name)
             metrics = {**report.to_dict(), "mode": mode, "active_mode": retriever.active_mode, "reranker": reranker,
@@ -377,6 +462,9 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
             fusion = fusion_summary(retriever, dataset)
             if fusion is not None:  # auto: the language-aware weights each query got, and why
                 metrics["fusion"] = fusion
+            if corrective is not None:
+                metrics["corrective"] = settings.corrective
+                metrics["refusals"] = refusal_summary(narrative.index, answered, unanswerable)
             types = query_types(Path(dataset_dir))
             if types:  # e.g. HotpotQA bridge / comparison
                 metrics["by_type"] = report.by_group(types)
@@ -468,6 +556,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                         "baseline: off,hyde,step_back,decompose,filters,grader,listwise (the provider: RAGSPINE_LLM_BASE_URL, "
                         "RAGSPINE_LLM_MODEL and the RAGSPINE_LLM_* limits; docs/llm-providers.md); each run reports the "
                         "feature's attempts, fallbacks and ms per attempt")
+    p.add_argument("--corrective", default=None, metavar="MODE",
+                   help="corrective loop off|relevance|dynamic|static|llm (default RAGSPINE_CORRECTIVE); given, the "
+                        "output adds refusals: answerable and unanswerable questions refused (the folder's "
+                        "unanswerable.jsonl / extra-unanswerable.jsonl) and the confidence's AUROC")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list when several modes are given)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--report", default=None, metavar="DIR",
@@ -505,7 +597,7 @@ def run_eval_cli(args: argparse.Namespace) -> int:
                                chunker_options=_parse_options(args.library_option), tree=args.tree,
                                max_queries=args.max_queries,
                                multi_query=None if args.multi_query is None else args.multi_query == "on",
-                               llm_features=features)
+                               llm_features=features, corrective=getattr(args, "corrective", None))
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
@@ -535,6 +627,13 @@ def run_eval_cli(args: argparse.Namespace) -> int:
                 print(f"         {k}: {v['difference']:+.4f} (95% CI {v['ci95'][0]:+.4f}..{v['ci95'][1]:+.4f}, p={v['p']})")
         for kind, km in (m.get("by_type") or {}).items():
             print(f"         {kind}: nDCG@10 {km['ndcg@10']:.4f} ({km['n_queries']} queries)")
+        if m.get("refusals"):
+            rf = m["refusals"]
+            a, u = rf["answerable"], rf["unanswerable"]
+            print(f"         corrective {m['corrective']}: refused {a['refused']}/{a['questions']} answerable, "
+                  f"{u['refused']}/{u['questions']} unanswerable ("
+                  + ", ".join(f"{k} {v['refused']}/{v['questions']}" for k, v in u["by_kind"].items()) + ")"
+                  + (f"; confidence AUROC {rf['confidence_auroc']:.4f}" if "confidence_auroc" in rf else ""))
         for case, f in (m.get("fusion") or {}).items():
             if f.get("mixed"):
                 how = " ".join(f"{n}={w:g}" for n, w in f["mixed"].items())

@@ -3,7 +3,8 @@
 For each question of a BEIR-layout judged set over a published library (the sample's
 ``data/eval/sample``: ``queries.jsonl``, ``qrels/dev.tsv``, ``unanswerable.jsonl`` and
 ``extra-unanswerable.jsonl``), run the narrative chain that ``ragspine query`` builds and
-record nDCG@10 (answerable questions), the top documents, and the confidence score and
+record nDCG@10 (answerable questions; ranked and scored exactly as ``ragspine eval`` does,
+:func:`ragspine_tools.evaluate.query_documents`), the top documents, and the confidence score and
 grade. Prints, per configuration: nDCG@10 per kind, the AUROC of the confidence for
 answerable vs unanswerable questions, and the share of each that the corrective loop
 (``relevance``) refuses.
@@ -25,7 +26,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -54,35 +55,31 @@ def auroc(pos: Iterable[float], neg: Iterable[float]) -> float:
     return wins / (len(p) * len(n))
 
 
-def doc_ranking(snippets: Any) -> list[str]:
-    seen: list[str] = []
-    for s in snippets:
-        d = s.doc_id
-        if d not in seen:
-            seen.append(d)
-    return seen
+def ndcg10(run: dict[str, float], qrels: dict[str, int]) -> float:
+    """nDCG@10 of one question's document run, by ``ragspine eval``'s own metric code."""
+    from ragspine_tools.eval.metrics import evaluate_run
+
+    return evaluate_run({"q": run}, {"q": qrels}).per_query["q"]["ndcg@10"]
 
 
-def ndcg10(ranked: list[str], qrels: dict[str, int]) -> float:
-    from ragspine_tools.eval.metrics import ndcg_at_k
-
-    run = {d: float(len(ranked) - i) for i, d in enumerate(ranked)}
-    return ndcg_at_k(run, qrels, 10)
-
-
-def run_config(library: list[str], questions: list[dict], overrides: dict[str, str], top_k: int) -> list[dict]:
+def run_config(library: list[str], questions: list[dict], overrides: dict[str, str]) -> list[dict]:
+    """Each question through the narrative chain ``ragspine query`` builds (the user's
+    ``RAGSPINE_*`` defaults, ``overrides`` on top), ranked and cut exactly as ``ragspine eval``
+    ranks (:func:`ragspine_tools.evaluate.query_documents`: the top 300 chunks aggregated to
+    their documents); the confidence and refusal are that same search's."""
     from ragspine_core.settings import Settings
     from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_tools.evaluate import EVAL_RERANK_DEPTH, query_documents
 
     settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()  # type: ignore[arg-type]
-    retriever = build_narrative_retriever(library, settings=settings)
+    index = build_narrative_retriever(library, settings=settings, rerank_top_n=EVAL_RERANK_DEPTH).index
     rows = []
     for q in questions:
-        sn = retriever.retrieve(q["text"], top_k=top_k)
-        conf = getattr(sn, "confidence", None)
-        rows.append({"id": q["_id"], "kind": q.get("kind", "unanswerable"), "docs": doc_ranking(sn),
+        res, run = query_documents(index, q["text"])
+        conf = getattr(res, "confidence", None)
+        rows.append({"id": q["_id"], "kind": q.get("kind", "unanswerable"), "docs": sorted(run, key=lambda d: -run[d]), "run": run,
                      "score": None if conf is None else float(conf.score), "grade": None if conf is None else conf.grade,
-                     "refused": getattr(sn, "refusal", None) is not None})
+                     "refused": getattr(res, "refusal", None) is not None})
     return rows
 
 
@@ -196,7 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("library", nargs="+", help="published library directories (several: multi-library)")
     ap.add_argument("--set", required=True, help="judged set folder (queries.jsonl, qrels/dev.tsv, *unanswerable.jsonl)")
     ap.add_argument("--config", action="append", default=[], help="KEY=VALUE[,KEY=VALUE] (filters, corrective, router, mode)")
-    ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--dump", default=None, help="write the per-question rows as JSON here")
     ap.add_argument("--fit", action="store_true", help="fit the confidence calibration (see above) instead")
     ap.add_argument("--held-only", action="store_true",
@@ -224,16 +220,18 @@ def main(argv: list[str] | None = None) -> int:
         for kv in filter(None, spec.split(",")):
             k, _, v = kv.partition("=")
             overrides[_KEYS.get(k, k)] = v
-        rows = run_config(args.library, answerable + unanswerable, overrides, args.top_k)
+        rows = run_config(args.library, answerable + unanswerable, overrides)
         dump[spec or "default"] = rows
         ans = [r for r in rows if r["id"] in qrels]
         una = [r for r in rows if r["id"] not in qrels]
         kinds: dict[str, list[float]] = {}
         for r in ans:
-            v = ndcg10(r["docs"], qrels[r["id"]])
+            v = ndcg10(r["run"], qrels[r["id"]])
             r["ndcg10"] = v
             kinds.setdefault(r["kind"], []).append(v)
             kinds.setdefault("all", []).append(v)
+        for r in rows:
+            r.pop("run", None)
         if len(args.library) > 1:
             routed_all = routing_check(args.library, answerable, qrels, overrides)
             print(f"  routing: the libraries holding every score-2 answer searched for {routed_all[0]}/{routed_all[1]} questions")

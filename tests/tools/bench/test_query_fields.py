@@ -48,3 +48,37 @@ def test_strip_metadata_removes_entity_topic_geography(tmp_path):
     jl.write_text(json.dumps({"doc_id": "c", "entity": "X", "text": "t"}) + "\n", encoding="utf-8")
     strip_metadata(jl)
     assert json.loads(jl.read_text(encoding="utf-8")) == {"doc_id": "c", "text": "t"}
+
+
+@pytest.mark.slow
+def test_bench_ranks_and_scores_exactly_as_ragspine_eval(tmp_path):
+    """The bench's nDCG@10 per question is ``ragspine eval``'s for the same library and
+    settings. A document of many matching paragraphs fills the first ten chunks, so a bench
+    that ranked documents from the top ten chunks only (as it did) would miss the judged
+    document that ``ragspine eval`` ranks second."""
+    from ragspine_tools.bench.query_fields import ndcg10, run_config
+    from ragspine_tools.evaluate import evaluate_dataset
+
+    ds = tmp_path / "many"
+    ds.mkdir()
+    filler = " ".join(f"word{i}" for i in range(60))
+    docs = {"big": "\n\n".join(f"Solar inverter maintenance note {i}: inverter fans and inverter filters. {filler}" for i in range(14)),
+            "hit": "Inverter warranty: ten years on parts.",
+            "other": "Glaciers carve valleys as compacted snow slowly flows downhill."}
+    (ds / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in docs.items()),
+                                     encoding="utf-8")
+    queries = {"q1": "solar inverter maintenance fans filters", "q2": "glaciers carve valleys"}
+    (ds / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()), encoding="utf-8")
+    (ds / "qrels").mkdir()
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\thit\t2\nq1\tbig\t1\nq2\tother\t1\n", encoding="utf-8")
+    out = tmp_path / "eval"
+    [res] = evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=True)
+    [lib] = list(out.glob("many-*/artifacts/many"))
+    rows = run_config([str(lib)], [{"_id": q, "text": t} for q, t in queries.items()],
+                      {"retrieval_mode": "bm25", "embedding": "none"})
+    qrels = {"q1": {"hit": 2, "big": 1}, "q2": {"other": 1}}
+    bench = {r["id"]: ndcg10(r["run"], qrels[r["id"]]) for r in rows}
+    assert bench == pytest.approx(res.per_query_ndcg, abs=1e-12)
+    assert sum(bench.values()) / len(bench) == pytest.approx(res.metrics["ndcg@10"], abs=1e-12)
+    q1 = next(r for r in rows if r["id"] == "q1")
+    assert q1["docs"][:2] == ["big", "hit"] and all(r["score"] is not None and not r["refused"] for r in rows)
