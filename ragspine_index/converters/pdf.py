@@ -43,7 +43,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "6"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38)
+VERSION = "7"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38); 7: a document made only of repeated lines keeps them, the XMP <?xpacket?> wrapper ignored
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -448,7 +448,8 @@ def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
     A running line is one of the first or last ``_EDGE_LINES`` lines of at least half the
     pages with text (and of ``_RUNNING_MIN_PAGES``), the same text each time; the very
-    first or last line may differ in its numbers (a page number: ``Page 3 of 10``)."""
+    first or last line may differ in its numbers (a page number: ``Page 3 of 10``). When
+    they are all the text the document has (the same short page, repeated), none is removed."""
     with_text = [p for p in pages if p.strip()]
     if len(with_text) < _RUNNING_MIN_PAGES:
         return pages, ()
@@ -485,6 +486,8 @@ def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
             if lines and is_running(lines[-1], i == 0):
                 removed.setdefault(" ".join(lines.pop().split()))
         out.append("\n".join(lines).strip())
+    if not any(text for text in out):  # the repeated lines are all the text there is: content, kept
+        return pages, ()
     return out, tuple(list(removed)[:200])
 
 
@@ -601,7 +604,7 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     ``pdfx:MSIP_Label_<id>_Name``…). Read with defusedxml; a packet it refuses is an error."""
     from pypdf.generic import IndirectObject
 
-    from ragspine_index.converters.markings import parse_part
+    from ragspine_index.converters.markings import XMP_PACKET, parse_part
 
     try:
         root_obj = reader.trailer["/Root"]
@@ -613,7 +616,10 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     except Exception as exc:  # noqa: BLE001 - a damaged metadata stream cannot be checked
         raise ConversionError(f"its XMP metadata stream cannot be read ({type(exc).__name__})",
                               "re-export it from its source application", field="sensitivity") from exc
-    root = parse_part(raw, "XMP metadata")
+    # The <?xpacket?> wrapper holds no property; its begin="" is meant to hold a byte-order mark,
+    # which some writers damage (AcroForm_TEST.pdf: EF BB 3F, not UTF-8), so it is dropped before
+    # parsing. What is inside is parsed by defusedxml (entities refused), and fails closed.
+    root = parse_part(_XPACKET.sub(b"", raw), XMP_PACKET)
     out: list[tuple[str, str]] = []
     stack = [(root, "")]
     while stack:
@@ -639,3 +645,4 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
 
 
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+_XPACKET = re.compile(rb"<\?xpacket\b[^>]{0,300}\?>")

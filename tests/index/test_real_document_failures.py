@@ -1,0 +1,135 @@
+"""The real-document set's last failures (issue 38), each reduced to a small file written here:
+a PDF whose only text repeats on every page (py-pdf's ``habibi-rotated.pdf``), an XMP packet
+whose ``<?xpacket begin=...?>`` byte-order mark is damaged (pdfminer's ``AcroForm_TEST.pdf``),
+and an XMP packet with a bare ``<!DOCTYPE>``: all published, their markings still read; an XMP
+packet that declares an entity or is not XML stays one located error (fail closed)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pypdf", reason="the 'formats' extra")
+pytest.importorskip("reportlab", reason="writing test PDFs needs reportlab (the 'dev' extra)")
+
+from ragspine_index.source_documents.parse_library import parse_library  # noqa: E402
+from tests.formats import marked  # noqa: E402
+
+
+def _parse(root: Path, files: dict[str, bytes]):
+    root.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    result = parse_library(root)
+    return {d.doc_id: d for d in result.documents}, result.errors
+
+
+def _same_page(pages: int, line: str, rotate: int = 0) -> bytes:
+    import pypdf
+    from reportlab.pdfgen import canvas
+
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out)
+    for _ in range(pages):
+        pdf.setFont("Helvetica", 12)
+        pdf.drawString(72, 700, line)
+        pdf.showPage()
+    pdf.save()
+    if not rotate:
+        return out.getvalue()
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(out.getvalue()))
+    for page in writer.pages:
+        page.rotate(rotate)
+    rotated = io.BytesIO()
+    writer.write(rotated)
+    return rotated.getvalue()
+
+
+def test_a_pdf_whose_only_text_repeats_on_every_page_is_published(tmp_path):
+    """Running-line removal took the one line of each page as a header and left nothing."""
+    docs, errors = _parse(tmp_path / "lib", {"habibi.pdf": _same_page(4, "habibi beloved greeting", rotate=90)})
+    assert not errors, [str(e) for e in errors]
+    assert docs["habibi"].body.count("habibi beloved greeting") == 4
+
+
+def test_running_lines_are_kept_only_when_they_are_all_the_text():
+    from ragspine_index.converters.pdf import strip_running_lines
+
+    same = ["Quarterly note", "Quarterly note", "Quarterly note"]
+    assert strip_running_lines(same) == (same, ())
+    pages = ["Quarterly note\nbody one", "Quarterly note\nbody two", "Quarterly note"]
+    assert strip_running_lines(pages) == (["body one", "body two", ""], ("Quarterly note",))
+
+
+def _xmp_raw(raw: bytes) -> bytes:
+    def edit(writer) -> None:
+        marked._xmp('<rdf:Description rdf:about=""/>')(writer)
+        writer._root_object["/Metadata"].get_object().set_data(raw)
+    return marked._pdf_edit(edit)
+
+
+_DESCRIPTION = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+                b'<rdf:Description rdf:about="" xmlns:pdfx="http://ns.adobe.com/pdfx/1.3/" '
+                b'xmlns:dc="http://purl.org/dc/elements/1.1/"><pdfx:Classification>%s</pdfx:Classification>'
+                b'<dc:creator><rdf:Bag><rdf:li>LUCIFER</rdf:li></rdf:Bag></dc:creator>'
+                b'</rdf:Description></rdf:RDF></x:xmpmeta>')
+#: The wrapper of AcroForm_TEST.pdf: the BOM's last byte written as "?" (not UTF-8).
+_BAD_BOM = b'<?xpacket begin="\xef\xbb?" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
+
+
+def test_an_xmp_packet_with_a_damaged_xpacket_bom_is_read_and_its_marking_checked(tmp_path):
+    files = {"plain.pdf": _xmp_raw(_BAD_BOM + _DESCRIPTION % b"Public" + b'\n<?xpacket end="w"?>'),
+             "marked.pdf": _xmp_raw(_BAD_BOM + _DESCRIPTION % b"Restricted" + b'\n<?xpacket end="w"?>')}
+    docs, errors = _parse(tmp_path / "lib", files)
+    assert not errors, [str(e) for e in errors]
+    assert docs["plain"].sensitivity == "PUBLIC" and docs["marked"].sensitivity == "RESTRICTED"
+
+
+def test_an_xmp_packet_with_a_doctype_is_read_its_dtd_never_fetched_and_its_marking_checked(tmp_path):
+    """A bare DOCTYPE, and one naming an external DTD on a loopback server that counts requests."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Counting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'<!ENTITY c "Public">')
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Counting)
+    server.timeout = 5
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/xmp.dtd".encode()
+        files = {"bare.pdf": _xmp_raw(b"<!DOCTYPE x:xmpmeta>" + _DESCRIPTION % b"Restricted"),
+                 "system.pdf": _xmp_raw(b'<!DOCTYPE x:xmpmeta SYSTEM "' + url + b'">' + _DESCRIPTION % b"Restricted")}
+        docs, errors = _parse(tmp_path / "lib", files)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert not errors, [str(e) for e in errors]
+    assert docs["bare"].sensitivity == "RESTRICTED" and docs["system"].sensitivity == "RESTRICTED"
+    assert asked == []
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    (b'<!DOCTYPE x [<!ENTITY c "Confidential">]>' + _DESCRIPTION % b"&c;", "declares an entity"),
+    (b'<!DOCTYPE x [<!ENTITY c SYSTEM "file:///etc/hostname">]>' + _DESCRIPTION % b"&c;", "declares an entity"),
+    ((_DESCRIPTION % b"Confidential")[:-20], "not well-formed"),
+    (b'<!DOCTYPE x SYSTEM "x.dtd">' + _DESCRIPTION % b"&c;", "not well-formed"),  # undefined: never looked up
+], ids=["entity", "external-entity", "truncated", "undefined-entity"])
+def test_an_xmp_packet_the_safe_parser_refuses_fails_closed_saying_why(tmp_path, raw, says):
+    docs, errors = _parse(tmp_path / "lib", {"x.pdf": _xmp_raw(raw)})
+    assert not docs and len(errors) == 1 and errors[0].field == "sensitivity"
+    assert "XMP metadata" in str(errors[0]) and says in str(errors[0]), str(errors[0])
+    assert "Confidential" not in str(errors[0])
