@@ -355,6 +355,15 @@ def _pdfminer_version() -> str:
         return "pdfminer.six"
 
 
+def _pdfium_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"pypdfium2 {version('pypdfium2')} (PDFium)"
+    except PackageNotFoundError:  # pragma: no cover
+        return "PDFium"
+
+
 class _SecondEngine:
     """pdfminer.six, opened only when a page needs it; remembers which pages it read."""
 
@@ -386,20 +395,20 @@ def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: in
     """Every page's text by pdfminer.six (with the empty password), or ConversionError."""
     try:
         from pdfminer.high_level import extract_pages
-        from pdfminer.layout import LAParams, LTTextContainer
+        from pdfminer.layout import LAParams, LTFigure, LTTextContainer
     except ImportError as exc:
         raise ConversionError("needs pdfminer.six, which is not installed",
                               "pip install 'ragspine[formats]'", field="content") from exc
     logging.getLogger("pdfminer").setLevel(logging.ERROR)
     pages: list[str] = []
     try:
-        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams()):
+        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams(all_texts=True)):
             if deadline is not None:
                 deadline.check(f"page {len(pages) + 1}")
             if max_pages is not None and len(pages) >= max_pages:
                 raise ConversionError(f"has more than {max_pages:,} pages (limit {max_pages:,})", "split it",
                                       field="limits")
-            pages.append("".join(el.get_text() for el in layout if isinstance(el, LTTextContainer)))
+            pages.append("".join(_pdfminer_texts(layout, LTTextContainer, LTFigure)))
     except ConversionError:
         raise
     except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
@@ -408,23 +417,76 @@ def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: in
     return pages
 
 
+def _pdfminer_texts(layout, text_type, figure_type) -> list[str]:
+    """The text boxes of a pdfminer page layout, those inside figures (Form XObjects: text a
+    page draws through one, which ``all_texts`` lays out) included, in order."""
+    out: list[str] = []
+    stack = [iter(layout)]
+    while stack and len(stack) <= 64:
+        element = next(stack[-1], None)
+        if element is None:
+            stack.pop()
+        elif isinstance(element, text_type):
+            out.append(element.get_text())
+        elif isinstance(element, figure_type):
+            stack.append(iter(element))
+    return out
+
+
 def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason: str) -> Converted:
-    """The whole file by pdfminer.six (pypdf could not open it); ``problem`` when neither can."""
+    """The whole file by pdfminer.six (pypdf could not open it), else by PDFium (pypdfium2,
+    which pdfplumber brings: a third engine, e.g. for Form XObjects that draw each other in
+    a loop, pdfminer's ``issue-1113-evil-xobjects.pdf``); ``problem`` when none can."""
     deadline = Deadline(limits.seconds)
+    engine = f"{_pdfminer_version()}: every page ({reason})"
     try:
-        pages = _pdfminer_pages(data, deadline, limits.max_pages)
+        pages: list[str] | None = _pdfminer_pages(data, deadline, limits.max_pages)
+        failed = "no text"
     except ConversionError as exc:
         if exc.field == "limits":
             raise
-        raise ConversionError(problem, "re-export it from its source application") from exc
+        pages, failed = None, type(exc.__cause__ or exc).__name__
+    if pages is None or not any(page.strip() for page in pages):
+        pages = _pdfium_pages(data, deadline, limits.max_pages)
+        engine = f"{_pdfium_version()}: every page ({reason}; pdfminer.six: {failed})"
+        if pages is None:
+            raise ConversionError(problem, "re-export it from its source application")
     out = TextBuilder(limits)
     texts, running = strip_running_lines([_page_text(raw) for raw in pages])
     for number, page_text in enumerate(texts, start=1):
         out.add(page_text, f"page={number}")
     if not out.text().strip():
         raise ConversionError(problem, "re-export it from its source application")
-    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running,
-                     engine_note=f"{_pdfminer_version()}: every page ({reason})")
+    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running, engine_note=engine)
+
+
+def _pdfium_pages(data: bytes, deadline: Deadline, max_pages: int) -> list[str] | None:
+    """Every page's text by PDFium (pypdfium2), ``None`` when it is not installed or cannot
+    open the file (a page it cannot read is empty). PDFium is native code: it runs, as every
+    converter does, in the isolated converter process with its memory and time limits."""
+    try:
+        import pypdfium2
+    except ImportError:
+        return None
+    try:
+        document = pypdfium2.PdfDocument(data, password="")
+    except Exception:  # noqa: BLE001 - PDFium cannot open it either
+        return None
+    try:
+        if len(document) > max_pages:
+            raise ConversionError(f"has {len(document):,} pages (limit {max_pages:,})", "split it", field="limits")
+        pages: list[str] = []
+        for number in range(1, len(document) + 1):
+            deadline.check(f"page {number}")
+            try:
+                page = document[number - 1]
+                text = page.get_textpage().get_text_range()
+            except Exception:  # noqa: BLE001 - one damaged page: empty, the others still read
+                text = ""
+            pages.append(text.replace("\r\n", "\n").replace("\r", "\n"))
+        return pages
+    finally:
+        document.close()
 
 
 #: A line is a running header/footer when it is among the first or last ``_EDGE_LINES``

@@ -133,3 +133,60 @@ def test_an_xmp_packet_the_safe_parser_refuses_fails_closed_saying_why(tmp_path,
     assert not docs and len(errors) == 1 and errors[0].field == "sensitivity"
     assert "XMP metadata" in str(errors[0]) and says in str(errors[0]), str(errors[0])
     assert "Confidential" not in str(errors[0])
+
+
+def _looping_xobjects(text: bytes) -> bytes:
+    """Two Form XObjects that draw each other, no xref table (pdfminer's
+    issue-1113-evil-xobjects.pdf, with our own text): pypdf refuses the file, pdfminer.six
+    reads no text, PDFium reads it."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 500 300] /Contents 4 0 R "
+        b"/Resources << /XObject << /X1 5 0 R >> >> >>",
+        b"<< /Length 24 >>\nstream\n1 0 0 1 25 25 cm /X1 Do\nendstream",
+        b"<< /Subtype /Form /BBox [0 0 1000 1000] /Resources << /Font << /F1 7 0 R >> /XObject << /X0 6 0 R >> >> "
+        b"/Length %d >>\nstream\n" % (len(text) + 50) + b"BT /F1 12 Tf (" + text + b") Tj ET\n0.5 0 0 0.5 25 25 cm /X0 Do\n"
+        b"endstream",
+        b"<< /Subtype /Form /BBox [0 0 1000 1000] /Resources << /Font << /F1 7 0 R >> /XObject << /X1 5 0 R >> >> "
+        b"/Length %d >>\nstream\n" % (len(text) + 50) + b"BT /F1 12 Tf (" + text + b") Tj ET\n0.5 0 0 0.5 25 25 cm /X1 Do\n"
+        b"endstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n" + b"".join(b"%d 0 obj\n" % n + body + b"\nendobj\n" for n, body in enumerate(objects, 1))
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\n%%%%EOF\n" % (len(objects) + 1)
+
+
+def test_a_pdf_pypdf_cannot_open_has_the_text_of_its_form_xobjects_read_by_pdfminer(tmp_path):
+    """pdfminer.six was asked for the page's top-level text boxes only: text drawn through a
+    Form XObject (inside an ``LTFigure``) was lost, so the file read as empty."""
+    import pypdf
+
+    data = _looping_xobjects(b"Gdansk crane tender")
+    with pytest.raises(pypdf.errors.PdfReadError):
+        pypdf.PdfReader(io.BytesIO(data), strict=False)
+    docs, errors = _parse(tmp_path / "lib", {"loop.pdf": data})
+    assert not errors, [str(e) for e in errors]
+    assert "Gdansk crane tender" in docs["loop"].body
+    assert "pdfminer.six" in dict(docs["loop"].extra)["converter"]
+
+
+def test_pdfium_reads_a_pdf_when_pdfminer_cannot(monkeypatch):
+    """The third engine: pdfminer.six made to fail on a file pypdf cannot open either."""
+    pytest.importorskip("pypdfium2", reason="PDFium comes with pdfplumber (the 'formats' extra)")
+    from ragspine_index.converters import ConversionError, ConversionLimits, convert_bytes
+    from ragspine_index.converters import pdf
+
+    def fails(*args, **kwargs):
+        raise ConversionError("cannot be read as a PDF by pdfminer.six either (PSSyntaxError)", "")
+
+    monkeypatch.setattr(pdf, "_pdfminer_pages", fails)
+    converted = convert_bytes(_looping_xobjects(b"Gdansk crane tender"), ".pdf", ConversionLimits())
+    assert "Gdansk crane tender" in converted.text and converted.regions[0][2] == "page=1"
+    assert "(PDFium): every page (pypdf could not read it: PdfReadError; pdfminer.six: " in converted.engine_note
+
+
+def test_a_pdf_no_engine_reads_stays_one_located_error(tmp_path):
+    data = b"%PDF-1.4\n" + bytes(range(256)) * 8
+    docs, errors = _parse(tmp_path / "lib", {"noise.pdf": data})
+    assert not docs and len(errors) == 1 and "noise.pdf" in str(errors[0]) and "damaged" in str(errors[0])
