@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ragspine_index.converters.converted import ConversionError, Deadline
@@ -61,6 +62,52 @@ def lineage() -> str:
 
 def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
     """The text Tesseract reads in ``image`` (PNG/JPEG/TIFF bytes)."""
+    return _run(image, deadline, what, ()).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What Tesseract found on an image: its text, and what its page layout analysis found
+    (text regions, i.e. blocks; text lines; words holding a character) — the evidence that
+    tells a picture without text (no region, or regions without a character) from a page
+    whose words OCR read."""
+
+    text: str
+    regions: int
+    lines: int
+    words: int
+
+
+def read_layout(image: bytes, deadline: Deadline, what: str) -> Reading:
+    """``image`` read by Tesseract with its TSV output (one row per page, block, paragraph,
+    line and word found by its layout analysis, each word with its confidence)."""
+    rows = _run(image, deadline, what, ("tsv",)).decode("utf-8", "replace").splitlines()[1:]
+    regions: set[tuple[str, ...]] = set()
+    lines: dict[tuple[str, ...], list[str]] = {}
+    words = 0
+    for row in rows:
+        cells = row.split("\t")
+        if len(cells) < 12:
+            continue
+        level, block, paragraph, line = cells[0], cells[2], cells[3], cells[4]
+        if level == "2":
+            regions.add((block,))
+        elif level == "4":
+            lines.setdefault((block, paragraph, line), [])
+        elif level == "5" and cells[11].strip():
+            words += 1
+            lines.setdefault((block, paragraph, line), []).append(cells[11].strip())
+    text, last = [], None
+    for key, found in lines.items():  # Tesseract writes them in reading order
+        if found:
+            if last is not None and key[:2] != last:
+                text.append("")
+            text.append(" ".join(found))
+            last = key[:2]
+    return Reading("\n".join(text), len(regions), len(lines), words)
+
+
+def _run(image: bytes, deadline: Deadline, what: str, config: tuple[str, ...]) -> bytes:
     found = engine()
     if found is None:
         raise ConversionError(f"{what} needs OCR, and OCR is not available (no tesseract program)",
@@ -75,7 +122,7 @@ def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
 
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
-        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", "3"], input=image,
+        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", "3", *config], input=image,
                               capture_output=True, timeout=seconds, env=env, preexec_fn=limit_cpu)
     except subprocess.TimeoutExpired as exc:
         raise ConversionError(f"OCR of {what} took longer than the time left ({seconds:.0f} s)",
@@ -86,7 +133,7 @@ def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
     if proc.returncode != 0:
         raise ConversionError(f"OCR of {what} failed (tesseract exit {proc.returncode}; an unreadable image?)",
                               "re-scan or re-export the image as PNG", field="ocr")
-    return proc.stdout.decode("utf-8", "replace")
+    return proc.stdout
 
 
 def png_of(image) -> bytes:

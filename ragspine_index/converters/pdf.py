@@ -137,6 +137,8 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     second = _SecondEngine(data)
     tables = _Tables(data)
     ocred: list[int] = []
+    #: Pages OCR read no character on: what Tesseract found there, or why nothing can be said.
+    unread: dict[int, ocr.Reading | str] = {}
     texts: list[str] = []
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
@@ -167,6 +169,8 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 second.note(number, "no text in pypdf")
             elif ocr.available():
                 raw = _ocr_page(pages[number - 1], number, deadline, data)
+                if not raw.strip():  # no image, or none with text: what the page draws, rendered
+                    raw, unread[number] = _ocr_rendered(pages[number - 1], number, deadline, data)
                 if raw.strip():
                     ocred.append(number)
         texts.append(_page_text(raw))
@@ -175,9 +179,7 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
         out.add(page_text, f"page={number}")
     text = out.text()
     if not text.strip() and ocr.available():
-        raise ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none in "
-                              "its images (none, or blank)",
-                              "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
+        raise _no_text_error(n_pages, unread)
     if not text.strip():
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
@@ -222,6 +224,69 @@ def _ocr_page(page, number: int, deadline: Deadline, data: bytes = b"") -> str:
 
 
 _RENDER_DPI = 300
+
+
+def _ocr_rendered(page, number: int, deadline: Deadline, data: bytes) -> tuple[str, ocr.Reading | str]:
+    """The OCR text of page ``number`` rendered by PDFium (text drawn as outlines, or in
+    images OCR of the images alone missed), and what Tesseract's layout analysis found on
+    it; instead of that reading, why the page cannot be judged: a content stream that does
+    not decode (a damaged file, which would render blank), or no renderer."""
+    damaged = _undecodable_contents(page)
+    if damaged:
+        return "", f"page {number}: {damaged}"
+    deadline.check(f"page {number}, rendered")
+    rendered = _rendered_page(data, number)
+    if rendered is None:
+        return "", f"page {number} cannot be rendered (pypdfium2 missing, or PDFium cannot draw it)"
+    reading = ocr.read_layout(ocr.png_of(rendered), deadline, f"page {number}")
+    return (reading.text if reading.words else ""), reading
+
+
+def _undecodable_contents(page) -> str:
+    """Why the page's content streams do not decode ("" when they do): one whose stored
+    bytes decode to nothing, or raise (pypdf logs a damaged Flate stream and returns empty)."""
+    from pypdf.generic import ArrayObject, IndirectObject
+
+    try:
+        contents = page.get("/Contents")
+        if isinstance(contents, IndirectObject):
+            contents = contents.get_object()
+        streams = list(contents) if isinstance(contents, ArrayObject) else [contents] if contents is not None else []
+        for item in streams:
+            stream: Any = item.get_object() if isinstance(item, IndirectObject) else item
+            stored = getattr(stream, "_data", b"") or b""
+            if stored.strip() and not stream.get_data():
+                return "its content stream does not decode (damaged)"
+    except Exception as exc:  # noqa: BLE001 - a damaged stream may raise anything in pypdf
+        return f"its content stream does not decode ({type(exc).__name__}; damaged)"
+    return ""
+
+
+#: The start of the problem of a PDF or image proven to hold pictures without text (the
+#: bench counts these apart, with the evidence the problem gives).
+NO_TEXT = "holds pictures without text"
+
+
+def _no_text_error(n_pages: int, unread: dict[int, ocr.Reading | str]) -> ConversionError:
+    """The error of a PDF no engine and no OCR read a character in: ``field="body"`` (nothing
+    to publish) with OCR's evidence when every page was rendered and read and Tesseract's
+    layout analysis found no text region, or regions without a character; else an OCR
+    failure that names the first page that could not be judged."""
+    readings = [r for r in unread.values() if isinstance(r, ocr.Reading)]
+    unjudged = [r for r in unread.values() if isinstance(r, str)]
+    if len(readings) == n_pages:
+        empty = sum(1 for r in readings if r.regions == 0)
+        found = sum(r.regions for r in readings)
+        evidence = (f"no text region on {empty} of them" if empty == n_pages else
+                    f"no text region on {empty} of them, and {found} region(s) without a character on the other "
+                    f"{n_pages - empty}" if empty else f"{found} region(s), none holding a character")
+        return ConversionError(
+            f"{NO_TEXT}: none of its {n_pages} page(s) has a text layer, and OCR of each page rendered at "
+            f"{_RENDER_DPI} dpi read no character (Tesseract's layout analysis found {evidence})",
+            "nothing to index: remove it, or add a text description beside it", field="body")
+    why = f" ({unjudged[0]})" if unjudged else ""
+    return ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none{why}",
+                           "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
 
 
 def _rendered_page(data: bytes, number: int):

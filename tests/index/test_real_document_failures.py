@@ -6,7 +6,9 @@ packet that declares an entity or is not XML stays one located error (fail close
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import shutil
 from pathlib import Path
 
 import pytest
@@ -190,3 +192,135 @@ def test_a_pdf_no_engine_reads_stays_one_located_error(tmp_path):
     data = b"%PDF-1.4\n" + bytes(range(256)) * 8
     docs, errors = _parse(tmp_path / "lib", {"noise.pdf": data})
     assert not docs and len(errors) == 1 and "noise.pdf" in str(errors[0]) and "damaged" in str(errors[0])
+
+
+needs_ocr = pytest.mark.skipif(shutil.which("tesseract") is None or importlib.util.find_spec("pypdfium2") is None,
+                               reason="needs tesseract (apt-get install tesseract-ocr) and pypdfium2 (pdfplumber)")
+
+
+def _drawing(pages: int = 1, *, words: str = "") -> bytes:
+    """Pages of shapes only (a chart without labels); ``words``: also drawn as big letters."""
+    from reportlab.pdfgen import canvas
+
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out, pagesize=(300, 300))
+    for _ in range(pages):
+        pdf.setFillColorRGB(0.3, 0.5, 0.9)
+        pdf.rect(40, 40, 80, 160, fill=1)
+        pdf.circle(200, 120, 50, fill=1)
+        pdf.line(20, 20, 280, 20)
+        if words:
+            pdf.setFont("Helvetica", 28)
+            pdf.drawString(30, 240, words)
+        pdf.showPage()
+    pdf.save()
+    return out.getvalue()
+
+
+@needs_ocr
+def test_a_pdf_of_pictures_without_text_is_nothing_to_publish_with_ocrs_evidence(tmp_path):
+    from ragspine_index.converters.pdf import NO_TEXT
+
+    docs, errors = _parse(tmp_path / "lib", {"chart.pdf": _drawing(2)})
+    assert not docs and len(errors) == 1 and errors[0].field == "body", [str(e) for e in errors]
+    problem = str(errors[0])
+    assert NO_TEXT in problem and "none of its 2 page(s) has a text layer" in problem
+    assert "rendered at 300 dpi read no character (Tesseract's layout analysis found " in problem
+
+
+@needs_ocr
+def test_a_damaged_content_stream_is_an_ocr_failure_not_a_picture_without_text(tmp_path):
+    """A page whose content stream does not decode renders blank: OCR's empty reading of it
+    is no evidence, so the file stays an OCR error that says the stream is damaged."""
+    import pypdf
+    from pypdf.generic import NameObject, StreamObject
+
+    from ragspine_index.converters.pdf import NO_TEXT
+
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(_drawing(1, words="Harbour cranes sold")))
+    stream = StreamObject()
+    stream._data = b"x\x9c" + bytes(range(200, 256)) * 20  # a zlib header, then no deflate stream
+    stream[NameObject("/Filter")] = NameObject("/FlateDecode")
+    writer.pages[0][NameObject("/Contents")] = writer._add_object(stream)
+    out = io.BytesIO()
+    writer.write(out)
+    docs, errors = _parse(tmp_path / "lib", {"damaged.pdf": out.getvalue()})
+    assert not docs and len(errors) == 1 and errors[0].field == "ocr", [str(e) for e in errors]
+    assert NO_TEXT not in str(errors[0]) and "content stream does not decode" in str(errors[0])
+
+
+def _outlined(words: str) -> bytes:
+    """A page with ``words`` drawn as filled glyph outlines (text converted to curves, as
+    design tools export it): no text operator, no image."""
+    from fontTools.pens.basePen import BasePen
+    from fontTools.pens.transformPen import TransformPen
+    from fontTools.ttLib import TTFont
+    from reportlab.pdfgen import canvas
+
+    font = TTFont(str(Path(__import__("reportlab").__file__).parent / "fonts" / "Vera.ttf"))
+    glyphs, cmap = font.getGlyphSet(), font.getBestCmap()
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out, pagesize=(600, 200))
+    path = pdf.beginPath()
+
+    class Pen(BasePen):
+        def _moveTo(self, pt) -> None:  # noqa: N802 - fontTools' names
+            path.moveTo(*pt)
+
+        def _lineTo(self, pt) -> None:  # noqa: N802
+            path.lineTo(*pt)
+
+        def _curveToOne(self, pt1, pt2, pt3) -> None:  # noqa: N802
+            path.curveTo(*pt1, *pt2, *pt3)
+
+        def _closePath(self) -> None:  # noqa: N802
+            path.close()
+
+    x, scale = 30.0, 36 / font["head"].unitsPerEm
+    for ch in words:
+        glyph = glyphs[cmap[ord(ch)]]
+        glyph.draw(TransformPen(Pen(glyphs), (scale, 0, 0, scale, x, 90)))
+        x += glyph.width * scale
+    pdf.drawPath(path, fill=1, stroke=0)
+    pdf.showPage()
+    pdf.save()
+    return out.getvalue()
+
+
+@needs_ocr
+def test_ocr_reads_the_rendered_page_when_the_pdf_has_no_text_layer_and_no_image():
+    """Text converted to curves has no text layer and no image to OCR: the page rendered by
+    PDFium is read (before, such a page was 'OCR read none')."""
+    pytest.importorskip("fontTools", reason="drawing glyph outlines needs fontTools")
+    import pypdf
+
+    from ragspine_index.converters import ConversionLimits, convert_bytes
+
+    data = _outlined("Gdansk harbour tender")
+    page = pypdf.PdfReader(io.BytesIO(data)).pages[0]
+    assert not page.extract_text().strip() and not page.images
+    converted = convert_bytes(data, ".pdf", ConversionLimits())
+    assert "gdansk harbour tender" in converted.text.casefold(), converted.text
+    assert converted.engine_note.startswith("OCR by tesseract") and converted.regions[0][2] == "page=1"
+
+
+@needs_ocr
+def test_tesseracts_layout_reading_counts_regions_lines_and_words():
+    from PIL import Image, ImageDraw, ImageFont
+
+    from ragspine_index.converters.converted import Deadline
+    from ragspine_index.converters.ocr import Reading, read_layout
+
+    font = ImageFont.truetype(str(Path(__import__("reportlab").__file__).parent / "fonts" / "Vera.ttf"), 40)
+    image = Image.new("L", (900, 300), 255)
+    draw = ImageDraw.Draw(image)
+    draw.text((20, 40), "Gdansk harbour tender", font=font, fill=0)
+    draw.text((20, 160), "Rotterdam signed it", font=font, fill=0)
+    png = io.BytesIO()
+    image.save(png, "PNG")
+    reading = read_layout(png.getvalue(), Deadline(60), "the test image")
+    assert reading.regions >= 1 and reading.lines == 2 and reading.words == 6, reading
+    assert reading.text.casefold().split("\n")[0] == "gdansk harbour tender", reading
+    blank = io.BytesIO()
+    Image.new("L", (400, 400), 255).save(blank, "PNG")
+    assert read_layout(blank.getvalue(), Deadline(60), "a blank image") == Reading("", 0, 0, 0)
