@@ -40,7 +40,7 @@ from ragspine_index.converters.converted import (
 )
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"  # 2: an .xls whose damaged shared-string table no cell uses is read without it (issue 38)
 EXTRA_MODULE = "olefile"
 XLS_MODULE = "xlrd"
 #: What to run to install the .doc engines (docs/formats.md).
@@ -261,9 +261,9 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
         stream = ole.openstream(name).read()
         ole.close()
     deadline = Deadline(limits.seconds)
+    note = ""
     try:  # the stream olefile read (it reads containers xlrd's own OLE reader refuses)
-        book = xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
-                                  ignore_workbook_corruption=True)
+        book = _xlrd_book(stream)
     except xlrd.XLRDError as exc:
         if "encrypted" in str(exc).lower():
             raise ConversionError("is an encrypted Excel file (password-protected)",
@@ -271,6 +271,13 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
                                   field="encrypted") from exc
         raise ConversionError("cannot be read as an Excel 97-2003 workbook (xlrd: damaged, or Excel 5/95?)",
                               "re-save it from Excel as .xlsx") from exc
+    except (struct.error, IndexError, ValueError, AssertionError) as exc:  # xlrd on a damaged record
+        unused = _without_unused_sst(stream)
+        if unused is None:
+            raise ConversionError(f"cannot be read as an Excel 97-2003 workbook (xlrd: {type(exc).__name__}; "
+                                  "a damaged record)", "re-save it from Excel as .xlsx") from exc
+        book = _xlrd_book(unused)  # what it raises now is the converter's located error
+        note = "xlrd; its shared-string table is damaged and no cell refers to it: left out"
     out = TextBuilder(limits)
     budget = CellBudget(limits, "split the workbook, or export the part to index as CSV")
     try:
@@ -292,7 +299,37 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
     finally:
         book.release_resources()
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
-                     marking_lines=tuple(_xls_header_footer(stream)), title=_title(props))
+                     marking_lines=tuple(_xls_header_footer(stream)), title=_title(props), engine_note=note)
+
+
+def _xlrd_book(stream: bytes):
+    import xlrd
+
+    return xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
+                              ignore_workbook_corruption=True)
+
+
+_SST, _LABEL_SST, _CONTINUE, _UNKNOWN = 0x00FC, 0x00FD, 0x003C, 0x7FFF
+
+
+def _without_unused_sst(stream: bytes) -> bytes | None:
+    """The BIFF8 stream with its shared-string table (SST, and the CONTINUE records after it)
+    turned into records xlrd skips, when no cell refers to it (no LABELSST record anywhere):
+    leaving it out loses nothing. ``None`` when a cell refers to it or there is none (POI's
+    ``57456.xls`` declares 1,761 strings and holds none; every cell is blank)."""
+    out = bytearray(stream)
+    at, found, in_sst = 0, False, False
+    while at + 4 <= len(stream):
+        kind, size = struct.unpack_from("<HH", stream, at)
+        if kind == _LABEL_SST:
+            return None
+        if kind == _SST or (in_sst and kind == _CONTINUE):
+            struct.pack_into("<H", out, at, _UNKNOWN)
+            found = in_sst = True
+        else:
+            in_sst = False
+        at += 4 + size
+    return bytes(out) if found else None
 
 
 # --- .ppt -----------------------------------------------------------------------------

@@ -324,3 +324,51 @@ def test_tesseracts_layout_reading_counts_regions_lines_and_words():
     blank = io.BytesIO()
     Image.new("L", (400, 400), 255).save(blank, "PNG")
     assert read_layout(blank.getvalue(), Deadline(60), "a blank image") == Reading("", 0, 0, 0)
+
+
+def _ledger_with_damaged_sst(*, cells_use_it: bool) -> bytes:
+    """The test ledger's Workbook stream with its shared-string table declaring 60,000 strings
+    it does not hold (what POI's 57456.xls does); unless ``cells_use_it``, every string cell
+    (LABELSST) turned into a number cell (RK 7, the same size: sheet offsets stay right)."""
+    pytest.importorskip("xlrd", reason="the 'formats' extra")
+    import struct
+
+    import olefile
+
+    from tests.formats.cfb import write_cfb
+
+    legacy = Path(__file__).parents[1] / "formats" / "legacy"
+    with olefile.OleFileIO(str(legacy / "ledger.xls")) as ole:
+        stream = bytearray(ole.openstream("Workbook").read())
+    at = 0
+    while at + 4 <= len(stream):
+        kind, size = struct.unpack_from("<HH", stream, at)
+        if kind == 0x00FC:
+            struct.pack_into("<II", stream, at + 4, 60_000, 60_000)
+        elif kind == 0x00FD and not cells_use_it:
+            struct.pack_into("<HHHHHI", stream, at, 0x027E, 10, *struct.unpack_from("<HHH", stream, at + 4), 7 << 2 | 2)
+        at += 4 + size
+    return write_cfb({"Workbook": bytes(stream)})
+
+
+def test_an_xls_whose_damaged_shared_strings_no_cell_uses_is_read_without_them():
+    import xlrd
+
+    from ragspine_index.converters import ConversionLimits, convert_bytes
+
+    data = _ledger_with_damaged_sst(cells_use_it=False)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - xlrd's own failure on the damaged table
+        import olefile
+
+        with olefile.OleFileIO(data) as ole:
+            xlrd.open_workbook(file_contents=ole.openstream("Workbook").read(), ignore_workbook_corruption=True)
+    assert not isinstance(raised.value, xlrd.XLRDError)
+    converted = convert_bytes(data, ".xls", ConversionLimits())
+    assert "| 7 |" in converted.text and converted.regions[0][2].startswith("sheet=")
+    assert "shared-string table is damaged and no cell refers to it" in converted.engine_note
+
+
+def test_an_xls_whose_cells_use_a_damaged_shared_string_table_stays_a_located_error(tmp_path):
+    docs, errors = _parse(tmp_path / "lib", {"ledger.xls": _ledger_with_damaged_sst(cells_use_it=True)})
+    assert not docs and len(errors) == 1 and "ledger.xls" in str(errors[0])
+    assert "a damaged record" in str(errors[0])
