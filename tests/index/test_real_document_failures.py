@@ -372,3 +372,22 @@ def test_an_xls_whose_cells_use_a_damaged_shared_string_table_stays_a_located_er
     docs, errors = _parse(tmp_path / "lib", {"ledger.xls": _ledger_with_damaged_sst(cells_use_it=True)})
     assert not docs and len(errors) == 1 and "ledger.xls" in str(errors[0])
     assert "a damaged record" in str(errors[0])
+
+
+def test_an_xlsx_xml_bomb_is_refused_as_one_and_never_expanded(tmp_path):
+    """POI's poc-xmlbomb.xlsx: a billion-laughs entity in a part openpyxl reads (here the sheet)."""
+    pytest.importorskip("openpyxl", reason="the 'formats' extra")
+    from ragspine_index.converters import writers
+
+    laughs = (b'<!DOCTYPE s [<!ENTITY a "lol"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+              b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>')
+
+    def bomb(xml: bytes) -> bytes:
+        assert b"<t>Cranes</t>" in xml and not xml.startswith(b"<?xml")
+        return laughs + xml.replace(b"<t>Cranes</t>", b"<t>&c;</t>", 1)
+
+    data = marked.patch_zip(writers.write_xlsx({"Tender": [["Item", "Amount"], ["Cranes", 6]]}),
+                            {"xl/worksheets/sheet1.xml": bomb})
+    docs, errors = _parse(tmp_path / "lib", {"bomb.xlsx": data})
+    assert not docs and len(errors) == 1
+    assert "declares XML entities in a part (EntitiesForbidden" in str(errors[0]) and "lol" not in str(errors[0])
