@@ -86,6 +86,23 @@ def _decode(value: object, codepage: int | None) -> str:
     return clean_line(str(value)) if isinstance(value, str) else ""
 
 
+def read_stream(ole, name: str) -> tuple[bytes, str]:
+    """The stream ``name`` and a note ("" unless it was repaired): a directory entry that holds a
+    stream's sectors and size but is marked a storage (a damaged type byte; POI's fuzzed
+    decks) is read as the stream it holds, as olefile reads any stream, from its sector chain."""
+    try:
+        return ole.openstream(name).read(), ""
+    except OSError:
+        import olefile
+
+        sid = ole._find(name)  # olefile's own lookup and reader (its API has no way past the type check)
+        entry = ole.direntries[sid]
+        if entry.entry_type != olefile.STGTY_STORAGE or entry.size <= 0 or entry.kids:
+            raise
+        data = ole._open(entry.isectStart, entry.size).read()
+        return data, f"its {name} directory entry is marked a storage (damaged): read as the stream it holds"
+
+
 def ole_properties(ole) -> tuple[tuple[str, str], ...]:
     """``(name, value)`` of the summary, document-summary and user-defined properties that
     hold text; an enabled sensitivity label without its name adds
@@ -167,7 +184,7 @@ def _antiword_text(text: str) -> str:
 
 def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
     ole = _open(data, "Word 97-2003 (.doc)", "WordDocument")
-    fib = ole.openstream("WordDocument").read(12)
+    fib = read_stream(ole, "WordDocument")[0][:12]
     props = ole_properties(ole)
     ole.close()
     if len(fib) >= 12 and struct.unpack_from("<H", fib, 10)[0] & _DOC_ENCRYPTED:
@@ -253,15 +270,14 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
 
     if data[:2] in _BIFF_BOF:  # Excel 2-4 saved a bare BIFF stream, not an OLE file
         props: tuple[tuple[str, str], ...] = ()
-        stream = data
+        stream, note = data, ""
     else:
         name = "Book" if _has(data, "Book") and not _has(data, "Workbook") else "Workbook"  # Book: Excel 5/95
         ole = _open(data, "Excel 97-2003 (.xls)", name)
         props = ole_properties(ole)
-        stream = ole.openstream(name).read()
+        stream, note = read_stream(ole, name)
         ole.close()
     deadline = Deadline(limits.seconds)
-    note = ""
     try:  # the stream olefile read (it reads containers xlrd's own OLE reader refuses)
         book = _xlrd_book(stream)
     except xlrd.XLRDError as exc:
@@ -277,7 +293,8 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
             raise ConversionError(f"cannot be read as an Excel 97-2003 workbook (xlrd: {type(exc).__name__}; "
                                   "a damaged record)", "re-save it from Excel as .xlsx") from exc
         book = _xlrd_book(unused)  # what it raises now is the converter's located error
-        note = "xlrd; its shared-string table is damaged and no cell refers to it: left out"
+        sst = "its shared-string table is damaged and no cell refers to it: left out"
+        note = f"{note}; {sst}" if note else sst
     out = TextBuilder(limits)
     budget = CellBudget(limits, "split the workbook, or export the part to index as CSV")
     try:
@@ -372,7 +389,7 @@ def _texts(buf: bytes, start: int, end: int, depth: int = 0, *, kinds: tuple[int
 def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     ole = _open(data, "PowerPoint 97-2003 (.ppt)", "PowerPoint Document")
     props = ole_properties(ole)
-    stream = ole.openstream("PowerPoint Document").read()
+    stream, note = read_stream(ole, "PowerPoint Document")
     ole.close()
     deadline = Deadline(limits.seconds)
     outline: list[list[str]] = []  # SlideListWithText (instance 0: slides), per slide in order
@@ -421,7 +438,7 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
             out.add(f"## Slide {n + 1}\n\n{block}", fragment=f"slide={n + 1}")
     lines = [(where, clean_line(line)) for where, text in elsewhere for line in text.split("\n") if clean_line(line)]
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props, marking_lines=tuple(lines),
-                     title=_title(props) or _first_line(out.text()))
+                     title=_title(props) or _first_line(out.text()), engine_note=note)
 
 
 def _first_line(text: str) -> str:

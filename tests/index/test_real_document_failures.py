@@ -365,7 +365,7 @@ def test_an_xls_whose_damaged_shared_strings_no_cell_uses_is_read_without_them()
     assert not isinstance(raised.value, xlrd.XLRDError)
     converted = convert_bytes(data, ".xls", ConversionLimits())
     assert "| 7 |" in converted.text and converted.regions[0][2].startswith("sheet=")
-    assert "shared-string table is damaged and no cell refers to it" in converted.engine_note
+    assert converted.engine_note == "its shared-string table is damaged and no cell refers to it: left out"
 
 
 def test_an_xls_whose_cells_use_a_damaged_shared_string_table_stays_a_located_error(tmp_path):
@@ -391,3 +391,25 @@ def test_an_xlsx_xml_bomb_is_refused_as_one_and_never_expanded(tmp_path):
     docs, errors = _parse(tmp_path / "lib", {"bomb.xlsx": data})
     assert not docs and len(errors) == 1
     assert "declares XML entities in a part (EntitiesForbidden" in str(errors[0]) and "lol" not in str(errors[0])
+
+
+def test_a_ppt_whose_document_stream_entry_is_marked_a_storage_is_read_as_the_stream(tmp_path):
+    """POI's fuzzed deck: the 'PowerPoint Document' directory entry's type byte says storage
+    (1), its sectors and size are the stream's; read as the stream, the deck converts as the
+    intact one does, its notes still read for a marking."""
+    pytest.importorskip("olefile", reason="the 'formats' extra")
+    from ragspine_index.converters import ConversionLimits, convert_bytes
+
+    intact = (Path(__file__).parents[1] / "formats" / "legacy" / "deck.ppt").read_bytes()
+    damaged = bytearray(intact)
+    at = damaged.find("PowerPoint Document".encode("utf-16-le"))
+    assert at > 0 and at % 128 == 0 and damaged[at + 66] == 2  # the directory entry, its type: a stream
+    damaged[at + 66] = 1
+    good = convert_bytes(intact, ".ppt", ConversionLimits())
+    got = convert_bytes(bytes(damaged), ".ppt", ConversionLimits())
+    assert got.text == good.text and got.regions == good.regions and got.marking_lines == good.marking_lines
+    assert got.engine_note == "its PowerPoint Document directory entry is marked a storage (damaged): read as the " \
+                              "stream it holds"
+    damaged[at + 66] = 5  # a second root: not a stream entry mislabelled, stays an error
+    docs, errors = _parse(tmp_path / "lib", {"deck.ppt": bytes(damaged)})
+    assert not docs and len(errors) == 1 and "deck.ppt" in str(errors[0])
