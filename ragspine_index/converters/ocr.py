@@ -8,7 +8,10 @@ limit (:mod:`.isolation`), and runs single-threaded (``OMP_THREAD_LIMIT=1``) so 
 shares the machine. The languages are English plus Simplified Chinese when that data is
 installed (``RAGSPINE_OCR_LANGS`` overrides, e.g. ``eng+fra``). Without the ``tesseract``
 program a scanned PDF is an error that says OCR is not available and image files are
-listed as skipped with the command that installs it.
+listed as skipped with the command that installs it. With the ``osd`` data installed (a
+dependency of Debian's tesseract-ocr) a page is read with orientation detection, so a page
+scanned sideways or upside down is turned before it is read (:func:`orientation_detection`).
+Other scripts: ``RAGSPINE_OCR_LANGS=eng+ara`` with ``tesseract-ocr-ara`` installed, for example.
 """
 
 from __future__ import annotations
@@ -49,6 +52,22 @@ def engine() -> tuple[str, str, str] | None:
     if not langs:
         return None
     return program, number, langs
+
+
+@lru_cache(maxsize=1)
+def orientation_detection() -> bool:
+    """Whether Tesseract's orientation and script detection data (``osd``, which Debian's
+    tesseract-ocr depends on) is installed: pages are then read with ``--psm 1`` (layout
+    analysis with OSD), which turns a page scanned sideways or upside down before reading it
+    (``--psm 3`` reads such a page as garbage); else ``--psm 3``."""
+    program = shutil.which("tesseract")
+    if program is None:
+        return False
+    try:
+        listed = subprocess.run([program, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "osd" in {line.strip() for line in listed.stdout.splitlines()[1:]}
 
 
 def available() -> bool:
@@ -113,6 +132,7 @@ def _run(image: bytes, deadline: Deadline, what: str, config: tuple[str, ...]) -
         raise ConversionError(f"{what} needs OCR, and OCR is not available (no tesseract program)",
                               f"install it ({INSTALL_HINT}), or index a copy with a text layer", field="ocr")
     program, _, langs = found
+    psm = "1" if orientation_detection() else "3"
     seconds = max(1.0, deadline.left())
 
     def limit_cpu() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -122,7 +142,7 @@ def _run(image: bytes, deadline: Deadline, what: str, config: tuple[str, ...]) -
 
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
-        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", "3", *config], input=image,
+        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", psm, *config], input=image,
                               capture_output=True, timeout=seconds, env=env, preexec_fn=limit_cpu)
     except subprocess.TimeoutExpired as exc:
         raise ConversionError(f"OCR of {what} took longer than the time left ({seconds:.0f} s)",

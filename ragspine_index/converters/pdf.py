@@ -43,7 +43,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "7"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38); 7: a document made only of repeated lines keeps them, the XMP <?xpacket?> wrapper ignored
+VERSION = "7"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38); 7: a document made only of repeated lines keeps them, the XMP <?xpacket?> wrapper ignored, pages OCR read nothing in rendered and OCR read with orientation detection
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")

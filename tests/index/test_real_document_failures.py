@@ -413,3 +413,29 @@ def test_a_ppt_whose_document_stream_entry_is_marked_a_storage_is_read_as_the_st
     damaged[at + 66] = 5  # a second root: not a stream entry mislabelled, stays an error
     docs, errors = _parse(tmp_path / "lib", {"deck.ppt": bytes(damaged)})
     assert not docs and len(errors) == 1 and "deck.ppt" in str(errors[0])
+
+
+@needs_ocr
+@pytest.mark.parametrize("angle", [90, 180])
+def test_a_page_scanned_sideways_or_upside_down_is_turned_before_ocr(tmp_path, angle):
+    """With Tesseract's osd data (a dependency of Debian's tesseract-ocr) pages are read with
+    orientation detection (--psm 1); --psm 3 read these as 'Aepo} Pes{UOD…'."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from ragspine_index.converters.ocr import orientation_detection
+
+    if not orientation_detection():
+        pytest.skip("Tesseract's osd data is not installed (apt-get install tesseract-ocr-osd)")
+    font = ImageFont.truetype(str(Path(__import__("reportlab").__file__).parent / "fonts" / "Vera.ttf"), 36)
+    image = Image.new("L", (1400, 560), 255)
+    draw = ImageDraw.Draw(image)
+    for i, line in enumerate(["The harbour crane tender was signed in Gdansk.",
+                              "Rotterdam doubled its storage capacity this year.",
+                              "Baltic freight volumes fell again in the spring."]):
+        draw.text((40, 60 + i * 140), line, font=font, fill=0)
+    png = io.BytesIO()
+    image.rotate(angle, expand=True).save(png, "PNG")
+    docs, errors = _parse(tmp_path / "lib", {"scan.png": png.getvalue()})
+    assert not errors, [str(e) for e in errors]
+    body = docs["scan"].body.casefold()
+    assert "harbour crane tender" in body and "rotterdam doubled" in body and "baltic freight" in body, body
