@@ -13,9 +13,14 @@ each an OLE compound file read with olefile (BSD, pure Python) for its propertie
   footers (BIFF ``HEADER``/``FOOTER`` records) are read for a marking.
 * ``.ppt``: the records of the ``PowerPoint Document`` stream ([MS-PPT]): each slide's text
   (its outline text in ``SlideListWithText``, in presentation order, and the text boxes
-  of its ``Slide`` container) is a ``## Slide N`` section citing ``slide=N``; master,
-  notes and header/footer text are read for a marking. catppt reads only the outline text
-  (nothing from a LibreOffice-written file), so it is not used.
+  of its ``Slide`` container) is a ``## Slide N`` section citing ``slide=N``, its speaker
+  notes (the ``Notes`` container whose ``NotesAtom`` names the slide's id) after them as
+  ``Notes: …``, as a .pptx slide's are; master, notes and header/footer text are read for
+  a marking. catppt reads only the outline text (nothing from a LibreOffice-written file),
+  so it is not used.
+* Damaged files read anyway, each saying so in its ``converter`` field: a stream whose
+  directory entry is marked a storage (POI's fuzzed decks) is read from its sector chain;
+  an .xls shared-string table xlrd cannot read is left out when no cell refers to it.
 
 Every one reads the OLE ``SummaryInformation`` (title, subject, keywords, comments) and
 ``DocumentSummaryInformation`` (category, company, manager, and the user-defined
@@ -40,7 +45,7 @@ from ragspine_index.converters.converted import (
 )
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"  # 2: an .xls whose damaged shared-string table no cell uses is read without it (issue 38)
+VERSION = "2"  # 2 (issue 38): .ppt speaker notes indexed under their slide; an .xls damaged shared-string table no cell uses left out; a stream entry marked a storage read
 EXTRA_MODULE = "olefile"
 XLS_MODULE = "xlrd"
 #: What to run to install the .doc engines (docs/formats.md).
@@ -354,6 +359,7 @@ def _without_unused_sst(stream: bytes) -> bytes | None:
 _TEXT_CHARS, _TEXT_BYTES, _CSTRING = 0x0FA0, 0x0FA8, 0x0FBA
 _SLIDE, _NOTES, _MAIN_MASTER, _SLIDE_LIST, _SLIDE_PERSIST = 0x03EE, 0x03F0, 0x03F8, 0x0FF0, 0x03F3
 _HEADERS_FOOTERS = 0x0FD9
+_NOTES_ATOM = 0x03F1  # NotesAtom: slideIdRef (4 bytes), the slide the notes belong to
 _CRYPT_SESSION = 0x2F14  # CryptSession10Container: the deck is encrypted
 _MAX_DEPTH = 32
 
@@ -393,6 +399,8 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     ole.close()
     deadline = Deadline(limits.seconds)
     outline: list[list[str]] = []  # SlideListWithText (instance 0: slides), per slide in order
+    slide_ids: list[int] = []  # each of those slides' id (its SlidePersistAtom's slideId)
+    notes: dict[int, list[str]] = {}  # speaker notes by the id of the slide they belong to
     containers: list[list[str]] = []  # each Slide container's own text atoms, in stream order
     elsewhere: list[tuple[str, str]] = []
 
@@ -409,6 +417,7 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
                         current = []
                         if instance == 0:
                             outline.append(current)
+                            slide_ids.append(struct.unpack_from("<I", stream, s2 + 12)[0] if e2 - s2 >= 16 else -1)
                     elif k2 in (_TEXT_CHARS, _TEXT_BYTES) and current is not None:
                         text = _atom_text(k2, stream[s2:e2])
                         if instance == 0:
@@ -426,6 +435,12 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
                 where = {_NOTES: "speaker notes", _MAIN_MASTER: "slide master"}.get(kind, "header/footer")
                 elsewhere.extend((where, t) for t in _texts(stream, s, e, depth + 1,
                                                             kinds=(_TEXT_CHARS, _TEXT_BYTES, _CSTRING)))
+                if kind == _NOTES:
+                    atom = next(((s2, e2) for k2, _, s2, e2, _c in _records(stream, s, e, depth + 1)
+                                 if k2 == _NOTES_ATOM and e2 - s2 >= 4), None)
+                    if atom is not None:
+                        said = [t for t in _texts(stream, s, e, depth + 1) if t.strip() not in ("", "*")]
+                        notes.setdefault(struct.unpack_from("<I", stream, atom[0])[0], []).extend(said)
             elif container:
                 walk(s, e, depth + 1)
 
@@ -434,6 +449,10 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     for n in range(max(len(outline), len(containers))):
         texts = (outline[n] if n < len(outline) else []) + (containers[n] if n < len(containers) else [])
         block = "\n".join(t.strip() for t in texts if t.strip() and t.strip() != "*")
+        said = notes.get(slide_ids[n], []) if n < len(slide_ids) and slide_ids[n] != 0 else []
+        spoken = " ".join(clean_line(t) for t in said if clean_line(t))
+        if spoken:  # as a .pptx slide's notes are written (pptx.py)
+            block = f"{block}\n\nNotes: {spoken}" if block else f"Notes: {spoken}"
         if block:
             out.add(f"## Slide {n + 1}\n\n{block}", fragment=f"slide={n + 1}")
     lines = [(where, clean_line(line)) for where, text in elsewhere for line in text.split("\n") if clean_line(line)]

@@ -439,3 +439,53 @@ def test_a_page_scanned_sideways_or_upside_down_is_turned_before_ocr(tmp_path, a
     assert not errors, [str(e) for e in errors]
     body = docs["scan"].body.casefold()
     assert "harbour crane tender" in body and "rotterdam doubled" in body and "baltic freight" in body, body
+
+
+def _with_notes(deck: bytes, notes: dict[int, str]) -> bytes:
+    """``deck`` (a .ppt) with a Notes container (a NotesAtom naming the slide, a TextCharsAtom)
+    appended to its PowerPoint Document stream for each ``{slide number: text}``."""
+    import struct
+
+    import olefile
+
+    from ragspine_index.converters.legacy import _SLIDE_LIST, _SLIDE_PERSIST, _records
+    from tests.formats.cfb import write_cfb
+
+    with olefile.OleFileIO(deck) as ole:
+        streams = {"/".join(p): ole.openstream(p).read() for p in ole.listdir()}
+    stream = streams["PowerPoint Document"]
+    ids: list[int] = []
+
+    def walk(start: int, end: int, depth: int) -> None:
+        for kind, instance, s, e, container in _records(stream, start, end, depth):
+            if kind == _SLIDE_LIST and container and instance == 0:
+                ids.extend(struct.unpack_from("<I", stream, s2 + 12)[0]
+                           for k2, _, s2, _e2, _c in _records(stream, s, e, depth + 1) if k2 == _SLIDE_PERSIST)
+            elif container:
+                walk(s, e, depth + 1)
+
+    walk(0, len(stream), 0)
+    extra = b""
+    for number, text in notes.items():
+        atom = struct.pack("<HHI", 0x0001, 0x03F1, 8) + struct.pack("<IHH", ids[number - 1], 0, 0)
+        chars = text.encode("utf-16-le")
+        body = atom + struct.pack("<HHI", 0x0000, 0x0FA0, len(chars)) + chars
+        extra += struct.pack("<HHI", 0x000F, 0x03F0, len(body)) + body
+    streams["PowerPoint Document"] = stream + extra
+    return write_cfb(streams)
+
+
+def test_ppt_speaker_notes_are_indexed_under_their_slide(tmp_path):
+    """As a .pptx slide's notes are (``Notes: …``); the notes master's placeholder text is not."""
+    pytest.importorskip("olefile", reason="the 'formats' extra")
+    from ragspine_index.converters import ConversionLimits, convert_bytes
+
+    deck = (Path(__file__).parents[1] / "formats" / "legacy" / "deck.ppt").read_bytes()
+    converted = convert_bytes(_with_notes(deck, {2: "Ask the harbour master about the second tug."}), ".ppt",
+                              ConversionLimits())
+    slides = converted.text.split("## Slide ")
+    assert "Notes:" not in slides[1]
+    assert slides[2].rstrip().endswith("300 metres.\n\nNotes: Ask the harbour master about the second tug.")
+    start = converted.text.index("Notes: Ask")
+    assert any(s <= start < e and f == "slide=2" for s, e, f in converted.regions)
+    assert ("speaker notes", "Ask the harbour master about the second tug.") in converted.marking_lines
