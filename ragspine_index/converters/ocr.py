@@ -17,6 +17,7 @@ Other scripts: ``RAGSPINE_OCR_LANGS=eng+ara`` with ``tesseract-ocr-ara`` install
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -79,9 +80,20 @@ def lineage() -> str:
     return f"tesseract {found[1]} ({found[2]})" if found else "tesseract"
 
 
+#: A space Tesseract puts between two CJK characters (chi_sim writes 起 重 机 for 起重机):
+#: Chinese and Japanese have no spaces between words, so it is removed.
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def join_cjk(text: str) -> str:
+    """``text`` without the spaces OCR put between two CJK characters."""
+    return _CJK_SPACE.sub("", text)
+
+
 def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
     """The text Tesseract reads in ``image`` (PNG/JPEG/TIFF bytes)."""
-    return _run(image, deadline, what, ()).decode("utf-8", "replace")
+    return join_cjk(_run(image, deadline, what, ()).decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +133,7 @@ def read_layout(image: bytes, deadline: Deadline, what: str) -> Reading:
         if found:
             if last is not None and key[:2] != last:
                 text.append("")
-            text.append(" ".join(found))
+            text.append(join_cjk(" ".join(found)))
             last = key[:2]
     return Reading("\n".join(text), len(regions), len(lines), words)
 

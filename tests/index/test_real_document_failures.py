@@ -489,3 +489,22 @@ def test_ppt_speaker_notes_are_indexed_under_their_slide(tmp_path):
     start = converted.text.index("Notes: Ask")
     assert any(s <= start < e and f == "slide=2" for s, e, f in converted.regions)
     assert ("speaker notes", "Ask the harbour master about the second tug.") in converted.marking_lines
+
+
+@needs_ocr
+def test_ocr_reads_simplified_chinese_without_spaces_between_characters(tmp_path):
+    """tests/formats/ocr/zh_scan.png (tests/formats/make_ocr_zh.py): Tesseract's chi_sim data
+    reads it; the spaces it writes between Han characters (起 重 机) are not kept."""
+    from ragspine_index.converters.ocr import engine, join_cjk
+    from tests.formats.make_ocr_zh import LINES, OUT
+
+    if "chi_sim" not in engine()[2]:  # type: ignore[index]
+        pytest.skip("Tesseract's chi_sim data is not installed (apt-get install tesseract-ocr-chi-sim)")
+    assert join_cjk("港口 起 重 机 the crane 。 A B") == "港口起重机 the crane 。 A B"
+    docs, errors = _parse(tmp_path / "lib", {"scan.png": OUT.read_bytes()})
+    assert not errors, [str(e) for e in errors]
+    body = docs["scan"].body
+    wanted = "".join(LINES)
+    found = sum(1 for ch in set(wanted) if ch in body) / len(set(wanted))
+    assert found >= 0.9 and "起重机" in body and "鹿特丹" in body, body
+    assert not any(a.strip() == "" for a in body.split("\n")[0]), body  # no space left between characters
