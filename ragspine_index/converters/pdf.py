@@ -503,6 +503,7 @@ def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason:
     which pdfplumber brings: a third engine, e.g. for Form XObjects that draw each other in
     a loop, pdfminer's ``issue-1113-evil-xobjects.pdf``); ``problem`` when none can."""
     deadline = Deadline(limits.seconds)
+    properties = _pdfminer_properties(data, problem)
     engine = f"{_pdfminer_version()}: every page ({reason})"
     try:
         pages: list[str] | None = _pdfminer_pages(data, deadline, limits.max_pages)
@@ -522,7 +523,51 @@ def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason:
         out.add(page_text, f"page={number}")
     if not out.text().strip():
         raise ConversionError(problem, "re-export it from its source application")
-    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running, engine_note=engine)
+    title = next((v for k, v in properties if k == "Title"), "")
+    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running, engine_note=engine,
+                     properties=properties, title=title)
+
+
+def _pdfminer_properties(data: bytes, problem: str) -> tuple[tuple[str, str], ...]:
+    """The info dictionary and XMP packet of a PDF pypdf cannot open, read by pdfminer.six, as
+    :func:`_properties` and :func:`_xmp_properties` read them: a file whose metadata cannot be
+    read is an error (``problem`` when pdfminer cannot open it), never published unchecked."""
+    from pdfminer.pdfdocument import PDFDocument
+    from pdfminer.pdfparser import PDFParser
+    from pdfminer.pdftypes import PDFStream, resolve1
+    from pdfminer.utils import decode_text
+
+    def strings(value, depth: int = 0) -> list[str]:
+        value = resolve1(value)
+        if depth > 8:
+            return []
+        if isinstance(value, bytes):
+            return [decode_text(value)] if value.strip() else []
+        if isinstance(value, (list, tuple)):
+            return [t for item in value for t in strings(item, depth + 1)]
+        if isinstance(value, dict):
+            return [t for item in value.values() for t in strings(item, depth + 1)]
+        if isinstance(value, (int, float)):
+            return [str(value)]
+        name = getattr(value, "name", None)  # a PSLiteral: a name
+        return [str(name)] if name else []
+
+    try:
+        document = PDFDocument(PDFParser(BytesIO(data)), password="")
+        info = [(str(k), resolve1(v)) for d in document.info for k, v in resolve1(d).items()]
+        metadata = resolve1(document.catalog.get("Metadata"))
+        raw = metadata.get_data() if isinstance(metadata, PDFStream) else None
+    except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
+        raise ConversionError(problem, "re-export it from its source application") from exc
+    out = []
+    for key, value in info:
+        if key in ("Producer", "CreationDate", "ModDate", "Trapped"):
+            continue
+        text = clean_line(" ".join(strings(value)))
+        if isinstance(value, bytes) and (not text or text.casefold() in _PLACEHOLDERS):
+            continue
+        out.append((key, text))  # a non-text value with no text is kept empty: the check refuses it
+    return tuple(out) + (_xmp_parse(raw) if raw else ())
 
 
 def _pdfium_pages(data: bytes, deadline: Deadline, max_pages: int) -> list[str] | None:
@@ -731,8 +776,6 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     ``pdfx:MSIP_Label_<id>_Name``…). Read with defusedxml; a packet it refuses is an error."""
     from pypdf.generic import IndirectObject
 
-    from ragspine_index.converters.markings import XMP_PACKET, parse_part
-
     try:
         root_obj = reader.trailer["/Root"]
         catalog: Any = root_obj.get_object() if isinstance(root_obj, IndirectObject) else root_obj
@@ -743,6 +786,13 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     except Exception as exc:  # noqa: BLE001 - a damaged metadata stream cannot be checked
         raise ConversionError(f"its XMP metadata stream cannot be read ({type(exc).__name__})",
                               "re-export it from its source application", field="sensitivity") from exc
+    return _xmp_parse(raw)
+
+
+def _xmp_parse(raw: bytes) -> tuple[tuple[str, str], ...]:
+    """The properties of an XMP packet (:func:`_xmp_properties`)."""
+    from ragspine_index.converters.markings import XMP_PACKET, parse_part
+
     # The <?xpacket?> wrapper holds no property; its begin="" is meant to hold a byte-order mark,
     # which some writers damage (AcroForm_TEST.pdf: EF BB 3F, not UTF-8), so it is dropped before
     # parsing. What is inside is parsed by defusedxml (entities refused), and fails closed.

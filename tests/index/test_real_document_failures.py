@@ -137,7 +137,7 @@ def test_an_xmp_packet_the_safe_parser_refuses_fails_closed_saying_why(tmp_path,
     assert "Confidential" not in str(errors[0])
 
 
-def _looping_xobjects(text: bytes) -> bytes:
+def _looping_xobjects(text: bytes, *, info: bytes = b"", xmp: bytes = b"") -> bytes:
     """Two Form XObjects that draw each other, no xref table (pdfminer's
     issue-1113-evil-xobjects.pdf, with our own text): pypdf refuses the file, pdfminer.six
     reads no text, PDFium reads it."""
@@ -155,8 +155,15 @@ def _looping_xobjects(text: bytes) -> bytes:
         b"endstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    trailer = b""
+    if info:
+        objects.append(info)
+        trailer = b" /Info %d 0 R" % len(objects)
+    if xmp:
+        objects.append(b"<< /Type /Metadata /Subtype /XML /Length %d >>\nstream\n" % len(xmp) + xmp + b"\nendstream")
+        objects[0] = b"<< /Type /Catalog /Pages 2 0 R /Metadata %d 0 R >>" % len(objects)
     out = b"%PDF-1.4\n" + b"".join(b"%d 0 obj\n" % n + body + b"\nendobj\n" for n, body in enumerate(objects, 1))
-    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\n%%%%EOF\n" % (len(objects) + 1)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R%s >>\n%%%%EOF\n" % (len(objects) + 1, trailer)
 
 
 def test_a_pdf_pypdf_cannot_open_has_the_text_of_its_form_xobjects_read_by_pdfminer(tmp_path):
@@ -508,3 +515,23 @@ def test_ocr_reads_simplified_chinese_without_spaces_between_characters(tmp_path
     found = sum(1 for ch in set(wanted) if ch in body) / len(set(wanted))
     assert found >= 0.9 and "起重机" in body and "鹿特丹" in body, body
     assert not any(a.strip() == "" for a in body.split("\n")[0]), body  # no space left between characters
+
+
+@pytest.mark.parametrize(("info", "xmp", "level"), [
+    (b"<< /Title (Gdansk tender) /Classification (Restricted) >>", b"", "RESTRICTED"),
+    (b"<< /Classification [ /Restricted ] >>", b"", "RESTRICTED"),
+    (b"", _BAD_BOM + _DESCRIPTION % b"Restricted", "RESTRICTED"),
+    (b"<< /Title (Gdansk tender) >>", _DESCRIPTION % b"Public", "PUBLIC"),
+], ids=["info", "info-array", "xmp", "control"])
+def test_the_metadata_of_a_pdf_pypdf_cannot_open_is_read_for_a_marking(tmp_path, info, xmp, level):
+    """pdfminer.six reads the text of a file pypdf cannot open; its info dictionary and XMP
+    packet are then read by pdfminer.six too (they were not read at all)."""
+    docs, errors = _parse(tmp_path / "lib", {"loop.pdf": _looping_xobjects(b"Gdansk crane tender", info=info, xmp=xmp)})
+    assert not errors, [str(e) for e in errors]
+    assert docs["loop"].sensitivity == level and "pdfminer.six" in dict(docs["loop"].extra)["converter"]
+
+
+def test_a_pdf_pypdf_cannot_open_whose_xmp_declares_an_entity_fails_closed(tmp_path):
+    xmp = b'<!DOCTYPE x [<!ENTITY c "Confidential">]>' + _DESCRIPTION % b"&c;"
+    docs, errors = _parse(tmp_path / "lib", {"loop.pdf": _looping_xobjects(b"Gdansk crane tender", xmp=xmp)})
+    assert not docs and len(errors) == 1 and errors[0].field == "sensitivity" and "Confidential" not in str(errors[0])
