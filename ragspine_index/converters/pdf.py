@@ -137,7 +137,8 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     second = _SecondEngine(data)
     tables = _Tables(data)
     ocred: list[int] = []
-    #: Pages OCR read no character on: what Tesseract found there, or why nothing can be said.
+    #: Pages OCR of their images read nothing on (""), then, rendered: what Tesseract found
+    #: there, or why nothing can be said.
     unread: dict[int, ocr.Reading | str] = {}
     texts: list[str] = []
     for number in range(1, n_pages + 1):
@@ -169,11 +170,20 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 second.note(number, "no text in pypdf")
             elif ocr.available():
                 raw = _ocr_page(pages[number - 1], number, deadline, data)
-                if not raw.strip():  # no image, or none with text: what the page draws, rendered
-                    raw, unread[number] = _ocr_rendered(pages[number - 1], number, deadline, data)
                 if raw.strip():
                     ocred.append(number)
+                else:
+                    unread[number] = ""
         texts.append(_page_text(raw))
+    if unread and not any(t.strip() for t in texts):
+        # No text anywhere: what each page draws (outlined text, a chart), rendered and read. Only
+        # then, so a report's diagram pages do not each cost a render and an OCR call.
+        for number in sorted(unread):
+            raw, unread[number] = _ocr_rendered(pages[number - 1], number, deadline, data)
+            if raw.strip():
+                ocred.append(number)
+                texts[number - 1] = _page_text(raw)
+        ocred.sort()
     texts, running = strip_running_lines(texts)
     for number, page_text in enumerate(texts, start=1):
         out.add(page_text, f"page={number}")
@@ -273,7 +283,7 @@ def _no_text_error(n_pages: int, unread: dict[int, ocr.Reading | str]) -> Conver
     layout analysis found no text region, or regions without a character; else an OCR
     failure that names the first page that could not be judged."""
     readings = [r for r in unread.values() if isinstance(r, ocr.Reading)]
-    unjudged = [r for r in unread.values() if isinstance(r, str)]
+    unjudged = [r for r in unread.values() if isinstance(r, str) and r]
     if len(readings) == n_pages:
         empty = sum(1 for r in readings if r.regions == 0)
         found = sum(r.regions for r in readings)
