@@ -6,7 +6,10 @@ each an OLE compound file read with olefile (BSD, pure Python) for its propertie
   catdoc (Debian's ``catdoc``), whose lines that are not in the body (page headers and
   footers, footnotes, comments, text boxes) are read for a sensitivity marking and not
   indexed. A file antiword cannot read (Word 6/95, fast-saved) is read by catdoc alone and
-  says so in its ``converter`` field. Cited by character range.
+  says so in its ``converter`` field. Headings (the chapter and section titles of
+  antiword's DocBook output, ``-x db``: Word's Heading styles) are written as Markdown
+  headings and cut the body into ``anchor=<slug>`` sections, as a .docx's are; cited by
+  that section and character range.
 * ``.xls``: xlrd (BSD, pure Python) on the ``Workbook`` stream olefile reads (Excel 5/95
   ``Book`` streams and Excel 2-4's bare BIFF files too), values only, like an XLSX: one ``## Sheet: <name>``
   section per sheet, one region per row (``sheet=<name>&cells=A5:F5``); print headers and
@@ -45,7 +48,7 @@ from ragspine_index.converters.converted import (
 )
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "2"  # 2 (issue 38): .ppt speaker notes indexed under their slide; an .xls damaged shared-string table no cell uses left out; a stream entry marked a storage read
+VERSION = "2"  # 2 (issue 38): .doc headings (anchor= sections); .ppt speaker notes indexed under their slide; an .xls damaged shared-string table no cell uses left out; a stream entry marked a storage read
 EXTRA_MODULE = "olefile"
 XLS_MODULE = "xlrd"
 #: What to run to install the .doc engines (docs/formats.md).
@@ -187,6 +190,62 @@ def _antiword_text(text: str) -> str:
     return "\n\n".join(blocks)
 
 
+_SECTIONS = {"chapter": 1, "sect1": 2, "sect2": 3, "sect3": 4, "sect4": 5, "sect5": 6}
+
+
+def _doc_headings(path: str, deadline: Deadline) -> list[tuple[int, str]]:
+    """The document's headings in order, ``(level, text)``: the titles of the chapters and
+    sections of antiword's DocBook output (``-x db``: a paragraph in a Heading style opens
+    one), read with defusedxml (its DOCTYPE names a DTD, never fetched). ``[]`` when antiword
+    writes none or no XML; the body is then one section, as before."""
+    from defusedxml.ElementTree import fromstring
+
+    proc = _run(["antiword", "-x", "db", "-m", "UTF-8.txt", "-w", "0"], path, deadline, "antiword")
+    try:
+        root = fromstring(proc.stdout) if proc.returncode == 0 else None
+    except Exception:  # noqa: BLE001 - no headings rather than no document
+        return []
+    out: list[tuple[int, str]] = []
+    for element in root.iter() if root is not None else ():
+        level = _SECTIONS.get(element.tag if isinstance(element.tag, str) else "")
+        title = element.find("title") if level else None
+        text = clean_line("".join(title.itertext())) if title is not None else ""
+        if level and text:
+            out.append((level, text))
+    return out
+
+
+def _sections(text: str, headings: list[tuple[int, str]]) -> list[tuple[str, str]]:
+    """``text`` (antiword's body, blocks apart by blank lines) cut at its headings, each
+    written ``#``-prefixed at its level, as ``(section, anchor)``; a heading is matched to
+    the next block whose text it is, in order (a few may be skipped: one antiword titled but
+    wrote differently)."""
+    from ragspine_index.converters.converted import slug
+
+    out: list[tuple[str, str]] = []
+    blocks: list[str] = []
+    anchor, at = "", 0
+    seen: dict[str, int] = {}
+    for block in text.split("\n\n"):
+        line = clean_line(block) if "\n" not in block.strip() else ""
+        ahead = [i for i in range(at, min(at + 3, len(headings))) if headings[i][1] == line] if line else []
+        if ahead:
+            if blocks:
+                out.append(("\n\n".join(blocks), anchor))
+                blocks = []
+            level, title = headings[ahead[0]]
+            at = ahead[0] + 1
+            base = slug(title)
+            seen[base] = seen.get(base, 0) + 1
+            anchor = base if seen[base] == 1 else f"{base}-{seen[base] - 1}"
+            blocks.append(f"{'#' * level} {title}")
+        else:
+            blocks.append(block)
+    if blocks:
+        out.append(("\n\n".join(blocks), anchor))
+    return out
+
+
 def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
     ole = _open(data, "Word 97-2003 (.doc)", "WordDocument")
     fib = read_stream(ole, "WordDocument")[0][:12]
@@ -204,17 +263,19 @@ def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
         handle.flush()
         whole = _run(["catdoc", "-d", "utf-8", "-w"], handle.name, deadline, "catdoc")
         body = _run(["antiword", "-m", "UTF-8.txt", "-w", "0"], handle.name, deadline, "antiword")
+        headings = _doc_headings(handle.name, deadline) if body.returncode == 0 else []
     everything = whole.stdout.decode("utf-8", "replace") if whole.returncode == 0 else ""
     note = "antiword (body), catdoc (headers, footers, notes)"
+    out = TextBuilder(limits)
     if body.returncode == 0 and body.stdout.strip():
-        text = _antiword_text(body.stdout.decode("utf-8", "replace"))
+        for section, anchor in _sections(_antiword_text(body.stdout.decode("utf-8", "replace")), headings):
+            out.add(section, region_fragment("anchor", anchor) if anchor else "")
     elif everything.strip():
-        text, note = everything, "catdoc (antiword could not read it)"
+        note = "catdoc (antiword could not read it)"
+        out.add(everything)
     else:
         raise ConversionError("cannot be read as a Word 97-2003 file by antiword or catdoc (damaged?)",
                               "re-save it from Word as .docx")
-    out = TextBuilder(limits)
-    out.add(text)
     body_lines = {" ".join(cell_text(c) for c in line.strip("|").split("|")).strip()
                   for line in out.text().split("\n")}
     body_words = " ".join(body_lines)
@@ -223,8 +284,8 @@ def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
         shown = clean_line(line.replace("\t", " "))
         if shown and shown not in body_lines and shown not in body_words:
             outside.append(("header/footer/note/comment text", shown))
-    return Converted(text=out.text(), properties=props, marking_lines=tuple(outside), title=_title(props),
-                     engine_note=note)
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props, marking_lines=tuple(outside),
+                     title=_title(props), engine_note=note)
 
 
 # --- .xls -----------------------------------------------------------------------------
