@@ -15,7 +15,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder
 
-VERSION = "1"
+VERSION = "2"  # 2: orientation detection before OCR (--psm 1 with osd data, issue 38)
 EXTRA_MODULE = "PIL"
 
 

@@ -6,16 +6,24 @@ each an OLE compound file read with olefile (BSD, pure Python) for its propertie
   catdoc (Debian's ``catdoc``), whose lines that are not in the body (page headers and
   footers, footnotes, comments, text boxes) are read for a sensitivity marking and not
   indexed. A file antiword cannot read (Word 6/95, fast-saved) is read by catdoc alone and
-  says so in its ``converter`` field. Cited by character range.
+  says so in its ``converter`` field. Headings (the chapter and section titles of
+  antiword's DocBook output, ``-x db``: Word's Heading styles) are written as Markdown
+  headings and cut the body into ``anchor=<slug>`` sections, as a .docx's are; cited by
+  that section and character range.
 * ``.xls``: xlrd (BSD, pure Python) on the ``Workbook`` stream olefile reads (Excel 5/95
   ``Book`` streams and Excel 2-4's bare BIFF files too), values only, like an XLSX: one ``## Sheet: <name>``
   section per sheet, one region per row (``sheet=<name>&cells=A5:F5``); print headers and
   footers (BIFF ``HEADER``/``FOOTER`` records) are read for a marking.
 * ``.ppt``: the records of the ``PowerPoint Document`` stream ([MS-PPT]): each slide's text
   (its outline text in ``SlideListWithText``, in presentation order, and the text boxes
-  of its ``Slide`` container) is a ``## Slide N`` section citing ``slide=N``; master,
-  notes and header/footer text are read for a marking. catppt reads only the outline text
-  (nothing from a LibreOffice-written file), so it is not used.
+  of its ``Slide`` container) is a ``## Slide N`` section citing ``slide=N``, its speaker
+  notes (the ``Notes`` container whose ``NotesAtom`` names the slide's id) after them as
+  ``Notes: …``, as a .pptx slide's are; master, notes and header/footer text are read for
+  a marking. catppt reads only the outline text (nothing from a LibreOffice-written file),
+  so it is not used.
+* Damaged files read anyway, each saying so in its ``converter`` field: a stream whose
+  directory entry is marked a storage (POI's fuzzed decks) is read from its sector chain;
+  an .xls shared-string table xlrd cannot read is left out when no cell refers to it.
 
 Every one reads the OLE ``SummaryInformation`` (title, subject, keywords, comments) and
 ``DocumentSummaryInformation`` (category, company, manager, and the user-defined
@@ -40,7 +48,7 @@ from ragspine_index.converters.converted import (
 )
 from ragspine_index.converters.regions import region_fragment
 
-VERSION = "1"
+VERSION = "2"  # 2 (issue 38): .doc headings (anchor= sections); .ppt speaker notes indexed under their slide; an .xls damaged shared-string table no cell uses left out; a stream entry marked a storage read
 EXTRA_MODULE = "olefile"
 XLS_MODULE = "xlrd"
 #: What to run to install the .doc engines (docs/formats.md).
@@ -84,6 +92,23 @@ def _decode(value: object, codepage: int | None) -> str:
         except LookupError:
             return clean_line(value.decode("cp1252", "replace").rstrip("\x00"))
     return clean_line(str(value)) if isinstance(value, str) else ""
+
+
+def read_stream(ole, name: str) -> tuple[bytes, str]:
+    """The stream ``name`` and a note ("" unless it was repaired): a directory entry that holds a
+    stream's sectors and size but is marked a storage (a damaged type byte; POI's fuzzed
+    decks) is read as the stream it holds, as olefile reads any stream, from its sector chain."""
+    try:
+        return ole.openstream(name).read(), ""
+    except OSError:
+        import olefile
+
+        sid = ole._find(name)  # olefile's own lookup and reader (its API has no way past the type check)
+        entry = ole.direntries[sid]
+        if entry.entry_type != olefile.STGTY_STORAGE or entry.size <= 0 or entry.kids:
+            raise
+        data = ole._open(entry.isectStart, entry.size).read()
+        return data, f"its {name} directory entry is marked a storage (damaged): read as the stream it holds"
 
 
 def ole_properties(ole) -> tuple[tuple[str, str], ...]:
@@ -165,9 +190,65 @@ def _antiword_text(text: str) -> str:
     return "\n\n".join(blocks)
 
 
+_SECTIONS = {"chapter": 1, "sect1": 2, "sect2": 3, "sect3": 4, "sect4": 5, "sect5": 6}
+
+
+def _doc_headings(path: str, deadline: Deadline) -> list[tuple[int, str]]:
+    """The document's headings in order, ``(level, text)``: the titles of the chapters and
+    sections of antiword's DocBook output (``-x db``: a paragraph in a Heading style opens
+    one), read with defusedxml (its DOCTYPE names a DTD, never fetched). ``[]`` when antiword
+    writes none or no XML; the body is then one section, as before."""
+    from defusedxml.ElementTree import fromstring
+
+    proc = _run(["antiword", "-x", "db", "-m", "UTF-8.txt", "-w", "0"], path, deadline, "antiword")
+    try:
+        root = fromstring(proc.stdout) if proc.returncode == 0 else None
+    except Exception:  # noqa: BLE001 - no headings rather than no document
+        return []
+    out: list[tuple[int, str]] = []
+    for element in root.iter() if root is not None else ():
+        level = _SECTIONS.get(element.tag if isinstance(element.tag, str) else "")
+        title = element.find("title") if level else None
+        text = clean_line("".join(title.itertext())) if title is not None else ""
+        if level and text:
+            out.append((level, text))
+    return out
+
+
+def _sections(text: str, headings: list[tuple[int, str]]) -> list[tuple[str, str]]:
+    """``text`` (antiword's body, blocks apart by blank lines) cut at its headings, each
+    written ``#``-prefixed at its level, as ``(section, anchor)``; a heading is matched to
+    the next block whose text it is, in order (a few may be skipped: one antiword titled but
+    wrote differently)."""
+    from ragspine_index.converters.converted import slug
+
+    out: list[tuple[str, str]] = []
+    blocks: list[str] = []
+    anchor, at = "", 0
+    seen: dict[str, int] = {}
+    for block in text.split("\n\n"):
+        line = clean_line(block) if "\n" not in block.strip() else ""
+        ahead = [i for i in range(at, min(at + 3, len(headings))) if headings[i][1] == line] if line else []
+        if ahead:
+            if blocks:
+                out.append(("\n\n".join(blocks), anchor))
+                blocks = []
+            level, title = headings[ahead[0]]
+            at = ahead[0] + 1
+            base = slug(title)
+            seen[base] = seen.get(base, 0) + 1
+            anchor = base if seen[base] == 1 else f"{base}-{seen[base] - 1}"
+            blocks.append(f"{'#' * level} {title}")
+        else:
+            blocks.append(block)
+    if blocks:
+        out.append(("\n\n".join(blocks), anchor))
+    return out
+
+
 def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
     ole = _open(data, "Word 97-2003 (.doc)", "WordDocument")
-    fib = ole.openstream("WordDocument").read(12)
+    fib = read_stream(ole, "WordDocument")[0][:12]
     props = ole_properties(ole)
     ole.close()
     if len(fib) >= 12 and struct.unpack_from("<H", fib, 10)[0] & _DOC_ENCRYPTED:
@@ -182,17 +263,19 @@ def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
         handle.flush()
         whole = _run(["catdoc", "-d", "utf-8", "-w"], handle.name, deadline, "catdoc")
         body = _run(["antiword", "-m", "UTF-8.txt", "-w", "0"], handle.name, deadline, "antiword")
+        headings = _doc_headings(handle.name, deadline) if body.returncode == 0 else []
     everything = whole.stdout.decode("utf-8", "replace") if whole.returncode == 0 else ""
     note = "antiword (body), catdoc (headers, footers, notes)"
+    out = TextBuilder(limits)
     if body.returncode == 0 and body.stdout.strip():
-        text = _antiword_text(body.stdout.decode("utf-8", "replace"))
+        for section, anchor in _sections(_antiword_text(body.stdout.decode("utf-8", "replace")), headings):
+            out.add(section, region_fragment("anchor", anchor) if anchor else "")
     elif everything.strip():
-        text, note = everything, "catdoc (antiword could not read it)"
+        note = "catdoc (antiword could not read it)"
+        out.add(everything)
     else:
         raise ConversionError("cannot be read as a Word 97-2003 file by antiword or catdoc (damaged?)",
                               "re-save it from Word as .docx")
-    out = TextBuilder(limits)
-    out.add(text)
     body_lines = {" ".join(cell_text(c) for c in line.strip("|").split("|")).strip()
                   for line in out.text().split("\n")}
     body_words = " ".join(body_lines)
@@ -201,8 +284,8 @@ def convert_doc(data: bytes, limits: ConversionLimits) -> Converted:
         shown = clean_line(line.replace("\t", " "))
         if shown and shown not in body_lines and shown not in body_words:
             outside.append(("header/footer/note/comment text", shown))
-    return Converted(text=out.text(), properties=props, marking_lines=tuple(outside), title=_title(props),
-                     engine_note=note)
+    return Converted(text=out.text(), regions=tuple(out.regions), properties=props, marking_lines=tuple(outside),
+                     title=_title(props), engine_note=note)
 
 
 # --- .xls -----------------------------------------------------------------------------
@@ -253,17 +336,16 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
 
     if data[:2] in _BIFF_BOF:  # Excel 2-4 saved a bare BIFF stream, not an OLE file
         props: tuple[tuple[str, str], ...] = ()
-        stream = data
+        stream, note = data, ""
     else:
         name = "Book" if _has(data, "Book") and not _has(data, "Workbook") else "Workbook"  # Book: Excel 5/95
         ole = _open(data, "Excel 97-2003 (.xls)", name)
         props = ole_properties(ole)
-        stream = ole.openstream(name).read()
+        stream, note = read_stream(ole, name)
         ole.close()
     deadline = Deadline(limits.seconds)
     try:  # the stream olefile read (it reads containers xlrd's own OLE reader refuses)
-        book = xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
-                                  ignore_workbook_corruption=True)
+        book = _xlrd_book(stream)
     except xlrd.XLRDError as exc:
         if "encrypted" in str(exc).lower():
             raise ConversionError("is an encrypted Excel file (password-protected)",
@@ -271,6 +353,14 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
                                   field="encrypted") from exc
         raise ConversionError("cannot be read as an Excel 97-2003 workbook (xlrd: damaged, or Excel 5/95?)",
                               "re-save it from Excel as .xlsx") from exc
+    except (struct.error, IndexError, ValueError, AssertionError) as exc:  # xlrd on a damaged record
+        unused = _without_unused_sst(stream)
+        if unused is None:
+            raise ConversionError(f"cannot be read as an Excel 97-2003 workbook (xlrd: {type(exc).__name__}; "
+                                  "a damaged record)", "re-save it from Excel as .xlsx") from exc
+        book = _xlrd_book(unused)  # what it raises now is the converter's located error
+        sst = "its shared-string table is damaged and no cell refers to it: left out"
+        note = f"{note}; {sst}" if note else sst
     out = TextBuilder(limits)
     budget = CellBudget(limits, "split the workbook, or export the part to index as CSV")
     try:
@@ -292,7 +382,37 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
     finally:
         book.release_resources()
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
-                     marking_lines=tuple(_xls_header_footer(stream)), title=_title(props))
+                     marking_lines=tuple(_xls_header_footer(stream)), title=_title(props), engine_note=note)
+
+
+def _xlrd_book(stream: bytes):
+    import xlrd
+
+    return xlrd.open_workbook(file_contents=stream, on_demand=True, logfile=open(os.devnull, "w"),
+                              ignore_workbook_corruption=True)
+
+
+_SST, _LABEL_SST, _CONTINUE, _UNKNOWN = 0x00FC, 0x00FD, 0x003C, 0x7FFF
+
+
+def _without_unused_sst(stream: bytes) -> bytes | None:
+    """The BIFF8 stream with its shared-string table (SST, and the CONTINUE records after it)
+    turned into records xlrd skips, when no cell refers to it (no LABELSST record anywhere):
+    leaving it out loses nothing. ``None`` when a cell refers to it or there is none (POI's
+    ``57456.xls`` declares 1,761 strings and holds none; every cell is blank)."""
+    out = bytearray(stream)
+    at, found, in_sst = 0, False, False
+    while at + 4 <= len(stream):
+        kind, size = struct.unpack_from("<HH", stream, at)
+        if kind == _LABEL_SST:
+            return None
+        if kind == _SST or (in_sst and kind == _CONTINUE):
+            struct.pack_into("<H", out, at, _UNKNOWN)
+            found = in_sst = True
+        else:
+            in_sst = False
+        at += 4 + size
+    return bytes(out) if found else None
 
 
 # --- .ppt -----------------------------------------------------------------------------
@@ -300,6 +420,7 @@ def convert_xls(data: bytes, limits: ConversionLimits) -> Converted:
 _TEXT_CHARS, _TEXT_BYTES, _CSTRING = 0x0FA0, 0x0FA8, 0x0FBA
 _SLIDE, _NOTES, _MAIN_MASTER, _SLIDE_LIST, _SLIDE_PERSIST = 0x03EE, 0x03F0, 0x03F8, 0x0FF0, 0x03F3
 _HEADERS_FOOTERS = 0x0FD9
+_NOTES_ATOM = 0x03F1  # NotesAtom: slideIdRef (4 bytes), the slide the notes belong to
 _CRYPT_SESSION = 0x2F14  # CryptSession10Container: the deck is encrypted
 _MAX_DEPTH = 32
 
@@ -335,10 +456,12 @@ def _texts(buf: bytes, start: int, end: int, depth: int = 0, *, kinds: tuple[int
 def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     ole = _open(data, "PowerPoint 97-2003 (.ppt)", "PowerPoint Document")
     props = ole_properties(ole)
-    stream = ole.openstream("PowerPoint Document").read()
+    stream, note = read_stream(ole, "PowerPoint Document")
     ole.close()
     deadline = Deadline(limits.seconds)
     outline: list[list[str]] = []  # SlideListWithText (instance 0: slides), per slide in order
+    slide_ids: list[int] = []  # each of those slides' id (its SlidePersistAtom's slideId)
+    notes: dict[int, list[str]] = {}  # speaker notes by the id of the slide they belong to
     containers: list[list[str]] = []  # each Slide container's own text atoms, in stream order
     elsewhere: list[tuple[str, str]] = []
 
@@ -355,6 +478,7 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
                         current = []
                         if instance == 0:
                             outline.append(current)
+                            slide_ids.append(struct.unpack_from("<I", stream, s2 + 12)[0] if e2 - s2 >= 16 else -1)
                     elif k2 in (_TEXT_CHARS, _TEXT_BYTES) and current is not None:
                         text = _atom_text(k2, stream[s2:e2])
                         if instance == 0:
@@ -372,6 +496,12 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
                 where = {_NOTES: "speaker notes", _MAIN_MASTER: "slide master"}.get(kind, "header/footer")
                 elsewhere.extend((where, t) for t in _texts(stream, s, e, depth + 1,
                                                             kinds=(_TEXT_CHARS, _TEXT_BYTES, _CSTRING)))
+                if kind == _NOTES:
+                    atom = next(((s2, e2) for k2, _, s2, e2, _c in _records(stream, s, e, depth + 1)
+                                 if k2 == _NOTES_ATOM and e2 - s2 >= 4), None)
+                    if atom is not None:
+                        said = [t for t in _texts(stream, s, e, depth + 1) if t.strip() not in ("", "*")]
+                        notes.setdefault(struct.unpack_from("<I", stream, atom[0])[0], []).extend(said)
             elif container:
                 walk(s, e, depth + 1)
 
@@ -380,11 +510,15 @@ def convert_ppt(data: bytes, limits: ConversionLimits) -> Converted:
     for n in range(max(len(outline), len(containers))):
         texts = (outline[n] if n < len(outline) else []) + (containers[n] if n < len(containers) else [])
         block = "\n".join(t.strip() for t in texts if t.strip() and t.strip() != "*")
+        said = notes.get(slide_ids[n], []) if n < len(slide_ids) and slide_ids[n] != 0 else []
+        spoken = " ".join(clean_line(t) for t in said if clean_line(t))
+        if spoken:  # as a .pptx slide's notes are written (pptx.py)
+            block = f"{block}\n\nNotes: {spoken}" if block else f"Notes: {spoken}"
         if block:
             out.add(f"## Slide {n + 1}\n\n{block}", fragment=f"slide={n + 1}")
     lines = [(where, clean_line(line)) for where, text in elsewhere for line in text.split("\n") if clean_line(line)]
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props, marking_lines=tuple(lines),
-                     title=_title(props) or _first_line(out.text()))
+                     title=_title(props) or _first_line(out.text()), engine_note=note)
 
 
 def _first_line(text: str) -> str:

@@ -36,6 +36,8 @@ _TEXTS = frozenset({_W + "t", _W + "delText", _A + "t"})
 _TABS = frozenset({_W + "tab", _W + "br", _W + "cr", _A + "br"})
 #: Lines of a block content control read (the body rule reads the first 20 lines too).
 SDT_LINES = 20
+#: The name :mod:`.pdf` gives its XMP packet (not a package part).
+XMP_PACKET = "XMP metadata"
 _PLAIN_PART = re.compile(r"[A-Za-z0-9_./\-\[\]]{1,120}")
 _DOCX_HEADER = re.compile(r"word/(header|footer)[^/]*\.xml", re.I)
 _PPTX_MASTERS = re.compile(r"ppt/(slideMasters|slideLayouts|notesMasters|handoutMasters)/[^/]+\.xml", re.I)
@@ -57,11 +59,19 @@ def parse_part(raw: bytes, name: str):
 
 
 def refused(name: str, exc: BaseException) -> ConversionError:
-    """The error for a part the safe parser refuses (names the part, never its text)."""
-    shown = name if _PLAIN_PART.fullmatch(name) else "a part"
+    """The error for a part the safe parser refuses (names the part and why, never its text).
+    defusedxml allows a bare ``<!DOCTYPE>``; it refuses entity declarations and external
+    references, which are named as such; anything else is XML that is not well-formed."""
+    shown = ("the package part " + (name if _PLAIN_PART.fullmatch(name) else "a part")
+             if name != XMP_PACKET else "the XMP metadata packet")
+    kind = type(exc).__name__
+    if kind in ("EntitiesForbidden", "DTDForbidden", "ExternalReferenceForbidden", "NotSupportedError"):
+        why = "it declares an entity or refers to an external DTD, which are never expanded or fetched"
+    else:
+        why = "it is not well-formed XML: damaged"
     return ConversionError(
-        f"the package part {shown} cannot be read safely ({type(exc).__name__}: it declares an entity or "
-        "DTD, or is not well-formed XML), so a sensitivity marking in it could not be checked",
+        f"{shown} cannot be read safely ({kind}: {why}), so a sensitivity marking in it "
+        "could not be checked",
         "re-save the file from its application (Office never writes entity declarations)", field="sensitivity")
 
 

@@ -8,14 +8,19 @@ limit (:mod:`.isolation`), and runs single-threaded (``OMP_THREAD_LIMIT=1``) so 
 shares the machine. The languages are English plus Simplified Chinese when that data is
 installed (``RAGSPINE_OCR_LANGS`` overrides, e.g. ``eng+fra``). Without the ``tesseract``
 program a scanned PDF is an error that says OCR is not available and image files are
-listed as skipped with the command that installs it.
+listed as skipped with the command that installs it. With the ``osd`` data installed (a
+dependency of Debian's tesseract-ocr) a page is read with orientation detection, so a page
+scanned sideways or upside down is turned before it is read (:func:`orientation_detection`).
+Other scripts: ``RAGSPINE_OCR_LANGS=eng+ara`` with ``tesseract-ocr-ara`` installed, for example.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ragspine_index.converters.converted import ConversionError, Deadline
@@ -50,6 +55,22 @@ def engine() -> tuple[str, str, str] | None:
     return program, number, langs
 
 
+@lru_cache(maxsize=1)
+def orientation_detection() -> bool:
+    """Whether Tesseract's orientation and script detection data (``osd``, which Debian's
+    tesseract-ocr depends on) is installed: pages are then read with ``--psm 1`` (layout
+    analysis with OSD), which turns a page scanned sideways or upside down before reading it
+    (``--psm 3`` reads such a page as garbage); else ``--psm 3``."""
+    program = shutil.which("tesseract")
+    if program is None:
+        return False
+    try:
+        listed = subprocess.run([program, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "osd" in {line.strip() for line in listed.stdout.splitlines()[1:]}
+
+
 def available() -> bool:
     return engine() is not None
 
@@ -59,13 +80,71 @@ def lineage() -> str:
     return f"tesseract {found[1]} ({found[2]})" if found else "tesseract"
 
 
+#: A space Tesseract puts between two CJK characters (chi_sim writes 起 重 机 for 起重机):
+#: Chinese and Japanese have no spaces between words, so it is removed.
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def join_cjk(text: str) -> str:
+    """``text`` without the spaces OCR put between two CJK characters."""
+    return _CJK_SPACE.sub("", text)
+
+
 def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
     """The text Tesseract reads in ``image`` (PNG/JPEG/TIFF bytes)."""
+    return join_cjk(_run(image, deadline, what, ()).decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What Tesseract found on an image: its text, and what its page layout analysis found
+    (text regions, i.e. blocks; text lines; words holding a character) — the evidence that
+    tells a picture without text (no region, or regions without a character) from a page
+    whose words OCR read."""
+
+    text: str
+    regions: int
+    lines: int
+    words: int
+
+
+def read_layout(image: bytes, deadline: Deadline, what: str) -> Reading:
+    """``image`` read by Tesseract with its TSV output (one row per page, block, paragraph,
+    line and word found by its layout analysis, each word with its confidence)."""
+    rows = _run(image, deadline, what, ("tsv",)).decode("utf-8", "replace").splitlines()[1:]
+    regions: set[tuple[str, ...]] = set()
+    lines: dict[tuple[str, ...], list[str]] = {}
+    words = 0
+    for row in rows:
+        cells = row.split("\t")
+        if len(cells) < 12:
+            continue
+        level, block, paragraph, line = cells[0], cells[2], cells[3], cells[4]
+        if level == "2":
+            regions.add((block,))
+        elif level == "4":
+            lines.setdefault((block, paragraph, line), [])
+        elif level == "5" and cells[11].strip():
+            words += 1
+            lines.setdefault((block, paragraph, line), []).append(cells[11].strip())
+    text, last = [], None
+    for key, found in lines.items():  # Tesseract writes them in reading order
+        if found:
+            if last is not None and key[:2] != last:
+                text.append("")
+            text.append(join_cjk(" ".join(found)))
+            last = key[:2]
+    return Reading("\n".join(text), len(regions), len(lines), words)
+
+
+def _run(image: bytes, deadline: Deadline, what: str, config: tuple[str, ...]) -> bytes:
     found = engine()
     if found is None:
         raise ConversionError(f"{what} needs OCR, and OCR is not available (no tesseract program)",
                               f"install it ({INSTALL_HINT}), or index a copy with a text layer", field="ocr")
     program, _, langs = found
+    psm = "1" if orientation_detection() else "3"
     seconds = max(1.0, deadline.left())
 
     def limit_cpu() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -75,7 +154,7 @@ def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
 
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
-        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", "3"], input=image,
+        proc = subprocess.run([program, "stdin", "stdout", "-l", langs, "--psm", psm, *config], input=image,
                               capture_output=True, timeout=seconds, env=env, preexec_fn=limit_cpu)
     except subprocess.TimeoutExpired as exc:
         raise ConversionError(f"OCR of {what} took longer than the time left ({seconds:.0f} s)",
@@ -86,7 +165,7 @@ def ocr_image(image: bytes, deadline: Deadline, what: str) -> str:
     if proc.returncode != 0:
         raise ConversionError(f"OCR of {what} failed (tesseract exit {proc.returncode}; an unreadable image?)",
                               "re-scan or re-export the image as PNG", field="ocr")
-    return proc.stdout.decode("utf-8", "replace")
+    return proc.stdout
 
 
 def png_of(image) -> bytes:

@@ -43,7 +43,7 @@ from ragspine_core.text.normalize import normalize_extracted
 from ragspine_index.converters import ocr
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted, Deadline, TextBuilder, clean_line
 
-VERSION = "6"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38)
+VERSION = "7"  # 4: second engine, OCR, running lines out, normalised text (issue 38); 5: + markings in XMP and annotations (issue 37); 6: ruled tables as Markdown tables (pdfplumber, issue 38); 7: a document made only of repeated lines keeps them, the XMP <?xpacket?> wrapper ignored, pages OCR read nothing in rendered and OCR read with orientation detection
 EXTRA_MODULE = "pypdf"
 #: The info-dictionary keys read as properties (custom keys are read too).
 _INFO_KEYS = ("/Title", "/Subject", "/Keywords", "/Author", "/Creator")
@@ -137,6 +137,9 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
     second = _SecondEngine(data)
     tables = _Tables(data)
     ocred: list[int] = []
+    #: Pages OCR of their images read nothing on (""), then, rendered: what Tesseract found
+    #: there, or why nothing can be said.
+    unread: dict[int, ocr.Reading | str] = {}
     texts: list[str] = []
     for number in range(1, n_pages + 1):
         deadline.check(f"page {number}")
@@ -169,15 +172,24 @@ def convert_pdf(data: bytes, limits: ConversionLimits) -> Converted:
                 raw = _ocr_page(pages[number - 1], number, deadline, data)
                 if raw.strip():
                     ocred.append(number)
+                else:
+                    unread[number] = ""
         texts.append(_page_text(raw))
+    if unread and not any(t.strip() for t in texts):
+        # No text anywhere: what each page draws (outlined text, a chart), rendered and read. Only
+        # then, so a report's diagram pages do not each cost a render and an OCR call.
+        for number in sorted(unread):
+            raw, unread[number] = _ocr_rendered(pages[number - 1], number, deadline, data)
+            if raw.strip():
+                ocred.append(number)
+                texts[number - 1] = _page_text(raw)
+        ocred.sort()
     texts, running = strip_running_lines(texts)
     for number, page_text in enumerate(texts, start=1):
         out.add(page_text, f"page={number}")
     text = out.text()
     if not text.strip() and ocr.available():
-        raise ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none in "
-                              "its images (none, or blank)",
-                              "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
+        raise _no_text_error(n_pages, unread)
     if not text.strip():
         raise ConversionError(
             f"has no extractable text on any of its {n_pages} page(s): a scanned or image-only PDF; "
@@ -222,6 +234,69 @@ def _ocr_page(page, number: int, deadline: Deadline, data: bytes = b"") -> str:
 
 
 _RENDER_DPI = 300
+
+
+def _ocr_rendered(page, number: int, deadline: Deadline, data: bytes) -> tuple[str, ocr.Reading | str]:
+    """The OCR text of page ``number`` rendered by PDFium (text drawn as outlines, or in
+    images OCR of the images alone missed), and what Tesseract's layout analysis found on
+    it; instead of that reading, why the page cannot be judged: a content stream that does
+    not decode (a damaged file, which would render blank), or no renderer."""
+    damaged = _undecodable_contents(page)
+    if damaged:
+        return "", f"page {number}: {damaged}"
+    deadline.check(f"page {number}, rendered")
+    rendered = _rendered_page(data, number)
+    if rendered is None:
+        return "", f"page {number} cannot be rendered (pypdfium2 missing, or PDFium cannot draw it)"
+    reading = ocr.read_layout(ocr.png_of(rendered), deadline, f"page {number}")
+    return (reading.text if reading.words else ""), reading
+
+
+def _undecodable_contents(page) -> str:
+    """Why the page's content streams do not decode ("" when they do): one whose stored
+    bytes decode to nothing, or raise (pypdf logs a damaged Flate stream and returns empty)."""
+    from pypdf.generic import ArrayObject, IndirectObject
+
+    try:
+        contents = page.get("/Contents")
+        if isinstance(contents, IndirectObject):
+            contents = contents.get_object()
+        streams = list(contents) if isinstance(contents, ArrayObject) else [contents] if contents is not None else []
+        for item in streams:
+            stream: Any = item.get_object() if isinstance(item, IndirectObject) else item
+            stored = getattr(stream, "_data", b"") or b""
+            if stored.strip() and not stream.get_data():
+                return "its content stream does not decode (damaged)"
+    except Exception as exc:  # noqa: BLE001 - a damaged stream may raise anything in pypdf
+        return f"its content stream does not decode ({type(exc).__name__}; damaged)"
+    return ""
+
+
+#: The start of the problem of a PDF or image proven to hold pictures without text (the
+#: bench counts these apart, with the evidence the problem gives).
+NO_TEXT = "holds pictures without text"
+
+
+def _no_text_error(n_pages: int, unread: dict[int, ocr.Reading | str]) -> ConversionError:
+    """The error of a PDF no engine and no OCR read a character in: ``field="body"`` (nothing
+    to publish) with OCR's evidence when every page was rendered and read and Tesseract's
+    layout analysis found no text region, or regions without a character; else an OCR
+    failure that names the first page that could not be judged."""
+    readings = [r for r in unread.values() if isinstance(r, ocr.Reading)]
+    unjudged = [r for r in unread.values() if isinstance(r, str) and r]
+    if len(readings) == n_pages:
+        empty = sum(1 for r in readings if r.regions == 0)
+        found = sum(r.regions for r in readings)
+        evidence = (f"no text region on {empty} of them" if empty == n_pages else
+                    f"no text region on {empty} of them, and {found} region(s) without a character on the other "
+                    f"{n_pages - empty}" if empty else f"{found} region(s), none holding a character")
+        return ConversionError(
+            f"{NO_TEXT}: none of its {n_pages} page(s) has a text layer, and OCR of each page rendered at "
+            f"{_RENDER_DPI} dpi read no character (Tesseract's layout analysis found {evidence})",
+            "nothing to index: remove it, or add a text description beside it", field="body")
+    why = f" ({unjudged[0]})" if unjudged else ""
+    return ConversionError(f"has no extractable text on any of its {n_pages} page(s), and OCR read none{why}",
+                           "check the scan (blank pages?), or index a copy with a text layer", field="ocr")
 
 
 def _rendered_page(data: bytes, number: int):
@@ -355,6 +430,15 @@ def _pdfminer_version() -> str:
         return "pdfminer.six"
 
 
+def _pdfium_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"pypdfium2 {version('pypdfium2')} (PDFium)"
+    except PackageNotFoundError:  # pragma: no cover
+        return "PDFium"
+
+
 class _SecondEngine:
     """pdfminer.six, opened only when a page needs it; remembers which pages it read."""
 
@@ -386,20 +470,20 @@ def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: in
     """Every page's text by pdfminer.six (with the empty password), or ConversionError."""
     try:
         from pdfminer.high_level import extract_pages
-        from pdfminer.layout import LAParams, LTTextContainer
+        from pdfminer.layout import LAParams, LTFigure, LTTextContainer
     except ImportError as exc:
         raise ConversionError("needs pdfminer.six, which is not installed",
                               "pip install 'ragspine[formats]'", field="content") from exc
     logging.getLogger("pdfminer").setLevel(logging.ERROR)
     pages: list[str] = []
     try:
-        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams()):
+        for layout in extract_pages(BytesIO(data), password="", laparams=LAParams(all_texts=True)):
             if deadline is not None:
                 deadline.check(f"page {len(pages) + 1}")
             if max_pages is not None and len(pages) >= max_pages:
                 raise ConversionError(f"has more than {max_pages:,} pages (limit {max_pages:,})", "split it",
                                       field="limits")
-            pages.append("".join(el.get_text() for el in layout if isinstance(el, LTTextContainer)))
+            pages.append("".join(_pdfminer_texts(layout, LTTextContainer, LTFigure)))
     except ConversionError:
         raise
     except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
@@ -408,23 +492,121 @@ def _pdfminer_pages(data: bytes, deadline: Deadline | None = None, max_pages: in
     return pages
 
 
+def _pdfminer_texts(layout, text_type, figure_type) -> list[str]:
+    """The text boxes of a pdfminer page layout, those inside figures (Form XObjects: text a
+    page draws through one, which ``all_texts`` lays out) included, in order."""
+    out: list[str] = []
+    stack = [iter(layout)]
+    while stack and len(stack) <= 64:
+        element = next(stack[-1], None)
+        if element is None:
+            stack.pop()
+        elif isinstance(element, text_type):
+            out.append(element.get_text())
+        elif isinstance(element, figure_type):
+            stack.append(iter(element))
+    return out
+
+
 def _by_pdfminer(data: bytes, limits: ConversionLimits, problem: str, *, reason: str) -> Converted:
-    """The whole file by pdfminer.six (pypdf could not open it); ``problem`` when neither can."""
+    """The whole file by pdfminer.six (pypdf could not open it), else by PDFium (pypdfium2,
+    which pdfplumber brings: a third engine, e.g. for Form XObjects that draw each other in
+    a loop, pdfminer's ``issue-1113-evil-xobjects.pdf``); ``problem`` when none can."""
     deadline = Deadline(limits.seconds)
+    properties = _pdfminer_properties(data, problem)
+    engine = f"{_pdfminer_version()}: every page ({reason})"
     try:
-        pages = _pdfminer_pages(data, deadline, limits.max_pages)
+        pages: list[str] | None = _pdfminer_pages(data, deadline, limits.max_pages)
+        failed = "no text"
     except ConversionError as exc:
         if exc.field == "limits":
             raise
-        raise ConversionError(problem, "re-export it from its source application") from exc
+        pages, failed = None, type(exc.__cause__ or exc).__name__
+    if pages is None or not any(page.strip() for page in pages):
+        pages = _pdfium_pages(data, deadline, limits.max_pages)
+        engine = f"{_pdfium_version()}: every page ({reason}; pdfminer.six: {failed})"
+        if pages is None:
+            raise ConversionError(problem, "re-export it from its source application")
     out = TextBuilder(limits)
     texts, running = strip_running_lines([_page_text(raw) for raw in pages])
     for number, page_text in enumerate(texts, start=1):
         out.add(page_text, f"page={number}")
     if not out.text().strip():
         raise ConversionError(problem, "re-export it from its source application")
-    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running,
-                     engine_note=f"{_pdfminer_version()}: every page ({reason})")
+    title = next((v for k, v in properties if k == "Title"), "")
+    return Converted(text=out.text(), regions=tuple(out.regions), header_lines=running, engine_note=engine,
+                     properties=properties, title=title)
+
+
+def _pdfminer_properties(data: bytes, problem: str) -> tuple[tuple[str, str], ...]:
+    """The info dictionary and XMP packet of a PDF pypdf cannot open, read by pdfminer.six, as
+    :func:`_properties` and :func:`_xmp_properties` read them: a file whose metadata cannot be
+    read is an error (``problem`` when pdfminer cannot open it), never published unchecked."""
+    from pdfminer.pdfdocument import PDFDocument
+    from pdfminer.pdfparser import PDFParser
+    from pdfminer.pdftypes import PDFStream, resolve1
+    from pdfminer.utils import decode_text
+
+    def strings(value, depth: int = 0) -> list[str]:
+        value = resolve1(value)
+        if depth > 8:
+            return []
+        if isinstance(value, bytes):
+            return [decode_text(value)] if value.strip() else []
+        if isinstance(value, (list, tuple)):
+            return [t for item in value for t in strings(item, depth + 1)]
+        if isinstance(value, dict):
+            return [t for item in value.values() for t in strings(item, depth + 1)]
+        if isinstance(value, (int, float)):
+            return [str(value)]
+        name = getattr(value, "name", None)  # a PSLiteral: a name
+        return [str(name)] if name else []
+
+    try:
+        document = PDFDocument(PDFParser(BytesIO(data)), password="")
+        info = [(str(k), resolve1(v)) for d in document.info for k, v in resolve1(d).items()]
+        metadata = resolve1(document.catalog.get("Metadata"))
+        raw = metadata.get_data() if isinstance(metadata, PDFStream) else None
+    except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for a damaged file
+        raise ConversionError(problem, "re-export it from its source application") from exc
+    out = []
+    for key, value in info:
+        if key in ("Producer", "CreationDate", "ModDate", "Trapped"):
+            continue
+        text = clean_line(" ".join(strings(value)))
+        if isinstance(value, bytes) and (not text or text.casefold() in _PLACEHOLDERS):
+            continue
+        out.append((key, text))  # a non-text value with no text is kept empty: the check refuses it
+    return tuple(out) + (_xmp_parse(raw) if raw else ())
+
+
+def _pdfium_pages(data: bytes, deadline: Deadline, max_pages: int) -> list[str] | None:
+    """Every page's text by PDFium (pypdfium2), ``None`` when it is not installed or cannot
+    open the file (a page it cannot read is empty). PDFium is native code: it runs, as every
+    converter does, in the isolated converter process with its memory and time limits."""
+    try:
+        import pypdfium2
+    except ImportError:
+        return None
+    try:
+        document = pypdfium2.PdfDocument(data, password="")
+    except Exception:  # noqa: BLE001 - PDFium cannot open it either
+        return None
+    try:
+        if len(document) > max_pages:
+            raise ConversionError(f"has {len(document):,} pages (limit {max_pages:,})", "split it", field="limits")
+        pages: list[str] = []
+        for number in range(1, len(document) + 1):
+            deadline.check(f"page {number}")
+            try:
+                page = document[number - 1]
+                text = page.get_textpage().get_text_range()
+            except Exception:  # noqa: BLE001 - one damaged page: empty, the others still read
+                text = ""
+            pages.append(text.replace("\r\n", "\n").replace("\r", "\n"))
+        return pages
+    finally:
+        document.close()
 
 
 #: A line is a running header/footer when it is among the first or last ``_EDGE_LINES``
@@ -448,7 +630,8 @@ def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
     A running line is one of the first or last ``_EDGE_LINES`` lines of at least half the
     pages with text (and of ``_RUNNING_MIN_PAGES``), the same text each time; the very
-    first or last line may differ in its numbers (a page number: ``Page 3 of 10``)."""
+    first or last line may differ in its numbers (a page number: ``Page 3 of 10``). When
+    they are all the text the document has (the same short page, repeated), none is removed."""
     with_text = [p for p in pages if p.strip()]
     if len(with_text) < _RUNNING_MIN_PAGES:
         return pages, ()
@@ -485,6 +668,8 @@ def strip_running_lines(pages: list[str]) -> tuple[list[str], tuple[str, ...]]:
             if lines and is_running(lines[-1], i == 0):
                 removed.setdefault(" ".join(lines.pop().split()))
         out.append("\n".join(lines).strip())
+    if not any(text for text in out):  # the repeated lines are all the text there is: content, kept
+        return pages, ()
     return out, tuple(list(removed)[:200])
 
 
@@ -601,8 +786,6 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     ``pdfx:MSIP_Label_<id>_Name``…). Read with defusedxml; a packet it refuses is an error."""
     from pypdf.generic import IndirectObject
 
-    from ragspine_index.converters.markings import parse_part
-
     try:
         root_obj = reader.trailer["/Root"]
         catalog: Any = root_obj.get_object() if isinstance(root_obj, IndirectObject) else root_obj
@@ -613,7 +796,17 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
     except Exception as exc:  # noqa: BLE001 - a damaged metadata stream cannot be checked
         raise ConversionError(f"its XMP metadata stream cannot be read ({type(exc).__name__})",
                               "re-export it from its source application", field="sensitivity") from exc
-    root = parse_part(raw, "XMP metadata")
+    return _xmp_parse(raw)
+
+
+def _xmp_parse(raw: bytes) -> tuple[tuple[str, str], ...]:
+    """The properties of an XMP packet (:func:`_xmp_properties`)."""
+    from ragspine_index.converters.markings import XMP_PACKET, parse_part
+
+    # The <?xpacket?> wrapper holds no property; its begin="" is meant to hold a byte-order mark,
+    # which some writers damage (AcroForm_TEST.pdf: EF BB 3F, not UTF-8), so it is dropped before
+    # parsing. What is inside is parsed by defusedxml (entities refused), and fails closed.
+    root = parse_part(_XPACKET.sub(b"", raw), XMP_PACKET)
     out: list[tuple[str, str]] = []
     stack = [(root, "")]
     while stack:
@@ -639,3 +832,4 @@ def _xmp_properties(reader) -> tuple[tuple[str, str], ...]:
 
 
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+_XPACKET = re.compile(rb"<\?xpacket\b[^>]{0,300}\?>")

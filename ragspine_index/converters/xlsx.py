@@ -29,6 +29,10 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
     try:
         workbook = openpyxl.load_workbook(BytesIO(data), read_only=True, data_only=True, keep_links=False)
     except Exception as exc:  # noqa: BLE001 - openpyxl raises many types for a damaged package
+        if _refused_xml(exc):  # openpyxl parses with defusedxml: an entity declaration is refused
+            raise ConversionError(f"declares XML entities in a part ({_refused_xml(exc)}: an entity-expansion "
+                                  "'XML bomb'?), refused, never expanded",
+                                  "re-save it from Excel (Excel never writes entity declarations)") from exc
         raise ConversionError(f"cannot be read as XLSX ({type(exc).__name__}; damaged, or not a workbook?)",
                               "re-save it from Excel as .xlsx") from exc
     out = TextBuilder(limits)
@@ -54,6 +58,18 @@ def convert_xlsx(data: bytes, limits: ConversionLimits) -> Converted:
     props = package_properties(data)
     return Converted(text=out.text(), regions=tuple(out.regions), properties=props,
                      marking_lines=xlsx_marking_lines(data), title=next((v for k, v in props if k == "title"), ""))
+
+
+def _refused_xml(exc: BaseException) -> str:
+    """The name of the defusedxml refusal behind ``exc`` (openpyxl wraps it in a ValueError), or ""."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if type(seen).__module__.startswith("defusedxml"):
+            return type(seen).__name__
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 def _add_sheet(out: TextBuilder, name: str, rows: list[tuple[int, list[str]]]) -> None:

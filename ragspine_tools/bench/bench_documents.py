@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ragspine_core.text.normalize import unnormalized_count
+from ragspine_index.converters.pdf import NO_TEXT  # how a problem starts when OCR found pictures without text
 
 _WORD = re.compile(r"\w+")
 _TEXT_SUFFIXES = (".md", ".markdown", ".txt")
@@ -80,7 +81,12 @@ class FormatSummary:
     left_in_text: int = 0
     in_reference: int = 0
     nothing_to_publish: int = 0
+    #: Of those: PDFs OCR found pictures without text in (``pdf.NO_TEXT``), and encrypted files.
+    pictures_without_text: int = 0
+    need_password: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Every errored file that is not nothing-to-publish, one located line each.
+    failed: list[str] = field(default_factory=list)
 
 
 def words(text: str) -> set[str]:
@@ -249,6 +255,10 @@ def summarize(results: list[FileResult]) -> list[FormatSummary]:
         s.left_in_text += r.left_in_text
         s.in_reference += r.in_reference
         s.nothing_to_publish += r.status == "errored" and r.field in NOTHING_TO_PUBLISH
+        s.pictures_without_text += r.status == "errored" and r.field == "body" and r.problem.startswith(NO_TEXT)
+        s.need_password += r.status == "errored" and r.field == "encrypted"
+        if r.status == "errored" and r.field not in NOTHING_TO_PUBLISH:
+            s.failed.append(f"{r.path}: {r.problem}")
         if r.problem and len(s.problems) < 5:
             s.problems.append(f"{r.path}: {r.problem}")
     for s in by.values():
@@ -279,9 +289,15 @@ def markdown(summary: list[FormatSummary], root: str) -> str:
         lines += ["", f"published {published} of {total} files of supported types ({published / total:.1%})"]
         nothing = sum(s.nothing_to_publish for s in summary)
         if nothing and total > nothing:
+            pictures = sum(s.pictures_without_text for s in summary)
+            encrypted = sum(s.need_password for s in summary)
             lines += [f"published {published} of {total - nothing} files with something to publish "
-                      f"({published / (total - nothing):.1%}; {nothing} errored files have no text "
-                      "at all or need a password)"]
+                      f"({published / (total - nothing):.1%}; {nothing} errored files hold nothing to publish: "
+                      f"{nothing - pictures - encrypted} no text at all, {pictures} pictures without text "
+                      f"(each with OCR's evidence in its problem), {encrypted} need a password)"]
+    failed = [p for s in summary for p in s.failed]
+    if failed:
+        lines += ["", "not published, with something to publish:"] + [f"- {p}" for p in failed]
     problems = [p for s in summary for p in s.problems]
     if problems:
         lines += ["", "first problems per format:"] + [f"- {p}" for p in problems]

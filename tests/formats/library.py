@@ -102,6 +102,14 @@ def image_only_pdf() -> bytes:
     return out.getvalue()
 
 
+def _renders_and_reads() -> bool:
+    import importlib.util
+
+    from ragspine_index.converters import ocr
+
+    return ocr.available() and importlib.util.find_spec("pypdfium2") is not None
+
+
 def write_broken(root: Path) -> dict[str, str]:
     """One malformed file per format; returns relative path → a word its error names."""
     good_pdf = writers.write_pdf(REPORT)
@@ -109,7 +117,8 @@ def write_broken(root: Path) -> dict[str, str]:
     broken = {
         "broken/truncated.pdf": (good_pdf[: len(good_pdf) // 3], "PDF"),
         "broken/encrypted.pdf": (encrypted_pdf(), "encrypted"),
-        "broken/scanned.pdf": (image_only_pdf(), "no extractable text"),  # with or without OCR: no image
+        # a drawn rectangle: with OCR (and PDFium to render it) a picture without text, else no text layer
+        "broken/scanned.pdf": (image_only_pdf(), "pictures without text" if _renders_and_reads() else "no extractable text"),
         "broken/bomb.docx": (zip_bomb(), "zip bomb"),
         "broken/truncated.docx": (docx[: len(docx) // 2], "DOCX"),
         "broken/not-a-deck.pptx": (b"this is not a zip package", "PPTX"),

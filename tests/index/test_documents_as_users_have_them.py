@@ -233,7 +233,7 @@ def test_pdfs_with_an_empty_password_open_and_damaged_ones_fall_back_to_pdfminer
     for doc_id in docs:
         assert "harbour crane order was signed in May" in docs[doc_id].body
         assert any(c.doc_id == doc_id and c.locator.startswith(f"{doc_id}.pdf#page=1") for c in chunks)
-    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@6 pypdf ")
+    assert dict(docs["damaged"].extra)["converter"].startswith("pdf@7 pypdf ")
     assert "; pdfminer.six " in dict(docs["damaged"].extra)["converter"]
     assert "every page (pypdf found no pages)" in dict(docs["damaged"].extra)["converter"]
     assert "pdfminer" not in dict(docs["rc4"].extra)["converter"]

@@ -38,8 +38,11 @@ def test_word_97_documents_with_tables_properties_and_header_markings(tmp_path):
     assert memo.title == "Harbour crane memo" and memo.sensitivity != "RESTRICTED"
     assert "| Site | Staff |\n|---|---|\n| Rotterdam | 41 |\n| Gdansk | 17 |" in memo.body
     cited = chunk_with(chunks["memo"], "gantry crane order")
-    assert cited.locator.startswith("memo.doc#chars=")
+    assert cited.locator.startswith("memo.doc#anchor=harbour-crane-memo&chars=")  # its heading section
     assert memo.body[cited.start:cited.end] == cited.text
+    # Word's Heading 1/2 paragraphs (antiword's DocBook titles) are Markdown headings
+    assert memo.body.startswith("# Harbour crane memo\n\nThe gantry crane order") and "\n\n## Risks\n\n" in memo.body
+    assert chunk_with(chunks["memo"], "Steel prices").location == {"anchor": "risks"}
     assert "antiword" in dict(memo.extra)["converter"]
     # a marking in the keywords property, and one only in the page header (not indexed)
     assert docs["minutes"].sensitivity == "RESTRICTED"

@@ -262,8 +262,8 @@ def test_converter_versions_are_part_of_the_code_versions():
     from ragspine_assets.assets import chunks, documents
 
     # what Dagster compares to show an asset unsynced: a converter version change changes both
-    assert "pdf@6" in next(iter(documents.code_versions_by_key.values()))
-    assert "pdf@6" in next(iter(chunks.code_versions_by_key.values()))
+    assert "pdf@7" in next(iter(documents.code_versions_by_key.values()))
+    assert "pdf@7" in next(iter(chunks.code_versions_by_key.values()))
 
 
 def test_a_failing_converted_file_withdraws_its_previous_chunks(tmp_path):

@@ -44,4 +44,25 @@ def test_bench_documents_reports_each_format(tmp_path):
     table = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "bench", "--documents", str(docs)],
                            capture_output=True, text=True, timeout=300, env=python_env())
     assert "| pdf | 2 | 1 | 1 | 0 |" in table.stdout and "published 2 of 4 files of supported types" in table.stdout
-    assert "published 2 of 3 files with something to publish (66.7%; 1 errored files have no text" in table.stdout
+    assert ("published 2 of 3 files with something to publish (66.7%; 1 errored files hold nothing to publish: "
+            "1 no text at all, 0 pictures without text") in table.stdout
+    assert "not published, with something to publish:\n- broken.pdf: " in table.stdout
+
+
+def test_the_bar_counts_pictures_without_text_and_passwords_apart_and_lists_each_failure():
+    from ragspine_index.converters.pdf import NO_TEXT
+    from ragspine_tools.bench.bench_documents import FileResult, markdown, summarize
+
+    rows = [FileResult("a.pdf", "pdf", "published"), FileResult("b.pdf", "pdf", "published"),
+            FileResult("chart.pdf", "pdf", "errored", problem=f"{NO_TEXT}: none of its 1 page(s) ...", field="body"),
+            FileResult("lock.pdf", "pdf", "errored", problem="is encrypted", field="encrypted"),
+            FileResult("empty.docx", "docx", "errored", problem="has no text", field="body"),
+            FileResult("scan.pdf", "pdf", "errored", problem="has no extractable text ... OCR read none", field="ocr"),
+            FileResult("fuzz.docx", "docx", "errored", problem="is not a valid DOCX file", field="content")]
+    table = markdown(summarize(rows), "docs")
+    assert "published 2 of 7 files of supported types" in table
+    assert ("published 2 of 4 files with something to publish (50.0%; 3 errored files hold nothing to publish: "
+            "1 no text at all, 1 pictures without text (each with OCR's evidence in its problem), 1 need a password)"
+            ) in table
+    assert table.split("not published, with something to publish:\n")[1].split("\n\n")[0].splitlines() == [
+        "- fuzz.docx: is not a valid DOCX file", "- scan.pdf: has no extractable text ... OCR read none"]
