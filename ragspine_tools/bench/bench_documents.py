@@ -119,9 +119,12 @@ class _AllText(html.parser.HTMLParser):
             self.parts.append(data)
 
 
-def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, skip_shared: bool = False) -> str:
+def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, skip_shared: bool = False,
+              mixed: bool = False) -> str:
     """The text of the ``tags`` elements in the package's ``members``; ``skip_shared``: not the
-    ``<v>`` of a shared-string cell (``t="s"``: its value is an index into the shared strings)."""
+    ``<v>`` of a shared-string cell (``t="s"``: its value is an index into the shared strings);
+    ``mixed``: the elements hold mixed content (ODF's ``<text:p>``: text, ``<text:s/>``,
+    ``<text:tab/>``, spans and the text after each), so all of it is taken, tails included."""
     from defusedxml.ElementTree import fromstring
 
     out: list[str] = []
@@ -136,8 +139,22 @@ def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, ski
                         out.extend((v.text or "") + " " for v in el if v.tag.rsplit("}", 1)[-1] in tags) \
                             if el.tag.rsplit("}", 1)[-1] == "c" else []
                     elif el.tag.rsplit("}", 1)[-1] in tags:
-                        out.append((el.text or "") + " ")
+                        out.append((_mixed_text(el) if mixed else (el.text or "")) + " ")
     return "".join(out)
+
+
+#: ODF's empty elements that stand for white space (a run of spaces, a tab, a line break)
+_ODF_SPACES = ("s", "tab", "line-break")
+
+
+def _mixed_text(el) -> str:
+    """All the text of a mixed-content element, its children's and their tails included, with
+    ODF's space elements read as a space."""
+    parts = [el.text or ""]
+    for child in el:
+        parts.append(" " if child.tag.rsplit("}", 1)[-1] in _ODF_SPACES else _mixed_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
 
 
 _LEGACY_REFERENCE = {".doc": ["catdoc", "-d", "utf-8", "-w"], ".xls": ["xls2csv", "-d", "utf-8"],
@@ -177,7 +194,7 @@ def reference_text(data: bytes, suffix: str) -> str | None:
             return (_xml_text(data, [r"xl/sharedStrings\.xml", r"xl/worksheets/sheet\d+\.xml"], ("t",))
                     + _xml_text(data, [r"xl/worksheets/sheet\d+\.xml"], ("v",), skip_shared=True))
         if suffix in (".odt", ".ods", ".odp"):
-            return _xml_text(data, [r"content\.xml"], ("p", "h", "span", "a"))
+            return _xml_text(data, [r"content\.xml"], ("p", "h"), mixed=True)
         if suffix in (".html", ".htm"):
             parser = _AllText()
             parser.feed(data.decode("utf-8", "replace"))

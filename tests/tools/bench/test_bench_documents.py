@@ -66,3 +66,25 @@ def test_the_bar_counts_pictures_without_text_and_passwords_apart_and_lists_each
             ) in table
     assert table.split("not published, with something to publish:\n")[1].split("\n\n")[0].splitlines() == [
         "- fuzz.docx: is not a valid DOCX file", "- scan.pdf: has no extractable text ... OCR read none"]
+
+
+def test_odf_reference_reads_mixed_content_with_tails_and_space_elements():
+    """ODF paragraphs hold mixed content: the reference must keep the text after a span or a
+    ``<text:tab/>`` (it read ``t`` for "the quick" and "withtabs" for "with<tab/>tabs")."""
+    import io
+    import zipfile
+
+    from ragspine_tools.bench.bench_documents import reference_text, words
+
+    ns = 'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+    content = (f'<?xml version="1.0"?><office:document-content {ns} '
+               'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"><office:body><office:text>'
+               '<text:p>t<text:span>he</text:span> quick<text:s text:c="3"/>brown</text:p>'
+               '<text:h>with<text:tab/>tabs<text:line-break/>and more</text:h>'
+               '</office:text></office:body></office:document-content>')
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("content.xml", content)
+    got = words(reference_text(buf.getvalue(), ".odt") or "")
+    assert {"the", "quick", "brown", "with", "tabs", "and", "more"} <= got
+    assert "withtabs" not in got and "t" not in got
