@@ -100,6 +100,11 @@ def recall(reference: str, got: str) -> float | None:
     return len(want & words(got)) / len(want)
 
 
+#: elements that end a word; inline ones (``<b>t</b>he``) do not
+_HTML_BREAKS = frozenset({"p", "div", "br", "li", "td", "th", "tr", "table", "ul", "ol", "dl", "dt", "dd", "h1", "h2",
+                          "h3", "h4", "h5", "h6", "section", "article", "title", "hr", "blockquote", "pre"})
+
+
 class _AllText(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -109,10 +114,14 @@ class _AllText(html.parser.HTMLParser):
     def handle_starttag(self, tag, attrs) -> None:
         if tag in ("script", "style", "head", "nav", "header", "footer", "aside"):
             self._skip += 1
+        if tag in _HTML_BREAKS:
+            self.parts.append(" ")
 
     def handle_endtag(self, tag) -> None:
         if tag in ("script", "style", "head", "nav", "header", "footer", "aside"):
             self._skip = max(0, self._skip - 1)
+        if tag in _HTML_BREAKS:
+            self.parts.append(" ")
 
     def handle_data(self, data) -> None:
         if not self._skip:
@@ -141,6 +150,63 @@ def _xml_text(data: bytes, members: Sequence[str], tags: tuple[str, ...], *, ski
                     elif el.tag.rsplit("}", 1)[-1] in tags:
                         out.append((_mixed_text(el) if mixed else (el.text or "")) + " ")
     return "".join(out)
+
+
+def _html_text(markup: str) -> str:
+    parser = _AllText()
+    parser.feed(markup)
+    return "".join(parser.parts)
+
+
+def _eml_text(data: bytes) -> str:
+    """Subject and body parts (not attachments) by the standard library's compat32 parser,
+    each part decoded by its own charset — a path the converter (``email.policy.default``,
+    ``get_content``) does not take."""
+    import email
+    import email.policy
+
+    message = email.message_from_bytes(data, policy=email.policy.compat32)
+    out = [str(message.get("Subject") or "")]
+    for part in message.walk():
+        if part.is_multipart() or (part.get("Content-Disposition") or "").lower().startswith("attachment"):
+            continue
+        payload = part.get_payload(decode=True) or b""
+        text = payload.decode(part.get_content_charset() or "utf-8", "replace")
+        if part.get_content_type() == "text/plain":
+            out.append(text)
+        elif part.get_content_type() == "text/html":
+            out.append(_html_text(text))
+    return " ".join(out)
+
+
+def _msg_text(data: bytes) -> str | None:
+    """Subject and body of an Outlook message read with olefile from the MAPI property
+    streams at the root (``0037`` subject, ``1000`` body; ``001F`` UTF-16, ``001E`` 8-bit),
+    not the converter's own compound-file reader."""
+    import olefile
+
+    ole = olefile.OleFileIO(BytesIO(data))
+    try:
+        out = []
+        for prop in ("0037", "1000"):
+            for kind, codec in (("001F", "utf-16-le"), ("001E", "cp1252")):
+                name = f"__substg1.0_{prop}{kind}"
+                if ole.exists(name):
+                    out.append(ole.openstream(name).read().decode(codec, "replace"))
+                    break
+        return " ".join(out) or None
+    finally:
+        ole.close()
+
+
+def _epub_text(data: bytes) -> str:
+    """The text of every XHTML/HTML item of the EPUB's zip, in name order."""
+    out = []
+    with zipfile.ZipFile(BytesIO(data)) as archive:
+        for name in sorted(archive.namelist()):
+            if name.lower().endswith((".xhtml", ".html", ".htm")):
+                out.append(_html_text(archive.read(name).decode("utf-8", "replace")))
+    return " ".join(out)
 
 
 #: ODF's empty elements that stand for white space (a run of spaces, a tab, a line break)
@@ -196,9 +262,16 @@ def reference_text(data: bytes, suffix: str) -> str | None:
         if suffix in (".odt", ".ods", ".odp"):
             return _xml_text(data, [r"content\.xml"], ("p", "h"), mixed=True)
         if suffix in (".html", ".htm"):
-            parser = _AllText()
-            parser.feed(data.decode("utf-8", "replace"))
-            return " ".join(parser.parts)
+            return _html_text(data.decode("utf-8", "replace"))
+        if suffix == ".eml":
+            return _eml_text(data)
+        if suffix == ".msg":
+            return _msg_text(data)
+        if suffix == ".epub":
+            return _epub_text(data)
+        if suffix == ".rtf":  # Debian's unrtf (not striprtf, which the converter uses), as HTML
+            html_text = _program_text(["unrtf", "--html"], data, suffix)
+            return _html_text(html_text) if html_text else None
         if suffix in (".csv", *_TEXT_SUFFIXES):
             return data.decode("utf-8", "replace")
         if suffix in _LEGACY_REFERENCE:  # catdoc's tools: .doc bodies are antiword's, .xls xlrd's, .ppt records'

@@ -88,3 +88,24 @@ def test_odf_reference_reads_mixed_content_with_tails_and_space_elements():
     got = words(reference_text(buf.getvalue(), ".odt") or "")
     assert {"the", "quick", "brown", "with", "tabs", "and", "more"} <= got
     assert "withtabs" not in got and "t" not in got
+
+
+def test_mail_epub_and_inline_html_references():
+    """eml, EPUB and HTML have an independent reference; an inline element does not split a
+    word (``<b>t</b>he`` is "the") while a block element does."""
+    import io
+    import zipfile
+
+    from ragspine_tools.bench.bench_documents import reference_text, words
+
+    eml = (b"Subject: Harbour crane order\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=x\r\n\r\n"
+           b"--x\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nThe board signed in May.\r\n"
+           b"--x\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename=a.txt\r\n\r\nsecretword\r\n--x--\r\n")
+    got = words(reference_text(eml, ".eml") or "")
+    assert {"harbour", "crane", "order", "board", "signed", "may"} <= got and "secretword" not in got
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("OEBPS/ch1.xhtml", "<html><body><p><b>T</b>he crane</p><p>order</p></body></html>")
+        archive.writestr("OEBPS/style.css", "p { color: red }")
+    got = words(reference_text(buf.getvalue(), ".epub") or "")
+    assert {"the", "crane", "order"} <= got and "t" not in got and "craneorder" not in got and "color" not in got
