@@ -18,12 +18,15 @@ chunk it returns belongs to that snapshot (no answer mixes two snapshots); a req
 sent after the publish and answered before the rollback began was answered on the second
 snapshot and never returns the withdrawn document (a request sent before the rollback
 may be answered after it, on the first snapshot, rightly). Reported: queries/s and p50/p95/p99 latency per
-mode and client count, errors, the checks, and — after the load, in ``--rounds`` alternating
-rounds so that a shared machine's background load falls on both alike — the warm p50 of
-the same queries in-process (the same service object, one caller) and over HTTP (one client),
-twice: queries each path answered once before (both processes then hold their query
-vectors, as a warm service does for a repeated query), and queries new to both (each
-measured query with a tag of its own, so each path embeds it, as for a new question).
+mode and client count, errors, the checks, and — after the load, in ``--rounds`` rounds, each
+query asked by every path in turn so that a shared machine's background load falls on all
+alike — the warm p50 of the same queries in-process (the same service object, one caller)
+and over HTTP (one caller on a kept-alive connection: the standard library's ``http.client``,
+and ``httpx``), with their ratios, twice: **repeated** questions (every path answered them
+before: each process holds their query vectors, as a warm service does for a repeated
+question) and **new** ones (each measured query with a tag of its own per path, so each path
+embeds it, as for a new question). The 1-minute load average before and after is reported
+with them.
 
 Usage::
 
@@ -187,12 +190,54 @@ def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: s
             "withdrawn_served_on_first_snapshot": withdrawn_before, "answered_between_publish_and_rollback": between}
 
 
+class KeepAlive:
+    """A minimal HTTP/1.1 client on one kept-alive loopback connection (the standard library's
+    ``http.client``): what the service adds to a search, without a client library's own cost."""
+
+    def __init__(self, base: str, key: str) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base)
+        self._connect = lambda: http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self.conn = self._connect()
+
+    def search(self, body: dict[str, Any]) -> bytes:
+        data = json.dumps(body)
+        for attempt in (1, 2):
+            try:
+                self.conn.request("POST", "/v1/search", body=data, headers=self._headers)
+                r = self.conn.getresponse()
+                out = r.read()
+                break
+            except (ConnectionError, OSError) as exc:  # the server closed an idle keep-alive connection
+                self.conn.close()
+                self.conn = self._connect()
+                if attempt == 2:
+                    raise RuntimeError(f"POST /v1/search failed twice: {exc}") from None
+        if r.status != 200:
+            raise RuntimeError(f"POST /v1/search answered {r.status}: {out[:200]!r}")
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+#: the paths the latency comparison times, in the order each query visits them
+PATHS = ("in_process", "http", "httpx")
+
+
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
-           rounds: int) -> dict[str, tuple[float, float]]:
-    """``{"repeated": (in-process p50, HTTP p50), "new": (…)}`` in seconds: ``rounds`` alternating rounds
-    of ``n`` queries each way, one caller. ``repeated``: queries both paths answered once before
-    (each process then holds their query vectors); ``new``: each text asked for the first time on
-    both paths (the measured query plus a tag of its own, a token no index holds), so both embed it."""
+           rounds: int) -> dict[str, Any]:
+    """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
+    ``n`` (so a shared machine's load falls on all alike), one caller: ``in_process`` (the same
+    service object, in this process), ``http`` (:class:`KeepAlive`) and ``httpx`` (an ``httpx.Client``,
+    keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
+    holds their query vectors, and the service knows the search is quick); ``new``, each text asked
+    for the first time on every path (the query plus a tag of its own per path, a token no index
+    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, "load": [1-min load
+    average before, after]}``."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -201,28 +246,36 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     service = SearchService([library])
     service.warm([mode], ceilings=["INTERNAL"])
     measured = list(dict.fromkeys(queries[(r * n + i) % len(queries)] for r in range(rounds) for i in range(n)))
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
+    raw = KeepAlive(base, key)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-        # warm both paths on every measured query: each process keeps the query vectors it embedded
+        def ask(path: str, q: str) -> None:
+            body = {"query": q, "mode": mode, "top_k": 10}
+            if path == "in_process":
+                service.search(ANONYMOUS, q, mode=mode, top_k=10)
+            elif path == "http":
+                raw.search(body)
+            else:
+                client.post("/v1/search", json=body).raise_for_status()
+
+        # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
-            service.search(ANONYMOUS, q, mode=mode, top_k=10)
-            client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+            for path in PATHS:
+                ask(path, q)
         for kind in ("repeated", "new"):
-            local: list[float] = []
-            remote: list[float] = []
+            times: dict[str, list[float]] = {p: [] for p in PATHS}
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
-                    if kind == "new":
-                        q = f"{q} zq{r}x{i}qz"
-                    t0 = time.perf_counter()
-                    service.search(ANONYMOUS, q, mode=mode, top_k=10)
-                    local.append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
-                    remote.append(time.perf_counter() - t0)
-            out[kind] = (statistics.median(local), statistics.median(remote))
+                    for j, path in enumerate(PATHS):
+                        text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
+                        t0 = time.perf_counter()
+                        ask(path, text)
+                        times[path].append(time.perf_counter() - t0)
+            out[kind] = {p: statistics.median(t) for p, t in times.items()}
+    raw.close()
+    out["load"].append(round(os.getloadavg()[0], 2))
     return out
 
 
@@ -286,16 +339,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             default = "auto" if "auto" in modes else modes[0]
             ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
-    in_proc, http_p50_s = ratios["repeated"]
-    new_in, new_http = ratios["new"]
-    http_p50 = round(http_p50_s * 1000, 1)
+    def ms(x: float) -> float:
+        return round(x * 1000, 2)
+
+    def ratio(kind: str, path: str) -> float:
+        return round(ratios[kind][path] / ratios[kind]["in_process"], 2)
+
+    compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
+                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
+                      "httpx_over_in_process": ratio(kind, "httpx")} for kind in ("repeated", "new")}
+    rep = compare["repeated"]
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
-            "errors": sum(r["errors"] for r in rows),
-            "in_process_p50_ms": {default: round(in_proc * 1000, 1)}, "http_p50_ms": {default: http_p50},
-            "http_over_in_process": round(http_p50 / (in_proc * 1000), 2) if http_p50 else None,
-            "new_queries": {"in_process_p50_ms": round(new_in * 1000, 1), "http_p50_ms": round(new_http * 1000, 1),
-                            "http_over_in_process": round(new_http / new_in, 2) if new_in else None}}
+            "errors": sum(r["errors"] for r in rows), "ratio_mode": default, "ratio_rounds": args.rounds,
+            "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
+            "repeated_queries": compare["repeated"], "new_queries": compare["new"],
+            # the headline figures (repeated questions, the keep-alive stdlib client), as before
+            "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
+            "http_over_in_process": rep["http_over_in_process"]}
 
 
 def format_report(rep: dict[str, Any]) -> str:
@@ -313,13 +374,16 @@ def format_report(rep: dict[str, Any]) -> str:
                   f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
                   f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
                   f"{rep['errors']} errors"]
-    for mode, p50 in rep["in_process_p50_ms"].items():
-        lines.append(f"warm {mode} p50 (one caller, alternating rounds): in-process {p50} ms, HTTP {rep['http_p50_ms'][mode]} ms, "
-                     f"ratio {rep['http_over_in_process']} (queries both had answered before)")
-    fresh = rep.get("new_queries")
-    if fresh:
-        lines.append(f"warm {', '.join(rep['in_process_p50_ms'])} p50, queries new to both (each embeds them): in-process "
-                     f"{fresh['in_process_p50_ms']} ms, HTTP {fresh['http_p50_ms']} ms, ratio {fresh['http_over_in_process']}")
+    if "repeated_queries" in rep:
+        lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
+                      f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
+                      f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
+                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process |",
+                  "|---|---|---|---|---|---|"]
+        for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
+            c = rep[kind]
+            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
+                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} |")
     return "\n".join(lines)
 
 
