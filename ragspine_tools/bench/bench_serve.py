@@ -231,7 +231,8 @@ PATHS = ("in_process", "http", "httpx")
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
            rounds: int) -> dict[str, Any]:
     """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
-    ``n`` (so a shared machine's load falls on all alike), one caller: ``in_process`` (the same
+    ``n``, the order of the paths turning from query to query (so a shared machine's load, and the
+    warmth a path leaves behind, fall on all alike), one caller: ``in_process`` (the same
     service object, in this process), ``http`` (:class:`KeepAlive`) and ``httpx`` (an ``httpx.Client``,
     keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
     holds their query vectors, and the service knows the search is quick); ``new``, each text asked
@@ -268,7 +269,8 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
-                    for j, path in enumerate(PATHS):
+                    turn = (r * n + i) % len(PATHS)  # each path goes first, second and third equally often
+                    for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
                         text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
                         t0 = time.perf_counter()
                         ask(path, text)
