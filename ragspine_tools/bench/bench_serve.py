@@ -31,7 +31,7 @@ with them.
 Usage::
 
     ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
-                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--json] [--report PATH]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--json] [--report PATH]
 """
 
 from __future__ import annotations
@@ -203,7 +203,8 @@ class KeepAlive:
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.conn = self._connect()
 
-    def search(self, body: dict[str, Any]) -> bytes:
+    def search(self, body: dict[str, Any]) -> tuple[bytes, str]:
+        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header."""
         data = json.dumps(body)
         for attempt in (1, 2):
             try:
@@ -218,7 +219,7 @@ class KeepAlive:
                     raise RuntimeError(f"POST /v1/search failed twice: {exc}") from None
         if r.status != 200:
             raise RuntimeError(f"POST /v1/search answered {r.status}: {out[:200]!r}")
-        return out
+        return out, r.getheader("server-timing") or ""
 
     def close(self) -> None:
         self.conn.close()
@@ -237,8 +238,8 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
     holds their query vectors, and the service knows the search is quick); ``new``, each text asked
     for the first time on every path (the query plus a tag of its own per path, a token no index
-    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, "load": [1-min load
-    average before, after]}``."""
+    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches
+    the service ran on its event loop, HTTP searches), "load": [1-min load average before, after]}``."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -250,14 +251,19 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
     raw = KeepAlive(base, key)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-        def ask(path: str, q: str) -> None:
+        def ask(path: str, q: str) -> bool:
+            """Ask ``q`` by ``path``; whether the service searched on its event loop (Server-Timing)."""
             body = {"query": q, "mode": mode, "top_k": 10}
             if path == "in_process":
                 service.search(ANONYMOUS, q, mode=mode, top_k=10)
-            elif path == "http":
-                raw.search(body)
+                return False
+            if path == "http":
+                timing = raw.search(body)[1]
             else:
-                client.post("/v1/search", json=body).raise_for_status()
+                r = client.post("/v1/search", json=body)
+                r.raise_for_status()
+                timing = r.headers.get("server-timing", "")
+            return "desc=loop" in timing
 
         # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
@@ -266,6 +272,7 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                 ask(path, q)
         for kind in ("repeated", "new"):
             times: dict[str, list[float]] = {p: [] for p in PATHS}
+            on_loop = 0
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
@@ -273,9 +280,10 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                     for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
                         text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
                         t0 = time.perf_counter()
-                        ask(path, text)
+                        on_loop += ask(path, text)
                         times[path].append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
+            out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
     raw.close()
     out["load"].append(round(os.getloadavg()[0], 2))
     return out
@@ -302,8 +310,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows: list[dict[str, Any]] = []
         swaps: list[dict[str, Any]] = []
         checks_all: dict[str, int] = {}
+        inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
         with running("serve", [str(library), "--warm", ",".join(modes), "--workers", str(args.workers),
-                               "--max-top-k", "10", "--timeout", "60"], env=env, startup_s=600,
+                               "--max-top-k", "10", "--timeout", "60", *inline], env=env, startup_s=600,
                      log_path=os.path.join(tmp, "serve.log")) as base:
             for mode in modes:
                 for clients in levels:
@@ -349,11 +358,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
                       "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
-                      "httpx_over_in_process": ratio(kind, "httpx")} for kind in ("repeated", "new")}
+                      "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
+                      "http_searches": ratios[f"{kind}_on_loop"][1]} for kind in ("repeated", "new")}
     rep = compare["repeated"]
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
-            "errors": sum(r["errors"] for r in rows), "ratio_mode": default, "ratio_rounds": args.rounds,
+            "errors": sum(r["errors"] for r in rows), "inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
             "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
             "repeated_queries": compare["repeated"], "new_queries": compare["new"],
             # the headline figures (repeated questions, the keep-alive stdlib client), as before
@@ -363,7 +373,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def format_report(rep: dict[str, Any]) -> str:
     lines = [f"# ragspine bench --serve: {rep['library']}", "",
-             f"{rep['workers']} worker(s), {rep['requests_per_level']} requests per level; publish and rollback during each "
+             f"{rep['workers']} worker(s), {rep['requests_per_level']} requests per level"
+             + (f", --inline-ms {rep['inline_ms']:g}" if rep.get("inline_ms") is not None else "")
+             + "; publish and rollback during each "
              f"mode's largest level (withdrawn document: {rep['withdrawn']})", "",
              "| mode | clients | requests | errors | qps | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
     for r in rep["levels"]:
@@ -380,12 +392,12 @@ def format_report(rep: dict[str, Any]) -> str:
         lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
                       f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
                       f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
-                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process |",
-                  "|---|---|---|---|---|---|"]
+                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
+                  "| HTTP searches on the event loop |", "|---|---|---|---|---|---|---|"]
         for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
             c = rep[kind]
             lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
-                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} |")
+                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} |")
     return "\n".join(lines)
 
 
@@ -398,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--withdraw", default="investor-faq.md", help="the document file the second snapshot withdraws")
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds of the in-process / HTTP comparison (default 4)")
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
+    p.add_argument("--inline-ms", type=float, default=None,
+                   help="the service's --inline-ms (default: its own, 50; 0: every search in the worker pool)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)
