@@ -205,10 +205,12 @@ class KeepAlive:
 
     def search(self, body: dict[str, Any]) -> tuple[bytes, str]:
         """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header."""
-        data = json.dumps(body)
+        return self.call("POST", "/v1/search", json.dumps(body))
+
+    def call(self, method: str, path: str, data: str | None = None) -> tuple[bytes, str]:
         for attempt in (1, 2):
             try:
-                self.conn.request("POST", "/v1/search", body=data, headers=self._headers)
+                self.conn.request(method, path, body=data, headers=self._headers)
                 r = self.conn.getresponse()
                 out = r.read()
                 break
@@ -216,9 +218,9 @@ class KeepAlive:
                 self.conn.close()
                 self.conn = self._connect()
                 if attempt == 2:
-                    raise RuntimeError(f"POST /v1/search failed twice: {exc}") from None
+                    raise RuntimeError(f"{method} {path} failed twice: {exc}") from None
         if r.status != 200:
-            raise RuntimeError(f"POST /v1/search answered {r.status}: {out[:200]!r}")
+            raise RuntimeError(f"{method} {path} answered {r.status}: {out[:200]!r}")
         return out, r.getheader("server-timing") or ""
 
     def close(self) -> None:
@@ -273,6 +275,7 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
         for kind in ("repeated", "new"):
             times: dict[str, list[float]] = {p: [] for p in PATHS}
             on_loop = 0
+            floor: list[float] = []
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
@@ -282,8 +285,14 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                         t0 = time.perf_counter()
                         on_loop += ask(path, text)
                         times[path].append(time.perf_counter() - t0)
+                    if kind == "repeated":  # the floor of any call now: an empty request on the same connection
+                        t0 = time.perf_counter()
+                        raw.call("GET", "/healthz")
+                        floor.append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
             out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
+            if floor:
+                out["healthz"] = statistics.median(floor)
     raw.close()
     out["load"].append(round(os.getloadavg()[0], 2))
     return out
@@ -365,6 +374,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
             "errors": sum(r["errors"] for r in rows), "inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
             "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
+            "healthz_p50_ms": ms(ratios["healthz"]),
             "repeated_queries": compare["repeated"], "new_queries": compare["new"],
             # the headline figures (repeated questions, the keep-alive stdlib client), as before
             "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
@@ -394,6 +404,9 @@ def format_report(rep: dict[str, Any]) -> str:
                       f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
                   "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
                   "| HTTP searches on the event loop |", "|---|---|---|---|---|---|---|"]
+        lines.insert(len(lines) - 2, f"(an empty `GET /healthz` on the same kept-alive connection, timed between them: "
+                                     f"p50 {rep['healthz_p50_ms']} ms — the floor of any HTTP call on this machine now)")
+        lines.insert(len(lines) - 2, "")
         for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
             c = rep[kind]
             lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "

@@ -124,6 +124,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
     app = FastAPI(title="RAGSpine", version="1", description="Cited, RESTRICTED-free search over published RAGSpine libraries.")
     limiter = anyio.CapacityLimiter(threads)
     costs = RecentCosts(quick_s=inline_below_s)
+    searching = [0]  # search requests this worker is answering now (touched on the event loop only)
     worker = str(os.getpid())  # this worker process (the app is built in it: uvicorn's factory)
 
     def caller_of(request: Request) -> Caller:
@@ -136,6 +137,13 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
     @app.post("/v1/search", summary="search published libraries; cited snippets as `ragspine query --json`",
               response_model=None, responses=SEARCH_RESPONSES, openapi_extra=SEARCH_REQUEST)
     async def search(request: Request) -> Response:
+        searching[0] += 1
+        try:
+            return await parse_and_answer(request)
+        finally:
+            searching[0] -= 1
+
+    async def parse_and_answer(request: Request) -> Response:
         t0 = time.perf_counter()
         # the body: read (bounded even without a Content-Length) and validated in one pass by
         # pydantic-core, instead of FastAPI's parse, dependency solving and re-validation
@@ -160,10 +168,14 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
                 return found
 
             timing: dict[str, float] = {}
-            # the same request (caller, body, snapshots) answered quickly before: run it here, on the
-            # event loop, sparing the two thread hand-offs; anything else in the pool, under the timeout
+            # the same request (caller, body, snapshots) answered quickly before, and no other search
+            # in this worker: run it here, on the event loop, sparing the two thread hand-offs; anything
+            # else in the pool, under the timeout (concurrent searches overlap there)
             seen = (caller, tuple(service.snapshot_ids().items()), hashlib.blake2b(raw, digest_size=16).digest())
-            where = "loop" if costs.quick(seen) else "pool"
+            where = "pool"
+            if costs.quick(seen):
+                await anyio.sleep(0)  # one turn of the loop: requests already received reach their handler
+                where = "loop" if searching == [1] else "pool"
             if where == "loop":
                 out = run()
             else:
@@ -180,8 +192,11 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         except Exception as exc:  # never a traceback or a chunk's text in the answer
             log.error("search failed: %s", type(exc).__name__)
             return fail("search", 500, "internal", f"internal error ({type(exc).__name__}); see the service log", t0)
-        # encoded once (orjson, plain dicts and lists), not validated against SearchResponse at run time
-        content = encode(out)
+        try:  # encoded once (orjson, plain dicts and lists), not validated against SearchResponse at run time
+            content = encode(out)
+        except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold (the type only, never the value)
+            log.error("search answer not encodable: %s", type(exc).__name__)
+            return fail("search", 500, "internal", "internal error (an answer that cannot be encoded); see the service log", t0)
         metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
         # Server-Timing: the search itself (where it ran: the event loop or the worker pool), and the
         # whole request inside the service

@@ -247,3 +247,29 @@ def test_recent_costs_are_bounded_and_only_quick_searches_qualify():
     assert costs.quick(("a",)) and not costs.quick(("b",))
     costs.record(("c",), 0.01)  # evicts the least recently recorded, ("a",)
     assert not costs.quick(("a",)) and costs.quick(("c",))
+
+
+def test_concurrent_quick_requests_stay_in_the_pool(served):
+    """Only a lone request runs on the event loop: two identical quick ones at once both go to the
+    pool (where they overlap), and each answer is the same."""
+    import asyncio
+
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import KeyStore
+    from ragspine_tools.serve.app import create_app
+    from ragspine_tools.serve.service import SearchService
+
+    app = create_app(SearchService([served.library], settings=Settings.from_env({})), KeyStore({}), inline_below_s=1.0)
+    body = {"query": QUERY, "mode": "bm25", "top_k": 5}
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60) as client:
+            first = await client.post("/v1/search", json=body)
+            lone = await client.post("/v1/search", json=body)
+            pair = await asyncio.gather(client.post("/v1/search", json=body), client.post("/v1/search", json=body))
+            return first, lone, pair
+
+    first, lone, pair = asyncio.run(go())
+    assert (_where(first), _where(lone)) == ("pool", "loop")
+    assert [_where(r) for r in pair] == ["pool", "pool"]
+    assert all(r.json()["results"] == first.json()["results"] for r in (lone, *pair))
