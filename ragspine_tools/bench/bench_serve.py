@@ -190,6 +190,15 @@ def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: s
             "withdrawn_served_on_first_snapshot": withdrawn_before, "answered_between_publish_and_rollback": between}
 
 
+def _timing(header: str, name: str) -> float:
+    """The ``dur`` (ms) of metric ``name`` in a ``Server-Timing`` header (nan when absent)."""
+    for part in header.split(","):
+        fields = part.strip().split(";")
+        if fields[0] == name:
+            return next((float(f[4:]) for f in fields[1:] if f.startswith("dur=")), float("nan"))
+    return float("nan")
+
+
 class KeepAlive:
     """A minimal HTTP/1.1 client on one kept-alive loopback connection (the standard library's
     ``http.client``): what the service adds to a search, without a client library's own cost."""
@@ -261,12 +270,15 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                 return False
             if path == "http":
                 timing = raw.search(body)[1]
+                inside[0].append(_timing(timing, "search"))
+                inside[1].append(_timing(timing, "total"))
             else:
                 r = client.post("/v1/search", json=body)
                 r.raise_for_status()
                 timing = r.headers.get("server-timing", "")
             return "desc=loop" in timing
 
+        inside: tuple[list[float], list[float]] = ([], [])
         # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
@@ -276,6 +288,7 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
             times: dict[str, list[float]] = {p: [] for p in PATHS}
             on_loop = 0
             floor: list[float] = []
+            inside = ([], [])  # the service's own search;dur and total;dur (ms) of the http path
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
@@ -291,6 +304,7 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                         floor.append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
             out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
+            out[f"{kind}_inside"] = tuple(statistics.median(x) if x else None for x in inside)
             if floor:
                 out["healthz"] = statistics.median(floor)
     raw.close()
@@ -368,7 +382,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
                       "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
                       "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
-                      "http_searches": ratios[f"{kind}_on_loop"][1]} for kind in ("repeated", "new")}
+                      "http_searches": ratios[f"{kind}_on_loop"][1],
+                      # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
+                      "service_search_p50_ms": round(ratios[f"{kind}_inside"][0], 2),
+                      "service_request_p50_ms": round(ratios[f"{kind}_inside"][1], 2)} for kind in ("repeated", "new")}
     rep = compare["repeated"]
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
@@ -403,14 +420,15 @@ def format_report(rep: dict[str, Any]) -> str:
                       f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
                       f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
                   "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
-                  "| HTTP searches on the event loop |", "|---|---|---|---|---|---|---|"]
+                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|"]
         lines.insert(len(lines) - 2, f"(an empty `GET /healthz` on the same kept-alive connection, timed between them: "
                                      f"p50 {rep['healthz_p50_ms']} ms — the floor of any HTTP call on this machine now)")
         lines.insert(len(lines) - 2, "")
         for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
             c = rep[kind]
             lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
-                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} |")
+                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} | "
+                         f"{c['service_search_p50_ms']} / {c['service_request_p50_ms']} |")
     return "\n".join(lines)
 
 
@@ -424,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds of the in-process / HTTP comparison (default 4)")
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
     p.add_argument("--inline-ms", type=float, default=None,
-                   help="the service's --inline-ms (default: its own, 50; 0: every search in the worker pool)")
+                   help="the service's --inline-ms (default: its own, 0: every search in the worker pool)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)

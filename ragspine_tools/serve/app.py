@@ -38,10 +38,11 @@ CONFIG_ENV = "RAGSPINE_SERVE_CONFIG"
 MAX_BODY_BYTES = 64 * 1024
 #: which worker process answered (``--workers N``): its process id, on every search and health answer
 WORKER_HEADER = "X-Ragspine-Worker"
-#: a search that used less than this CPU time (seconds, its thread's) the last time this worker answered
-#: the same request runs on the event loop instead of the worker pool (a repeated question: its query
-#: vectors are held). CPU time, not wall time: a loaded machine's waits do not move the decision
-INLINE_BELOW_S = 0.05
+#: with ``--inline-ms``: a lone request whose identical predecessor's search used less than this CPU time
+#: (seconds, its thread's) runs on the event loop instead of the worker pool (a repeated question: its
+#: query vectors are held). CPU time, not wall time: a loaded machine's waits do not move the decision.
+#: Off (0) by default: on the shared development machine it did not move the wall-time p50 (docs/serving.md)
+INLINE_BELOW_S = 0.0
 log = logging.getLogger("ragspine.serve")
 
 
