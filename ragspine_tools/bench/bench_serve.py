@@ -18,17 +18,20 @@ chunk it returns belongs to that snapshot (no answer mixes two snapshots); a req
 sent after the publish and answered before the rollback began was answered on the second
 snapshot and never returns the withdrawn document (a request sent before the rollback
 may be answered after it, on the first snapshot, rightly). Reported: queries/s and p50/p95/p99 latency per
-mode and client count, errors, the checks, and — after the load, in ``--rounds`` alternating
-rounds so that a shared machine's background load falls on both alike — the warm p50 of
-the same queries in-process (the same service object, one caller) and over HTTP (one client),
-twice: queries each path answered once before (both processes then hold their query
-vectors, as a warm service does for a repeated query), and queries new to both (each
-measured query with a tag of its own, so each path embeds it, as for a new question).
+mode and client count, errors, the checks, and — after the load, in ``--rounds`` rounds, each
+query asked by every path in turn so that a shared machine's background load falls on all
+alike — the warm p50 of the same queries in-process (the same service object, one caller)
+and over HTTP (one caller on a kept-alive connection: the standard library's ``http.client``,
+and ``httpx``), with their ratios, twice: **repeated** questions (every path answered them
+before: each process holds their query vectors, as a warm service does for a repeated
+question) and **new** ones (each measured query with a tag of its own per path, so each path
+embeds it, as for a new question). The 1-minute load average before and after is reported
+with them.
 
 Usage::
 
     ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
-                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--json] [--report PATH]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--json] [--report PATH]
 """
 
 from __future__ import annotations
@@ -187,12 +190,67 @@ def _check(checks: dict[str, Any], lib_id: str, old: str, new: str, withdrawn: s
             "withdrawn_served_on_first_snapshot": withdrawn_before, "answered_between_publish_and_rollback": between}
 
 
+def _timing(header: str, name: str) -> float:
+    """The ``dur`` (ms) of metric ``name`` in a ``Server-Timing`` header (nan when absent)."""
+    for part in header.split(","):
+        fields = part.strip().split(";")
+        if fields[0] == name:
+            return next((float(f[4:]) for f in fields[1:] if f.startswith("dur=")), float("nan"))
+    return float("nan")
+
+
+class KeepAlive:
+    """A minimal HTTP/1.1 client on one kept-alive loopback connection (the standard library's
+    ``http.client``): what the service adds to a search, without a client library's own cost."""
+
+    def __init__(self, base: str, key: str) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base)
+        self._connect = lambda: http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self.conn = self._connect()
+
+    def search(self, body: dict[str, Any]) -> tuple[bytes, str]:
+        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header."""
+        return self.call("POST", "/v1/search", json.dumps(body))
+
+    def call(self, method: str, path: str, data: str | None = None) -> tuple[bytes, str]:
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, body=data, headers=self._headers)
+                r = self.conn.getresponse()
+                out = r.read()
+                break
+            except (ConnectionError, OSError) as exc:  # the server closed an idle keep-alive connection
+                self.conn.close()
+                self.conn = self._connect()
+                if attempt == 2:
+                    raise RuntimeError(f"{method} {path} failed twice: {exc}") from None
+        if r.status != 200:
+            raise RuntimeError(f"{method} {path} answered {r.status}: {out[:200]!r}")
+        return out, r.getheader("server-timing") or ""
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+#: the paths the latency comparison times, in the order each query visits them
+PATHS = ("in_process", "http", "httpx")
+
+
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
-           rounds: int) -> dict[str, tuple[float, float]]:
-    """``{"repeated": (in-process p50, HTTP p50), "new": (…)}`` in seconds: ``rounds`` alternating rounds
-    of ``n`` queries each way, one caller. ``repeated``: queries both paths answered once before
-    (each process then holds their query vectors); ``new``: each text asked for the first time on
-    both paths (the measured query plus a tag of its own, a token no index holds), so both embed it."""
+           rounds: int) -> dict[str, Any]:
+    """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
+    ``n``, the order of the paths turning from query to query (so a shared machine's load, and the
+    warmth a path leaves behind, fall on all alike), one caller: ``in_process`` (the same
+    service object, in this process), ``http`` (:class:`KeepAlive`) and ``httpx`` (an ``httpx.Client``,
+    keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
+    holds their query vectors, and the service knows the search is quick); ``new``, each text asked
+    for the first time on every path (the query plus a tag of its own per path, a token no index
+    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches
+    the service ran on its event loop, HTTP searches), "load": [1-min load average before, after]}``."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -201,28 +259,56 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     service = SearchService([library])
     service.warm([mode], ceilings=["INTERNAL"])
     measured = list(dict.fromkeys(queries[(r * n + i) % len(queries)] for r in range(rounds) for i in range(n)))
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
+    raw = KeepAlive(base, key)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-        # warm both paths on every measured query: each process keeps the query vectors it embedded
+        def ask(path: str, q: str) -> bool:
+            """Ask ``q`` by ``path``; whether the service searched on its event loop (Server-Timing)."""
+            body = {"query": q, "mode": mode, "top_k": 10}
+            if path == "in_process":
+                service.search(ANONYMOUS, q, mode=mode, top_k=10)
+                return False
+            if path == "http":
+                timing = raw.search(body)[1]
+                inside[0].append(_timing(timing, "search"))
+                inside[1].append(_timing(timing, "total"))
+            else:
+                r = client.post("/v1/search", json=body)
+                r.raise_for_status()
+                timing = r.headers.get("server-timing", "")
+            return "desc=loop" in timing
+
+        inside: tuple[list[float], list[float]] = ([], [])
+        # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
-            service.search(ANONYMOUS, q, mode=mode, top_k=10)
-            client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
+            for path in PATHS:
+                ask(path, q)
         for kind in ("repeated", "new"):
-            local: list[float] = []
-            remote: list[float] = []
+            times: dict[str, list[float]] = {p: [] for p in PATHS}
+            on_loop = 0
+            floor: list[float] = []
+            inside = ([], [])  # the service's own search;dur and total;dur (ms) of the http path
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
-                    if kind == "new":
-                        q = f"{q} zq{r}x{i}qz"
-                    t0 = time.perf_counter()
-                    service.search(ANONYMOUS, q, mode=mode, top_k=10)
-                    local.append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    client.post("/v1/search", json={"query": q, "mode": mode, "top_k": 10}).raise_for_status()
-                    remote.append(time.perf_counter() - t0)
-            out[kind] = (statistics.median(local), statistics.median(remote))
+                    turn = (r * n + i) % len(PATHS)  # each path goes first, second and third equally often
+                    for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
+                        text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
+                        t0 = time.perf_counter()
+                        on_loop += ask(path, text)
+                        times[path].append(time.perf_counter() - t0)
+                    if kind == "repeated":  # the floor of any call now: an empty request on the same connection
+                        t0 = time.perf_counter()
+                        raw.call("GET", "/healthz")
+                        floor.append(time.perf_counter() - t0)
+            out[kind] = {p: statistics.median(t) for p, t in times.items()}
+            out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
+            out[f"{kind}_inside"] = tuple(statistics.median(x) if x else None for x in inside)
+            if floor:
+                out["healthz"] = statistics.median(floor)
+    raw.close()
+    out["load"].append(round(os.getloadavg()[0], 2))
     return out
 
 
@@ -247,8 +333,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows: list[dict[str, Any]] = []
         swaps: list[dict[str, Any]] = []
         checks_all: dict[str, int] = {}
+        inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
         with running("serve", [str(library), "--warm", ",".join(modes), "--workers", str(args.workers),
-                               "--max-top-k", "10", "--timeout", "60"], env=env, startup_s=600,
+                               "--max-top-k", "10", "--timeout", "60", *inline], env=env, startup_s=600,
                      log_path=os.path.join(tmp, "serve.log")) as base:
             for mode in modes:
                 for clients in levels:
@@ -286,21 +373,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             default = "auto" if "auto" in modes else modes[0]
             ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
-    in_proc, http_p50_s = ratios["repeated"]
-    new_in, new_http = ratios["new"]
-    http_p50 = round(http_p50_s * 1000, 1)
+    def ms(x: float) -> float:
+        return round(x * 1000, 2)
+
+    def ratio(kind: str, path: str) -> float:
+        return round(ratios[kind][path] / ratios[kind]["in_process"], 2)
+
+    compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
+                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
+                      "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
+                      "http_searches": ratios[f"{kind}_on_loop"][1],
+                      # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
+                      "service_search_p50_ms": round(ratios[f"{kind}_inside"][0], 2),
+                      "service_request_p50_ms": round(ratios[f"{kind}_inside"][1], 2)} for kind in ("repeated", "new")}
+    rep = compare["repeated"]
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
-            "errors": sum(r["errors"] for r in rows),
-            "in_process_p50_ms": {default: round(in_proc * 1000, 1)}, "http_p50_ms": {default: http_p50},
-            "http_over_in_process": round(http_p50 / (in_proc * 1000), 2) if http_p50 else None,
-            "new_queries": {"in_process_p50_ms": round(new_in * 1000, 1), "http_p50_ms": round(new_http * 1000, 1),
-                            "http_over_in_process": round(new_http / new_in, 2) if new_in else None}}
+            "errors": sum(r["errors"] for r in rows), "inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
+            "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
+            "healthz_p50_ms": ms(ratios["healthz"]),
+            "repeated_queries": compare["repeated"], "new_queries": compare["new"],
+            # the headline figures (repeated questions, the keep-alive stdlib client), as before
+            "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
+            "http_over_in_process": rep["http_over_in_process"]}
 
 
 def format_report(rep: dict[str, Any]) -> str:
     lines = [f"# ragspine bench --serve: {rep['library']}", "",
-             f"{rep['workers']} worker(s), {rep['requests_per_level']} requests per level; publish and rollback during each "
+             f"{rep['workers']} worker(s), {rep['requests_per_level']} requests per level"
+             + (f", --inline-ms {rep['inline_ms']:g}" if rep.get("inline_ms") is not None else "")
+             + "; publish and rollback during each "
              f"mode's largest level (withdrawn document: {rep['withdrawn']})", "",
              "| mode | clients | requests | errors | qps | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
     for r in rep["levels"]:
@@ -313,13 +415,20 @@ def format_report(rep: dict[str, Any]) -> str:
                   f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
                   f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
                   f"{rep['errors']} errors"]
-    for mode, p50 in rep["in_process_p50_ms"].items():
-        lines.append(f"warm {mode} p50 (one caller, alternating rounds): in-process {p50} ms, HTTP {rep['http_p50_ms'][mode]} ms, "
-                     f"ratio {rep['http_over_in_process']} (queries both had answered before)")
-    fresh = rep.get("new_queries")
-    if fresh:
-        lines.append(f"warm {', '.join(rep['in_process_p50_ms'])} p50, queries new to both (each embeds them): in-process "
-                     f"{fresh['in_process_p50_ms']} ms, HTTP {fresh['http_p50_ms']} ms, ratio {fresh['http_over_in_process']}")
+    if "repeated_queries" in rep:
+        lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
+                      f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
+                      f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
+                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
+                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|"]
+        lines.insert(len(lines) - 2, f"(an empty `GET /healthz` on the same kept-alive connection, timed between them: "
+                                     f"p50 {rep['healthz_p50_ms']} ms — the floor of any HTTP call on this machine now)")
+        lines.insert(len(lines) - 2, "")
+        for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
+            c = rep[kind]
+            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
+                         f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} | "
+                         f"{c['service_search_p50_ms']} / {c['service_request_p50_ms']} |")
     return "\n".join(lines)
 
 
@@ -332,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--withdraw", default="investor-faq.md", help="the document file the second snapshot withdraws")
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds of the in-process / HTTP comparison (default 4)")
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
+    p.add_argument("--inline-ms", type=float, default=None,
+                   help="the service's --inline-ms (default: its own, 0: every search in the worker pool)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)

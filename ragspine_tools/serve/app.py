@@ -10,23 +10,27 @@ not use are 401/403 with one sentence, never the key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import time
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any
 
 import anyio
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import ValidationError
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
 from ragspine_tools.serve.access import AccessDenied, Caller, KeyStore
 from ragspine_tools.serve.metrics import Metrics
+from ragspine_tools.serve.schemas import ErrorResponse, SearchBody, SearchResponse
 from ragspine_tools.serve.service import Limits, RequestError, SearchService
 
 CONFIG_ENV = "RAGSPINE_SERVE_CONFIG"
@@ -34,22 +38,12 @@ CONFIG_ENV = "RAGSPINE_SERVE_CONFIG"
 MAX_BODY_BYTES = 64 * 1024
 #: which worker process answered (``--workers N``): its process id, on every search and health answer
 WORKER_HEADER = "X-Ragspine-Worker"
+#: with ``--inline-ms``: a lone request whose identical predecessor's search used less than this CPU time
+#: (seconds, its thread's) runs on the event loop instead of the worker pool (a repeated question: its
+#: query vectors are held). CPU time, not wall time: a loaded machine's waits do not move the decision.
+#: Off (0) by default: on the shared development machine it did not move the wall-time p50 (docs/serving.md)
+INLINE_BELOW_S = 0.0
 log = logging.getLogger("ragspine.serve")
-
-
-class SearchBody(BaseModel):
-    """A search request (the fields of ``ragspine query``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(description="the question or keywords")
-    libraries: list[str] | None = Field(default=None, max_length=64,
-                                        description="library ids to search (fused by RRF); default: every library the key may read")
-    filters: dict[str, Any] | None = Field(default=None, description="metadata predicates {field: value | {op: value}}, "
-                                                                     "as ragspine_query.filters (a preference the pipeline may drop when nothing matches)")
-    mode: str | None = Field(default=None, description="auto|hybrid|vector|bm25|lexical|economy|graph (default: the service's)")
-    top_k: int = Field(default=5, description="results to return (0..the service's max_top_k)")
-    explain: bool = Field(default=False, description="also return the per-stage trace (counted over the rows the key may see)")
 
 
 class BoundedBody:
@@ -71,6 +65,50 @@ class BoundedBody:
         await self.app(scope, receive, send)
 
 
+def encode(obj: Any) -> bytes:
+    """``obj`` as compact UTF-8 JSON, in one pass (orjson; numpy scalars and arrays as numbers)."""
+    return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def invalid_fields(errors: list) -> str:
+    """pydantic's validation errors as one line naming each field (at most five)."""
+    where = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'body'}: {e.get('msg')}" for e in errors[:5])
+    return where or "invalid request body"
+
+
+_ERRORS = {413: "the body or the query is over its limit", 401: "no key, or an unknown one", 403: "a library the key may not read",
+           404: "a library not served here", 422: "a field out of bounds (names it)",
+           503: "the library cannot serve this key now (the log says what to do)", 504: "the search took longer than the limit"}
+#: the OpenAPI description of POST /v1/search: the answer (not validated at run time; a test keeps it true) and the errors
+SEARCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": SearchResponse, "description": "cited snippets, the snapshot of each library read, the mode"},
+    **{status: {"model": ErrorResponse, "description": what} for status, what in _ERRORS.items()}}
+#: its request body (read and validated by the handler itself, so FastAPI does not document it on its own)
+SEARCH_REQUEST: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": SearchBody.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+
+
+class RecentCosts:
+    """The CPU time each recent request's search took in this worker, by (caller, snapshots, body digest):
+    a bounded LRU touched only on the event loop thread. Holds no text: a 16-byte digest of the body."""
+
+    def __init__(self, size: int = 4096, quick_s: float = INLINE_BELOW_S) -> None:
+        self.size = size
+        self.quick_s = quick_s
+        self._last: OrderedDict[tuple, float] = OrderedDict()
+
+    def quick(self, key: tuple) -> bool:
+        """Whether the same request's search used under ``quick_s`` of CPU the last time."""
+        seconds = self._last.get(key)
+        return seconds is not None and seconds < self.quick_s
+
+    def record(self, key: tuple, seconds: float) -> None:
+        self._last[key] = seconds
+        self._last.move_to_end(key)
+        if len(self._last) > self.size:
+            self._last.popitem(last=False)
+
+
 def _key_of(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
@@ -78,13 +116,17 @@ def _key_of(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None, threads: int = 8) -> FastAPI:
+def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None, threads: int = 8,
+               inline_below_s: float = INLINE_BELOW_S) -> FastAPI:
     metrics = metrics or Metrics()
     service.on_swap = metrics.swapped
     for lib_id, sid in service.snapshot_ids().items():
         metrics.swapped(lib_id, None, sid)
     app = FastAPI(title="RAGSpine", version="1", description="Cited, RESTRICTED-free search over published RAGSpine libraries.")
     limiter = anyio.CapacityLimiter(threads)
+    costs = RecentCosts(quick_s=inline_below_s)
+    searching = [0]  # search requests this worker is answering now (touched on the event loop only)
+    worker = str(os.getpid())  # this worker process (the app is built in it: uvicorn's factory)
 
     def caller_of(request: Request) -> Caller:
         return keys.authenticate(_key_of(request))
@@ -94,23 +136,53 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         return JSONResponse({"error": {"status": status, "kind": kind, "message": message}}, status_code=status)
 
     @app.post("/v1/search", summary="search published libraries; cited snippets as `ragspine query --json`",
-              response_model=None)
-    async def search(body: SearchBody, request: Request) -> Any:
+              response_model=None, responses=SEARCH_RESPONSES, openapi_extra=SEARCH_REQUEST)
+    async def search(request: Request) -> Response:
+        searching[0] += 1
+        try:
+            return await parse_and_answer(request)
+        finally:
+            searching[0] -= 1
+
+    async def parse_and_answer(request: Request) -> Response:
         t0 = time.perf_counter()
+        # the body: read (bounded even without a Content-Length) and validated in one pass by
+        # pydantic-core, instead of FastAPI's parse, dependency solving and re-validation
+        raw = b""
+        async for part in request.stream():
+            raw += part
+            if len(raw) > MAX_BODY_BYTES:
+                return fail("search", 413, "request", f"the request body is more than the limit of {MAX_BODY_BYTES:,} bytes", t0)
+        try:
+            body = SearchBody.model_validate_json(raw)
+        except ValidationError as exc:
+            return fail("search", 422, "request", invalid_fields(exc.errors()), t0)
         try:
             caller = caller_of(request)
 
             def run() -> dict:
-                t1 = time.perf_counter()
+                t1, c1 = time.perf_counter(), time.thread_time()
                 found = service.search(caller, body.query, libraries=body.libraries, filters=body.filters,
                                        mode=body.mode, top_k=body.top_k, explain=body.explain)
                 timing["search"] = time.perf_counter() - t1
+                timing["cpu"] = time.thread_time() - c1  # its own cost, whatever else the machine runs
                 return found
 
             timing: dict[str, float] = {}
-
-            with anyio.fail_after(service.limits.timeout_s):
-                out = await anyio.to_thread.run_sync(run, limiter=limiter, abandon_on_cancel=True)
+            # the same request (caller, body, snapshots) answered quickly before, and no other search
+            # in this worker: run it here, on the event loop, sparing the two thread hand-offs; anything
+            # else in the pool, under the timeout (concurrent searches overlap there)
+            seen = (caller, tuple(service.snapshot_ids().items()), hashlib.blake2b(raw, digest_size=16).digest())
+            where = "pool"
+            if costs.quick(seen):
+                await anyio.sleep(0)  # one turn of the loop: requests already received reach their handler
+                where = "loop" if searching == [1] else "pool"
+            if where == "loop":
+                out = run()
+            else:
+                with anyio.fail_after(service.limits.timeout_s):
+                    out = await anyio.to_thread.run_sync(run, limiter=limiter, abandon_on_cancel=True)
+            costs.record(seen, timing["cpu"])
         except AccessDenied as exc:
             return fail("search", exc.status, "access", exc.message, t0)
         except RequestError as exc:
@@ -121,11 +193,18 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         except Exception as exc:  # never a traceback or a chunk's text in the answer
             log.error("search failed: %s", type(exc).__name__)
             return fail("search", 500, "internal", f"internal error ({type(exc).__name__}); see the service log", t0)
+        try:  # encoded once (orjson, plain dicts and lists), not validated against SearchResponse at run time
+            content = encode(out)
+        except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold (the type only, never the value)
+            log.error("search answer not encodable: %s", type(exc).__name__)
+            return fail("search", 500, "internal", "internal error (an answer that cannot be encoded); see the service log", t0)
         metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
-        # plain dicts and lists: no re-encoding pass; Server-Timing: the search itself, and the whole request
-        return JSONResponse(out, headers={"Server-Timing": f"search;dur={timing['search'] * 1000:.1f}, "
-                                                           f"total;dur={(time.perf_counter() - t0) * 1000:.1f}",
-                                          WORKER_HEADER: str(os.getpid())})
+        # Server-Timing: the search itself (where it ran: the event loop or the worker pool), and the
+        # whole request inside the service
+        return Response(content, media_type="application/json",
+                        headers={"Server-Timing": f"search;dur={timing['search'] * 1000:.1f};desc={where}, "
+                                                  f"total;dur={(time.perf_counter() - t0) * 1000:.1f}",
+                                 WORKER_HEADER: worker})
 
     @app.get("/v1/libraries", summary="the libraries this key may read: snapshot, counts, embedding, languages")
     async def libraries(request: Request) -> Any:
@@ -140,7 +219,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
 
     @app.get("/healthz", summary="liveness: the libraries are open")
     async def healthz() -> Any:
-        return JSONResponse({"status": "ok", "libraries": len(service.library_ids)}, headers={WORKER_HEADER: str(os.getpid())})
+        return JSONResponse({"status": "ok", "libraries": len(service.library_ids)}, headers={WORKER_HEADER: worker})
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Any:
@@ -152,9 +231,9 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
     @app.exception_handler(RequestValidationError)
     async def unprocessable(request: Request, exc: Any) -> JSONResponse:  # FastAPI's validation error: say which field
         errors: list = getattr(exc, "errors", lambda: [])()
-        where = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in errors[:5])
+        where = invalid_fields([{**e, "loc": tuple(e.get("loc", ()))[1:]} for e in errors])  # loc[0]: body, query, header
         metrics.observe(request.url.path.rsplit("/", 1)[-1] or "request", 422, 0.0, error="request")
-        return JSONResponse({"error": {"status": 422, "kind": "request", "message": where or "invalid request body"}}, status_code=422)
+        return JSONResponse({"error": {"status": 422, "kind": "request", "message": where}}, status_code=422)
 
     app.state.service = service
     app.state.metrics = metrics
@@ -162,9 +241,9 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
 
 
 def serve_config(libraries: list[str], *, keys_file: str | None, limits: Limits, warm_modes: list[str], workers: int = 1,
-                 threads: int = 8) -> str:
+                 threads: int = 8, inline_below_s: float = INLINE_BELOW_S) -> str:
     return json.dumps({"libraries": libraries, "keys_file": keys_file, "limits": asdict(limits), "warm_modes": warm_modes,
-                       "workers": workers, "threads": threads})
+                       "workers": workers, "threads": threads, "inline_below_s": inline_below_s})
 
 
 def app_from_env() -> FastAPI:
@@ -179,4 +258,4 @@ def app_from_env() -> FastAPI:
     service.warm(modes)
     service.watch(float(cfg.get("watch_s", 0.5)), modes)
     return create_app(service, keys, metrics=Metrics(multiprocess=int(cfg.get("workers", 1)) > 1),
-                      threads=int(cfg.get("threads", 8)))
+                      threads=int(cfg.get("threads", 8)), inline_below_s=float(cfg.get("inline_below_s", INLINE_BELOW_S)))

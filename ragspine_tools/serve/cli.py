@@ -16,6 +16,7 @@ from ragspine_tools.serve.access import KeyStore, check_bind, hash_key, is_loopb
 def _need_extra() -> None:
     try:
         import fastapi  # noqa: F401
+        import orjson  # noqa: F401
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
@@ -47,6 +48,10 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
                                                           "(their memory-mapped files are shared by the page cache)")
     p.add_argument("--allow-anonymous", action="store_true", help="serve beyond loopback without keys (every caller sees INTERNAL)")
     p.add_argument("--threads", type=int, default=8, help="searches one worker runs at once (default 8)")
+    p.add_argument("--inline-ms", type=float, default=0.0,
+                   help="a lone search whose identical predecessor (same key, body, snapshots) used under this many ms of CPU "
+                        "runs on the event loop instead of the worker pool, sparing two thread hand-offs (e.g. 50; default 0: "
+                        "always the pool)")
     p.add_argument("--warm", default="auto", help="comma-separated modes whose pipelines each worker builds at start (default auto)")
     return p
 
@@ -96,12 +101,15 @@ def run_serve(args: argparse.Namespace) -> int:
     check_bind(args.host, keys, args.allow_anonymous)
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if not 0 <= args.inline_ms <= 1000:
+        raise ConfigError(f"--inline-ms must be between 0 and 1000 (a search on the event loop holds every other request), "
+                          f"got {args.inline_ms:g}")
     limits = Limits(max_top_k=args.max_top_k, timeout_s=args.timeout)
     libraries = [os.path.abspath(p) for p in args.libraries]
     SearchService(libraries, settings=settings, limits=limits)  # fail here, once, with a clear error, not in every worker
     os.environ[CONFIG_ENV] = serve_config(libraries, keys_file=os.path.abspath(args.keys) if args.keys else None, limits=limits,
                                           warm_modes=[m.strip() for m in args.warm.split(",") if m.strip()],
-                                          workers=args.workers, threads=args.threads)
+                                          workers=args.workers, threads=args.threads, inline_below_s=args.inline_ms / 1000)
     made = None
     if args.workers > 1:  # the workers' metrics meet in a fresh folder (prometheus_client's multiprocess mode)
         made = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ragspine-metrics-")

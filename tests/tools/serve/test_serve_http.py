@@ -21,7 +21,8 @@ QUERY = "Acme revenue gross margin 2024"  # INTERNAL chunks rank at the top of i
 @pytest.fixture(scope="module")
 def service(served, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve_log") / "serve.log"
-    with running("serve", [str(served.library), "--warm", "bm25", "--max-top-k", "20"], env=served.env(),
+    # --inline-ms 1000: a repeated search runs on the event loop even on a loaded test machine
+    with running("serve", [str(served.library), "--warm", "bm25", "--max-top-k", "20", "--inline-ms", "1000"], env=served.env(),
                  log_path=str(log)) as base:
         yield base, log
 
@@ -154,3 +155,121 @@ def test_binding_beyond_loopback_without_keys_is_refused(served, capsys, monkeyp
     monkeypatch.delenv("RAGSPINE_API_KEYS_FILE", raising=False)
     assert main(["serve", str(served.library), "--host", "0.0.0.0", "--port", "1"]) == 2
     assert "refusing to bind '0.0.0.0' without API keys" in capsys.readouterr().err
+
+
+def _where(r) -> str:
+    """Where the service ran the search: ``loop`` or ``pool`` (the ``desc`` of Server-Timing's ``search``)."""
+    search = next(p for p in r.headers["server-timing"].split(",") if p.strip().startswith("search;"))
+    return dict(kv.split("=", 1) for kv in search.strip().split(";")[1:])["desc"]
+
+
+def test_search_schema_is_documented_and_true(service, served):
+    """The OpenAPI schema documents the body and the answer, and real answers match it exactly
+    (unknown fields forbidden), though the service does not validate its answers at run time."""
+    import json
+
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import Caller
+    from ragspine_tools.serve.schemas import ErrorResponse, SearchResponse
+    from ragspine_tools.serve.service import SearchService
+
+    base, _ = service
+    spec = httpx.get(base + "/openapi.json", timeout=30).json()
+    op = spec["paths"]["/v1/search"]["post"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    assert {"query", "libraries", "filters", "mode", "top_k", "explain"} == set(body["properties"]) and body["required"] == ["query"]
+    assert body["additionalProperties"] is False
+    assert op["responses"]["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/SearchResponse"}
+    for status in ("401", "403", "404", "413", "422", "504"):
+        assert op["responses"][status]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
+    assert {"SearchResponse", "Snippet", "ExplainRow", "ErrorResponse"} <= set(spec["components"]["schemas"])
+    for key, body in ((served.internal_key, {"query": QUERY, "mode": "bm25", "top_k": 10, "explain": True}),
+                      (served.public_key, {"query": QUERY, "top_k": 10, "filters": {"period": "2024"}}),
+                      (served.internal_key, {"query": "Nordvolt Storage acquisition enterprise value", "mode": "auto", "top_k": 20})):
+        r = _post(base, key, **body)
+        assert r.status_code == 200, r.text
+        answer = SearchResponse.model_validate(r.json())
+        assert answer.results and answer.snapshots == {"sample": served.old}
+    for key, body in ((None, {"query": QUERY}), (served.internal_key, {"query": ""}), (served.internal_key, {"query": "a", "top_k": 99})):
+        r = _post(base, key, **body)
+        assert r.status_code in (401, 422) and ErrorResponse.model_validate(r.json()).error.status == r.status_code
+    # encoded once (orjson) yet the very object the in-process service builds, value for value
+    local = SearchService([served.library], settings=Settings.from_env({}))
+    want = local.search(Caller("x", frozenset({"*"}), "INTERNAL"), QUERY, mode="bm25", top_k=10)
+    assert _post(base, served.internal_key, query=QUERY, mode="bm25", top_k=10).json() == json.loads(json.dumps(want))
+
+
+def test_a_repeated_quick_request_runs_on_the_loop_under_the_same_rules(service, served):
+    """The second identical request of a caller runs on the event loop (no thread hand-off) and
+    answers the same; another caller's same body is its own request, under its own ceiling."""
+    base, _ = service
+    internal_ids, _ = _sensitivity_ids(served.library / "current", "INTERNAL")
+    body = {"query": QUERY + " repeated", "mode": "bm25", "top_k": 10}
+    first, second = _post(base, served.internal_key, **body), _post(base, served.internal_key, **body)
+    assert (_where(first), _where(second)) == ("pool", "loop")
+    assert first.json()["results"] == second.json()["results"]
+    assert {s["chunk_id"] for s in second.json()["results"]} & internal_ids  # this query does reach INTERNAL rows
+    public = [_post(base, served.public_key, **body) for _ in range(2)]
+    assert [_where(r) for r in public] == ["pool", "loop"]  # the memo is per caller: nothing is shared across keys
+    for r in public:
+        assert r.status_code == 200 and r.json()["results"]
+        assert all(s["sensitivity"] == "PUBLIC" and s["chunk_id"] not in internal_ids for s in r.json()["results"])
+    assert public[0].json()["results"] == public[1].json()["results"]
+    r = _post(base, None, **body)  # no key: refused, wherever a search would run
+    assert r.status_code == 401
+
+
+def test_bodies_are_bounded_and_parsed_with_a_clear_error(service, served):
+    base, _ = service
+    headers = {"Authorization": f"Bearer {served.internal_key}", "Content-Type": "application/json"}
+
+    def chunks():  # no Content-Length: the handler counts what it reads
+        yield b'{"query": "'
+        for _ in range(80):
+            yield b"x" * 1024
+        yield b'"}'
+
+    r = httpx.post(base + "/v1/search", content=chunks(), headers=headers, timeout=60)
+    assert r.status_code == 413 and "more than the limit of 65,536 bytes" in r.json()["error"]["message"]
+    r = httpx.post(base + "/v1/search", content=b'{"query": "revenue", "top_k": 3', headers=headers, timeout=60)
+    assert r.status_code == 422 and "JSON" in r.json()["error"]["message"]
+    r = httpx.post(base + "/v1/search", content=b'{"query": 5}', headers=headers, timeout=60)
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("query: ")
+
+
+def test_recent_costs_are_bounded_and_only_quick_searches_qualify():
+    from ragspine_tools.serve.app import RecentCosts
+
+    costs = RecentCosts(size=2, quick_s=0.05)
+    assert not costs.quick(("a",))
+    costs.record(("a",), 0.01)
+    costs.record(("b",), 0.2)
+    assert costs.quick(("a",)) and not costs.quick(("b",))
+    costs.record(("c",), 0.01)  # evicts the least recently recorded, ("a",)
+    assert not costs.quick(("a",)) and costs.quick(("c",))
+
+
+def test_concurrent_quick_requests_stay_in_the_pool(served):
+    """Only a lone request runs on the event loop: two identical quick ones at once both go to the
+    pool (where they overlap), and each answer is the same."""
+    import asyncio
+
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import KeyStore
+    from ragspine_tools.serve.app import create_app
+    from ragspine_tools.serve.service import SearchService
+
+    app = create_app(SearchService([served.library], settings=Settings.from_env({})), KeyStore({}), inline_below_s=1.0)
+    body = {"query": QUERY, "mode": "bm25", "top_k": 5}
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60) as client:
+            first = await client.post("/v1/search", json=body)
+            lone = await client.post("/v1/search", json=body)
+            pair = await asyncio.gather(client.post("/v1/search", json=body), client.post("/v1/search", json=body))
+            return first, lone, pair
+
+    first, lone, pair = asyncio.run(go())
+    assert (_where(first), _where(lone)) == ("pool", "loop")
+    assert [_where(r) for r in pair] == ["pool", "pool"]
+    assert all(r.json()["results"] == first.json()["results"] for r in (lone, *pair))
