@@ -32,14 +32,16 @@ from ragspine_tools.bench.query_fields import auroc, fit_logistic, is_dev, read_
 
 
 def question_signals(library: str, judged: Path) -> list[dict[str, Any]]:
-    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_core.settings import Settings
     from ragspine_query.assessment import RelevanceGrader
+    from ragspine_query.builder import PipelineSpec, build_pipeline
     from ragspine_query.source import retrievers_of
 
     qrels = read_qrels(judged / "qrels" / "dev.tsv")
     ans = [q for q in read_jsonl(judged / "queries.jsonl") if q["_id"] in qrels]
     una = read_jsonl(judged / "unanswerable.jsonl") + read_jsonl(judged / "extra-unanswerable.jsonl")
-    src = getattr(build_narrative_retriever([library]).index, "source")
+    settings = Settings.from_env()  # the bench's edge: the environment, read once
+    src = build_pipeline([library], PipelineSpec.from_settings(settings), settings=settings).source
     grader = RelevanceGrader(src)
     ret = retrievers_of(src)[0]
     t = grader._terms_of(ret.library.library_id)
