@@ -233,7 +233,7 @@ def _is_library_like(x: Any) -> bool:
     return isinstance(x, (str, os.PathLike, Library))
 
 
-def _open_source(source: Any, spec: PipelineSpec, settings: Settings, embedding_backend: Any,
+def _open_source(source: Source | LibraryLike | Sequence[LibraryLike], spec: PipelineSpec, settings: Settings, embedding_backend: Any,
                  glossary: Glossary | None | str) -> tuple[Source, Glossary | None]:
     """The retriever to search and the glossary: ``source`` itself, or one retriever per library."""
     if glossary is not None and not isinstance(glossary, Glossary) and glossary != "auto":
@@ -241,7 +241,7 @@ def _open_source(source: Any, spec: PipelineSpec, settings: Settings, embedding_
     given: Glossary | None = glossary if isinstance(glossary, Glossary) else None
     if _is_library_like(source) or (isinstance(source, Sequence) and not isinstance(source, str)
                                    and all(_is_library_like(x) for x in source)):
-        paths = [source] if _is_library_like(source) else list(source)
+        paths: list[LibraryLike] = [cast(LibraryLike, source)] if _is_library_like(source) else list(cast(Sequence[LibraryLike], source))
         if not paths:
             raise ConfigError("build_pipeline needs at least one library")
         libs = [p if isinstance(p, Library) else open_library(p) for p in paths]
@@ -249,7 +249,7 @@ def _open_source(source: Any, spec: PipelineSpec, settings: Settings, embedding_
         libs = []
     found: Glossary | None = None
     if glossary == "auto":
-        for lib in libs or libraries_of(source):
+        for lib in libs or libraries_of(cast(Source, source)):
             gpath = lib.artifact_path("glossary")
             if gpath is not None and gpath.is_file():
                 found = Glossary.load(gpath)
