@@ -42,6 +42,7 @@ def question_signals(library: str, judged: Path) -> list[dict[str, Any]]:
     una = read_jsonl(judged / "unanswerable.jsonl") + read_jsonl(judged / "extra-unanswerable.jsonl")
     settings = Settings.from_env()  # the bench's edge: the environment, read once
     src = build_pipeline([library], PipelineSpec.from_settings(settings), settings=settings).source
+    assert src is not None  # build_pipeline always gives its pipeline the retriever it searches
     grader = RelevanceGrader(src)
     ret = retrievers_of(src)[0]
     t = grader._terms_of(ret.library.library_id)

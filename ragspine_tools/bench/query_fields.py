@@ -101,7 +101,8 @@ def question_features(library: list[str], questions: list[dict]) -> list[dict[st
 
     settings = Settings.from_env()  # the bench's edge: the environment, read once
     pipeline = build_pipeline(library, PipelineSpec.from_settings(settings), settings=settings)
-    grader = RelevanceGrader(pipeline.source)  # the retriever the pipeline searches
+    assert pipeline.source is not None  # build_pipeline always gives its pipeline the retriever it searches
+    grader = RelevanceGrader(pipeline.source)
     return [grader.features(q["text"]) for q in questions]
 
 
