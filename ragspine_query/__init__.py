@@ -19,9 +19,10 @@ from ragspine_query.filters import Predicate, parse_filter_arg, parse_filters
 from ragspine_query.fusion import DEFAULT_RRF_K, rrf_fuse, rrf_order, weighted_rrf
 from ragspine_core.gate import Refusal
 from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
-from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
+from ragspine_query.intelligence import QueryIntelligence
+from ragspine_query.builder import PipelineSpec, build_pipeline
 from ragspine_query.library import Library, open_library
-from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.agent_api import NarrativeIndexRetriever, build_narrative_retriever
 from ragspine_query.pipeline import (
     Channel,
     Explain,
@@ -41,9 +42,9 @@ __all__ = [
     "register_postprocessor", "register_transform", "weighted_rrf",
     "Chunk", "ConfigError", "DEFAULT_RRF_K", "EmbeddingModelMismatchError", "FilterError", "Glossary",
     "GlossaryQueryRewriter", "Hit", "HybridRetriever", "IndexIncompatibleError", "IndexNotFoundError",
-    "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndex", "NarrativeIndexRetriever",
+    "Library", "MissingExtraError", "MultiIndexRetriever", "NarrativeIndexRetriever", "PipelineSpec",
     "Predicate", "RESTRICTED_SENSITIVITY", "RagspineError", "RetrievalConfig", "build_narrative_retriever",
-    "QueryIntelligence", "Refusal", "build_query_pipeline",
+    "QueryIntelligence", "Refusal", "build_pipeline",
     "Confidence", "FilterPreference", "LibraryProfile", "ProfileRouter", "RuleFilterExtractor",
     "open_library", "parse_filter_arg", "parse_filters", "rrf_fuse", "rrf_order", "to_snippet", "tokenize",
     "Snippet",

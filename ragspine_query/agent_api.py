@@ -11,76 +11,27 @@ RESTRICTED text to the judge.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
-from ragspine_query.fusion import DEFAULT_RRF_K
-from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
-from ragspine_query.library import Library, open_library
+from ragspine_core.glossary import Glossary
+from ragspine_query.builder import FROM_SPEC, PipelineSpec, build_pipeline
+from ragspine_query.intelligence import QueryIntelligence
+from ragspine_query.library import Library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.explain import hit_candidates, now
-from ragspine_query.pipeline.runner import QueryPipeline
 from ragspine_query.pipeline.state import SearchResult, Snippets
 from ragspine_query.pipeline.trace import current_tracer, tracing
 from ragspine_core.records import Hit, Snippet, to_snippet
 from ragspine_core.settings import Settings
-from ragspine_query.backends import backend_for_library
-from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig, check_top_k
+from ragspine_query.retriever import check_top_k
 
 if TYPE_CHECKING:
     from ragspine_core.llm import LLMProvider
-    from ragspine_query.rerank.reranker import Reranker
-    from ragspine_query.rerank.listwise import ListwiseJudge
     from ragspine_query.source import Source
-    from ragspine_query.pipeline.plugins import Transform
 
 
 class SearchIndex(Protocol):
     def search(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = True) -> list[Hit]: ...
-
-
-def glossary_transform(rewriter: GlossaryQueryRewriter) -> Transform:
-    """The glossary multi-query rewriter as a pipeline transform (variants of the user's query)."""
-    def transform(variants: list[str]) -> list[str]:
-        return rewriter.rewrite(variants[0]) + [v for v in variants[1:]]
-    return transform
-
-
-class NarrativeIndex(QueryPipeline):
-    """The narrative query pipeline over a retriever: one stage list
-    (:func:`~ragspine_query.intelligence.query_stages`), searched with
-    ``search(query, *, filters, top_k, include_restricted=False, explain)``.
-
-    ``rewriter`` (the glossary multi-query rewriter) is the first transform, ``reranker``
-    (local) or ``judge`` (listwise LLM) the rerank stage. ``intelligence`` selects the
-    query-intelligence stages (gate, transforms, tiers, post-processors, filter
-    extraction, corrective retrieval, cache); when it is None they are left out, unless a
-    ``glossary`` or ``cache`` is given, which mean the default
-    :class:`~ragspine_query.intelligence.QueryIntelligence`.
-    """
-
-    def __init__(self, retriever: Source, *, rewriter: GlossaryQueryRewriter | None = None, reranker: Reranker | None = None, judge: ListwiseJudge | None = None, rerank_top_n: int = 10, rrf_k: int = DEFAULT_RRF_K,
-                 intelligence: Any | None = None, glossary: Glossary | None = None, provider: LLMProvider | None = None, cache: Any | None = None,
-                 postprocessors: Sequence[tuple[str, Any]] = ()) -> None:
-        from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
-
-        if intelligence is None and (glossary is not None or cache is not None):
-            intelligence = QueryIntelligence()
-        transforms = [("glossary", glossary_transform(rewriter))] if rewriter is not None else []
-        built = build_query_pipeline(retriever, intelligence, glossary=glossary, provider=provider, transforms=transforms,
-                                     reranker=reranker, judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, cache=cache,
-                                     postprocessors=postprocessors)
-        self._init_from(retriever, built.stages, cache=built.cache, variant=built.variant)
-        self.retriever = retriever
-        self.rewriter = rewriter
-        self.reranker = reranker
-        self.judge = judge
-        self.rerank_top_n = rerank_top_n
-        self.rrf_k = rrf_k
-
-    @property
-    def pipeline(self) -> "NarrativeIndex":
-        """The pipeline itself (the index used to wrap one; kept for callers of ``index.pipeline.run``)."""
-        return self
 
 
 class NarrativeIndexRetriever:
@@ -148,137 +99,78 @@ def result_assessment(result: Any) -> dict[str, Any]:
 
 
 def build_narrative_retriever(
-    libraries: str | os.PathLike[str] | Library | Sequence[str | os.PathLike[str] | Library],
+    libraries: str | os.PathLike[str] | Library | Sequence[str | os.PathLike[str] | Library] | Source,
     provider: LLMProvider | None = None,
     *,
-    embedding_backend: Any | None | str = "env",
-    reranker: Reranker | None | str = "env",
-    mode: str | None = None,
-    glossary: Glossary | None | str = "auto",
     settings: Settings | None = None,
-    intelligence: Any | None = None,
+    spec: PipelineSpec | None = None,
+    embedding_backend: Any = FROM_SPEC,
+    reranker: Any = FROM_SPEC,
+    glossary: Glossary | None | str = "auto",
     cache: Any | None = None,
-    rerank_top_n: int = 10,
+    mode: str | None = None,
+    intelligence: QueryIntelligence | None = None,
+    rerank_top_n: int | None = None,
     multi_query: bool | None = None,
     postprocessor: Any | None = None,
-    router: Any | None | str = "env",
+    router: Any = FROM_SPEC,
     relax_filters: bool | None = None,
     max_sensitivity: str | None = None,
 ) -> NarrativeIndexRetriever:
-    """Wire the default chain over one or more published libraries (paths, or opened
-    :class:`~ragspine_query.library.Library` snapshots, which several chains may share).
+    """The agent seam: :func:`~ragspine_query.builder.build_pipeline` over one or more
+    published libraries (paths, or opened :class:`~ragspine_query.library.Library`
+    snapshots, which several chains may share), returning cited, RESTRICTED-free
+    snippets (``retrieve``). ``ragspine query``, ``ragspine eval`` and ``POST /v1/search``
+    run this chain.
 
-    Defaults come from ``settings`` (default :meth:`Settings.from_env`, the one place the
-    environment is read; see docs/configuration.md): retrieval mode from
-    ``RAGSPINE_RETRIEVAL_MODE`` (``auto``), embedding backend from ``RAGSPINE_EMBEDDING``
-    (``auto``: the model the index was built with when installed, else BM25 only),
-    reranker from ``RAGSPINE_RERANKER`` (unset: the LLM listwise judge over the top 10
-    when a ``provider`` is given, else none). ``reranker=None`` or ``RAGSPINE_RERANKER=none`` means no
-    reranker and no call to the provider. Glossary multi-query uses the
-    glossary published with each library, and so does the competitor gate.
+    ``spec`` (a :class:`~ragspine_query.builder.PipelineSpec`; default
+    ``PipelineSpec.from_settings(settings)``) says what runs; ``settings`` (default: the
+    :class:`~ragspine_core.settings.Settings` defaults — read the environment at your edge
+    with ``Settings.from_env()`` and pass it) locate models and endpoints. With the
+    defaults: ``auto`` retrieval (the embedding model the index was built with when its
+    extra is installed, else BM25 only), the competitor gate and glossary multi-query with
+    the glossary published with the library, no reranker unless a ``provider`` is given
+    (then the LLM listwise judge over the top 10; ``reranker=None`` or the spec's
+    ``reranker="none"``: no reranker and no call to the provider).
 
-    ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`; default
-    from ``settings``: ``RAGSPINE_GATE``, ``RAGSPINE_TRANSFORMS``, ``RAGSPINE_TIERS``,
-    ``RAGSPINE_POSTPROCESSOR``, ``RAGSPINE_CORRECTIVE``, ``RAGSPINE_QUERY_CACHE``) selects
-    the query-intelligence stages; ``cache`` shares a
-    :class:`~ragspine_query.cache.ScopedCache` between retrievers. Time-decayed RRF
-    follows ``RAGSPINE_DECAY_HALF_LIFE_DAYS``. ``rerank_top_n``: how many of the top hits
-    the reranker reorders (10). ``multi_query``: ask the glossary's multi-query variants
-    too (default ``RAGSPINE_MULTI_QUERY``, on: +0.008 nDCG@10 on the sample's judged set,
-    docs/evaluation.md); the gate uses the glossary either way. ``ragspine eval`` evaluates exactly this chain.
-
-    ``postprocessor`` (the seed's keyword): a spec such as ``"mmr,lost_in_middle"``
-    (replaces the intelligence's), or what
-    :func:`~ragspine_query.postprocess.make_postprocessor` returns, or one
-    ``(query, hits) -> hits`` callable (run after the configured ones).
-
-    ``router`` (several libraries): ``"env"`` (``RAGSPINE_ROUTER``, default ``profile``:
-    :class:`~ragspine_query.router.ProfileRouter` by glossary entities and library
-    profiles, every library when nothing matches), ``"all"`` / None (no routing), or a
-    callable ``query -> library ids``.
-
-    ``relax_filters`` (default ``intelligence.relax_filters``, off): the caller's filters are
-    a constraint; True lets an empty filtered result be retried without them (the seed's
-    ``retry_without_filters``) and corrective retrieval drop them. Whatever is dropped is
-    listed in the result's ``dropped_filters``.
-
-    ``max_sensitivity`` (``PUBLIC`` or ``INTERNAL``; None = every open row): a caller's
-    ceiling, applied in every library's candidate mask before any channel ranks
-    (:attr:`~ragspine_query.retriever.RetrievalConfig.max_sensitivity`); no filter retry relaxes it.
+    The keywords below change the spec for this call (each is a field of the spec):
+    ``mode``; ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`);
+    ``rerank_top_n``; ``multi_query``; ``postprocessor`` (a spec such as
+    ``"mmr,lost_in_middle"``, which replaces the intelligence's, or what
+    :func:`~ragspine_query.postprocess.make_postprocessor` returns, or one ``(query, hits)
+    -> hits`` callable, run after the configured ones); ``router`` (several libraries:
+    ``"profile"``, ``"all"`` / None, or a callable ``query -> library ids``);
+    ``relax_filters`` (True lets an empty filtered result be retried without the caller's
+    filters, and corrective retrieval drop them; whatever is dropped is listed in the
+    result's ``dropped_filters``); ``max_sensitivity`` (``PUBLIC`` or ``INTERNAL``: a
+    ceiling applied in every library's candidate mask before any channel ranks; no filter
+    retry relaxes it). ``embedding_backend``, ``reranker``, ``glossary`` and ``cache`` (a
+    shared :class:`~ragspine_query.cache.ScopedCache`) go to ``build_pipeline``.
     """
-    paths = [libraries] if isinstance(libraries, (str, os.PathLike, Library)) else list(libraries)
-    settings = settings or Settings.from_env()
-    mode = mode or settings.retrieval_mode
-    from ragspine_query.intelligence import QueryIntelligence
-
-    try:
-        half_life = float(settings.decay_half_life_days or 0)
-    except ValueError:
-        from ragspine_core.errors import ConfigError
-
-        raise ConfigError(f"RAGSPINE_DECAY_HALF_LIFE_DAYS must be a number of days (0 = off), got {settings.decay_half_life_days!r}") from None
-    graph_cfg = None
-    if (settings.graph_store or "inprocess") != "inprocess":
-        from ragspine_query.graph.graph_channel import GraphChannelConfig
-
-        graph_cfg = GraphChannelConfig(store=settings.graph_store)
-    config = RetrievalConfig(mode=mode, decay_half_life_days=half_life, tree=settings.tree or "off", graph=graph_cfg,
-                             max_sensitivity=max_sensitivity)
-    intelligence = intelligence if intelligence is not None else QueryIntelligence.from_settings(settings)
-    retrievers: dict[str, HybridRetriever] = {}
-    glossary_obj: Glossary | None = None
-    for p in paths:
-        lib = p if isinstance(p, Library) else open_library(p)  # an opened snapshot is shared, not reopened
-        backend = embedding_backend
-        if backend == "env":
-            backend = backend_for_library(lib, config.mode, settings.embedding, settings=settings)
-        retrievers[lib.library_id] = HybridRetriever(lib, embedding_backend=backend, config=config, settings=settings)
-        if glossary == "auto" and glossary_obj is None:
-            gpath = lib.artifact_path("glossary")
-            if gpath is not None and gpath.is_file():
-                glossary_obj = Glossary.load(gpath)
-    if isinstance(glossary, Glossary):
-        glossary_obj = glossary
-    if len(retrievers) == 1:
-        base: Source = next(iter(retrievers.values()))
-    else:
-        if router == "env" or isinstance(router, str):
-            from ragspine_query.router import make_router
-
-            router = make_router(settings.router if router == "env" else router, retrievers, glossary_obj)
-        base = MultiIndexRetriever(retrievers, router=router)
-    extra_post: list[Any] = []
+    settings = settings if settings is not None else Settings()
+    spec = spec if spec is not None else PipelineSpec.from_settings(settings)
+    changes: dict[str, Any] = {}
+    if mode is not None:
+        changes["mode"] = mode
+    if intelligence is not None:
+        changes["intelligence"] = intelligence
+    if rerank_top_n is not None:
+        changes["rerank_top_n"] = rerank_top_n
+    if multi_query is not None:
+        changes["multi_query"] = bool(multi_query)
+    if router is not FROM_SPEC:
+        changes["router"] = router
+    if max_sensitivity is not None:
+        changes["max_sensitivity"] = max_sensitivity
     if isinstance(postprocessor, str):
-        import dataclasses
-
-        intelligence = dataclasses.replace(intelligence, postprocessor=postprocessor)
+        changes["postprocessor"] = postprocessor
     elif callable(postprocessor):
-        extra_post = [(getattr(postprocessor, "name", type(postprocessor).__name__), postprocessor)]
+        changes["extra_postprocessors"] = (*spec.extra_postprocessors, (getattr(postprocessor, "name", type(postprocessor).__name__), postprocessor))
     elif postprocessor is not None:
-        extra_post = list(postprocessor)
-    if reranker == "env":
-        from ragspine_query.rerank import make_reranker
-
-        # unset RAGSPINE_RERANKER: the LLM judge when a provider was given, else none;
-        # an explicit "none" means no reranker and no network call at all
-        default = "listwise" if provider is not None else "none"
-        reranker = make_reranker(settings.reranker or default, provider=provider, settings=settings)
-    judge: ListwiseJudge | None = None
-    local = reranker
-    if reranker is not None and getattr(reranker, "is_listwise", False):
-        local, judge = None, cast("ListwiseJudge", getattr(reranker, "judge", reranker))
-    if multi_query is None:
-        from ragspine_core.errors import ConfigError
-
-        value = (settings.multi_query or "on").strip().lower()
-        if value not in ("on", "off"):
-            raise ConfigError(f"RAGSPINE_MULTI_QUERY must be on or off, got {settings.multi_query!r}")
-        multi_query = value == "on"
-    rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
-    if relax_filters is not None and relax_filters != intelligence.relax_filters:
-        import dataclasses
-
-        intelligence = dataclasses.replace(intelligence, relax_filters=bool(relax_filters))
-    return NarrativeIndexRetriever(NarrativeIndex(base, rewriter=rewriter, reranker=cast("Reranker | None", local), judge=judge, intelligence=intelligence,
-                                                  glossary=glossary_obj, provider=provider, cache=cache, rerank_top_n=rerank_top_n,
-                                                  postprocessors=extra_post), retry_without_filters=intelligence.relax_filters)
+        changes["extra_postprocessors"] = (*spec.extra_postprocessors, *postprocessor)
+    if relax_filters is not None:
+        changes["relax_filters"] = bool(relax_filters)
+    spec = spec.replace(**changes)
+    pipeline = build_pipeline(libraries, spec, settings=settings, provider=provider, embedding_backend=embedding_backend,
+                              reranker=reranker, glossary=glossary, cache=cache)
+    return NarrativeIndexRetriever(pipeline, retry_without_filters=spec.intelligence is not None and spec.intelligence.relax_filters)

@@ -24,7 +24,7 @@ given, else the deterministic keyword form); widening to every channel (undoing 
 adaptive tier's restriction) stands in when one of them does not apply. The best-graded
 set is used (``needs_refinement`` unless it is ``correct``); if even that is
 ``incorrect`` the query is refused with a structured :class:`~ragspine_core.gate.Refusal`.
-The default grader of :func:`~ragspine_query.intelligence.build_query_pipeline` is the
+The default grader of :func:`~ragspine_query.builder.build_pipeline` is the
 relevance grader (:class:`~ragspine_query.assessment.RelevanceGrader`: how well the top
 hits match the query); the ``dynamic``/``static`` rules above remain selectable. An
 optional LLM grader (:class:`LLMGrader`) judges instead; it is shown only
@@ -195,7 +195,7 @@ class CorrectiveStage(Stage):
         config: grading thresholds (default: :func:`dynamic_crag_config`).
         grader: ``(query, hits, config) -> (Grade, kept)``; default the score rules
             (:func:`grade_hits`); :class:`~ragspine_query.assessment.RelevanceGrader` is what
-            :func:`~ragspine_query.intelligence.build_query_pipeline` passes.
+            :func:`~ragspine_query.builder.build_pipeline` passes.
         provider: an LLM for the rewrite action (else the deterministic :func:`refine_query`).
         act: run the loop (True) or only grade (False).
         relax_caller_filters: let the drop-filters action drop the caller's own filters too
@@ -335,7 +335,7 @@ class CorrectiveRetrieval(QueryPipeline):
     """``pipeline``'s stage list followed by a :class:`CorrectiveStage` (a pipeline that is
     not a :class:`~ragspine_query.pipeline.runner.QueryPipeline` runs as one stage), so
     ``CorrectiveRetrieval(p).run(…)`` has the pipeline's signature.
-    :func:`~ragspine_query.intelligence.build_query_pipeline` lists the stage directly.
+    :func:`~ragspine_query.builder.build_pipeline` lists the stage directly.
 
     Args:
         pipeline: a :class:`~ragspine_query.pipeline.runner.QueryPipeline` (possibly with

@@ -614,7 +614,7 @@ class FilterPreference(QueryPipeline):
     """``pipeline``'s stage list with filter extraction around it: an
     :class:`ExtractFiltersStage` first and a :class:`FilterFallbackStage` last (a pipeline
     that is not a :class:`~ragspine_query.pipeline.runner.QueryPipeline` runs as one
-    stage). :func:`~ragspine_query.intelligence.build_query_pipeline` lists the two stages directly.
+    stage). :func:`~ragspine_query.builder.build_pipeline` lists the two stages directly.
 
     Args:
         pipeline: anything with ``run(query, *, filters, top_k, include_restricted, explain)``.

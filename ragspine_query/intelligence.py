@@ -1,4 +1,4 @@
-"""Query intelligence, wired: one frozen config and the function that builds the pipeline.
+"""Query intelligence: the frozen config of the stages around retrieval.
 
 :class:`QueryIntelligence` selects the pieces (all optional, all visible in ``explain``):
 
@@ -22,30 +22,25 @@
 * ``cache_size`` / ``cache_ttl_s`` — the scoped result cache (:mod:`ragspine_query.cache`).
 
 Time-decayed RRF is a retriever knob (``RetrievalConfig.decay_half_life_days``).
-Build from the environment with :meth:`QueryIntelligence.from_settings` (the variables
-are in ``docs/configuration.md``); from a notebook, construct it and pass it to
-:func:`build_query_pipeline` or ``build_narrative_retriever(intelligence=…)``.
+Build it from settings with :meth:`QueryIntelligence.from_settings` (the variables are in
+``docs/configuration.md``); it is the ``intelligence`` of a
+:class:`~ragspine_query.builder.PipelineSpec`, which
+:func:`~ragspine_query.builder.build_pipeline` turns into the stage list.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence, Callable
+from typing import TYPE_CHECKING
 
 from ragspine_core.errors import ConfigError
 from ragspine_query.filter_extraction import DEFAULT_MIN_CONFIDENCE
-from ragspine_query.fusion import DEFAULT_RRF_K
 from ragspine_query.postprocess import DEFAULT_MMR_LAMBDA, make_postprocessor
-from ragspine_query.source import Source, libraries_of
-from ragspine_query.transforms import make_transforms, parse_transform_spec
+from ragspine_query.transforms import parse_transform_spec
 
 if TYPE_CHECKING:
-    from ragspine_core.glossary import Glossary
     from ragspine_core.settings import Settings
-    from ragspine_core.llm import LLMProvider
-    from ragspine_query.rerank.reranker import Reranker
-    from ragspine_query.rerank.listwise import ListwiseJudge
 
 TIER_MODES = ("off", "rules", "llm", "direct", "semantic", "multi_hop", "global", "multi_part")
 CORRECTIVE_MODES = ("off", "relevance", "dynamic", "static", "llm")
@@ -130,139 +125,4 @@ class QueryIntelligence:
                 + (" relax_filters" if self.relax_filters else ""))
 
 
-def _entity_counter(glossary: "Glossary") -> Callable[[str], int]:
-    """``q -> how many glossary entities q names`` (normalised substring match), for the tier rules."""
-    from ragspine_core.text.normalize import normalize_query
-
-    names = [(normalize_query(n), c.id) for c in glossary.concepts if c.kind == "entity" for n in c.names]
-
-    def count(q: str) -> int:
-        nq = normalize_query(q)
-        return len({cid for n, cid in names if n and n in nq})
-    return count
-
-
-def _filter_fields(source: Source) -> frozenset[str] | None:
-    libs = libraries_of(source)
-    if not libs:
-        return None
-    return frozenset.intersection(*(frozenset(lib.filter_fields()) for lib in libs))
-
-
-def query_stages(
-    source: Source,
-    intelligence: QueryIntelligence | None = QueryIntelligence(),
-    *,
-    glossary: "Glossary | None" = None,
-    provider: LLMProvider | None = None,
-    transforms: Sequence[tuple[str, Any]] = (),
-    reranker: Reranker | None = None,
-    judge: ListwiseJudge | None = None,
-    rerank_top_n: int = 10,
-    rrf_k: float = DEFAULT_RRF_K,
-    postprocessors: Sequence[tuple[str, Any]] = (),
-) -> list[Any]:
-    """The stage list of a query pipeline over ``source`` (a retriever), in order:
-
-    ``extract_filters → gate → transforms → gate(variants) → retrieve (mask → channels →
-    fuse, per variant; variant fusion) → rerank → postprocess → cut → postprocess(final)
-    → restricted_strip → filter_fallback → corrective``
-
-    A stage with nothing to do is not listed. ``intelligence=None``: the retrieval stages
-    alone (no gate, no filter extraction, no grading). ``transforms`` (e.g. the glossary
-    rewriter) run first, then the ones the spec names (``intelligence.transforms``: built-ins
-    and plug-ins alike, looked up in :data:`~ragspine_query.pipeline.plugins.TRANSFORMS`),
-    then the adaptive tiers; ``always`` entries
-    (:func:`~ragspine_query.pipeline.plugins.register_transform`, …) run after the listed
-    ones unless the spec names them. Post-processors likewise: the spec's, ``postprocessors``,
-    then the always-entries.
-
-    Raises:
-        ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
-    """
-    from ragspine_query.pipeline.plugins import PostprocessorContext, TransformContext, always_postprocessors, always_transforms
-    from ragspine_query.pipeline.stages import core_stages
-
-    qi = intelligence
-    if qi is None:
-        return core_stages(source, transforms=list(transforms) + always_transforms(TransformContext(provider=provider)),
-                           reranker=reranker, judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k,
-                           postprocessors=list(postprocessors) + always_postprocessors(PostprocessorContext(source=source)))
-    named = make_transforms(qi.transforms, provider=provider, fusion_n=qi.fusion_n)
-    chain = list(transforms) + named
-    if qi.tiers != "off":
-        from ragspine_query.tiers import AdaptiveTierTransform, TierClassifier
-
-        count = _entity_counter(glossary) if glossary is not None and glossary.concepts else None
-        force = qi.tiers if qi.tiers not in ("rules", "llm") else None
-        classifier = TierClassifier(provider=provider, use_llm=qi.tiers == "llm", entity_count=count, force=force)
-        chain.append(("tiers", AdaptiveTierTransform(classifier, source)))
-    gate = None
-    if qi.gate and glossary is not None:
-        from ragspine_core.gate import CompetitorGate
-
-        g = CompetitorGate(glossary)
-        gate = g if g.active else None
-    named_post = make_postprocessor(qi.postprocessor, source=source, mmr_lambda=qi.mmr_lambda)
-    post = named_post + list(postprocessors)
-    # the registry's always-entries after the listed ones; one the spec names runs once, where the spec puts it
-    always_t = always_transforms(TransformContext(provider=provider, fusion_n=qi.fusion_n), named=frozenset(n for n, _ in named))
-    always_p = always_postprocessors(PostprocessorContext(source=source, mmr_lambda=qi.mmr_lambda),
-                                     named=frozenset(n for n, _ in named_post))
-    stages = core_stages(source, transforms=chain + always_t, reranker=reranker, judge=judge, rerank_top_n=rerank_top_n,
-                         rrf_k=rrf_k, postprocessors=post + always_p, gate=gate)
-    if qi.filters != "off":
-        from ragspine_query.filter_extraction import ExtractFiltersStage, FilterFallbackStage, make_filter_extractor
-
-        extractor = make_filter_extractor(qi.filters, glossary=glossary, source=source, provider=provider)
-        stages = [ExtractFiltersStage(extractor, min_confidence=qi.filter_min_confidence, fields=_filter_fields(source), gate=gate),  # type: ignore[arg-type]
-                  *stages, FilterFallbackStage(fill=qi.filter_fill, blend=qi.filter_blend)]
-    # every result is graded (confidence, needs_refinement); only an active mode acts on the grade
-    from ragspine_query.assessment import RelevanceGrader
-    from ragspine_query.corrective import CorrectiveStage, LLMGrader, default_crag_config, dynamic_crag_config
-
-    config = dynamic_crag_config() if qi.corrective == "dynamic" else default_crag_config()
-    grader = (LLMGrader(provider) if qi.corrective == "llm" else None if qi.corrective in ("dynamic", "static")
-              else RelevanceGrader(source))
-    stages.append(CorrectiveStage(source, config=config, grader=grader, provider=provider, act=qi.corrective != "off",
-                                  relax_caller_filters=qi.relax_filters))
-    return stages
-
-
-def build_query_pipeline(
-    source: Source,
-    intelligence: QueryIntelligence | None = QueryIntelligence(),
-    *,
-    glossary: "Glossary | None" = None,
-    provider: LLMProvider | None = None,
-    transforms: Sequence[tuple[str, Any]] = (),
-    reranker: Reranker | None = None,
-    judge: ListwiseJudge | None = None,
-    rerank_top_n: int = 10,
-    rrf_k: float = DEFAULT_RRF_K,
-    cache: Any | None = None,
-    postprocessors: Sequence[tuple[str, Any]] = (),
-) -> Any:
-    """A :class:`~ragspine_query.pipeline.runner.QueryPipeline` over ``source`` (a
-    retriever) that runs :func:`query_stages` — ``run(query, *, filters, top_k,
-    include_restricted, explain)``. ``cache`` is a shared
-    :class:`~ragspine_query.cache.ScopedCache` (default: a new one when ``cache_size > 0``);
-    it memoises whole runs, keyed by the libraries' snapshots and this configuration.
-
-    Raises:
-        ConfigError: an LLM-only mode (``tiers=llm``, ``corrective=llm``) without a provider.
-    """
-    from ragspine_query.pipeline.runner import QueryPipeline
-
-    stages = query_stages(source, intelligence, glossary=glossary, provider=provider, transforms=transforms, reranker=reranker,
-                          judge=judge, rerank_top_n=rerank_top_n, rrf_k=rrf_k, postprocessors=postprocessors)
-    qi = intelligence
-    if cache is None and qi is not None and qi.cache_size > 0:
-        from ragspine_query.cache import ScopedCache
-
-        cache = ScopedCache(qi.cache_size, qi.cache_ttl_s)
-    return QueryPipeline.from_stages(source, stages, cache=cache, variant=qi.describe() if qi is not None else "")
-
-
-__all__ = ["CORRECTIVE_MODES", "DEFAULT_FILTERS", "FILTER_MODES", "QueryIntelligence", "TIER_MODES", "build_query_pipeline",
-           "query_stages"]
+__all__ = ["CORRECTIVE_MODES", "DEFAULT_FILTERS", "FILTER_MODES", "QueryIntelligence", "TIER_MODES"]

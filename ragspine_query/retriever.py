@@ -141,12 +141,12 @@ _NOTIFIED: set[str] = set()
 def _default_backend(library: Library, mode: str, settings: Settings | None) -> Any | None:
     """The backend of the model the index was built with; BM25 (with a one-time notice)
     when its extra is missing and ``mode`` is ``auto``. ``settings`` complete the
-    backend's spec; None: :meth:`Settings.from_env`, read here only when a backend is
-    needed (the notebook entry point ``HybridRetriever(lib)`` given no settings)."""
+    backend's spec; None: the :class:`Settings` defaults (the environment is read at an
+    edge, ``Settings.from_env()``, and passed in)."""
     if library.embedding_model_id is None or mode in LEXICAL_MODES:
         return None
     if settings is None:
-        settings = Settings.from_env()
+        settings = Settings()
     try:
         return backend_for_library(library, mode, strict=True, settings=settings)
     except ImportError as exc:
@@ -168,11 +168,11 @@ class HybridRetriever:
 
     Without ``embedding_backend`` the index's own embedding model is used (``auto``
     mode falls back to BM25, with a one-time warning naming the extra, when the model's
-    extra is missing), completed by ``settings`` (model folder, endpoint, key; default
-    :meth:`~ragspine_core.settings.Settings.from_env`, read once here, and only when such
-    a backend is needed — this constructor is a public entry point; the CLI and
-    ``build_narrative_retriever`` pass the backend they built from their own settings);
-    pass ``embedding_backend=None`` for BM25 only.
+    extra is missing), completed by ``settings`` (model folder, endpoint, key; default: the
+    :class:`~ragspine_core.settings.Settings` defaults — nothing here reads the
+    environment: an edge reads it once, ``Settings.from_env()``, and passes it; the CLI
+    and :func:`~ragspine_query.builder.build_pipeline` pass the backend they built from
+    their own settings); pass ``embedding_backend=None`` for BM25 only.
     """
 
     def __init__(self, library: Library, *, embedding_backend: Any | None = _DEFAULT_BACKEND, config: RetrievalConfig = RetrievalConfig(),
@@ -652,15 +652,6 @@ class HybridRetriever:
         lib = self.library.library_id
         return [Candidate(i, ids[r], lib, float(s), str(sens[r])) for i, (r, s) in enumerate(zip(rows.tolist(), scores.tolist()), start=1)]
 
-    def pipeline(self, intelligence: Any = None, **kwargs: Any) -> Any:
-        """A query pipeline over this retriever with the query-intelligence stages of
-        ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`):
-        ``retriever.pipeline(QueryIntelligence(postprocessor="mmr"), glossary=g).run(q, explain=True)``.
-        ``kwargs`` go to :func:`~ragspine_query.intelligence.build_query_pipeline`."""
-        from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
-
-        return build_query_pipeline(self, intelligence or QueryIntelligence(), **kwargs)
-
 
 Router = Callable[[str], Sequence[str]]
 
@@ -690,8 +681,6 @@ class MultiIndexRetriever:
         except Exception:  # routing failure must not lose availability
             chosen = []
         return chosen or list(self.retrievers)
-
-    pipeline = HybridRetriever.pipeline
 
     traces_itself = True
 

@@ -161,8 +161,10 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: Path | None = None) -> dict[str, Any]:
-    """Build (or reuse) the published index; returns the manifest."""
+def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: Path | None = None,
+                 settings: Any | None = None) -> dict[str, Any]:
+    """Build (or reuse) the published index; returns the manifest. ``settings`` (the edge's,
+    default the :class:`~ragspine_core.settings.Settings` defaults) complete the embedding spec."""
     from ragspine_query.library import read_manifest, resolve_snapshot_dir
 
     from ragspine_index.pipeline import build_library
@@ -181,8 +183,8 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: P
     except Exception:
         pass
     t0 = time.perf_counter()
-    # the environment's model folder, endpoint, key and e5 engine complete the spec here, at the edge
-    spec = EmbeddingSpec.from_settings(Settings.from_env(), backend=embedding)
+    # the edge's model folder, endpoint, key and e5 engine complete the spec
+    spec = EmbeddingSpec.from_settings(settings if settings is not None else Settings(), backend=embedding)
     res = build_library(paths, embedding=spec, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
                         run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
                         glossary_path=glossary_path)
@@ -373,7 +375,7 @@ def refusal_summary(index, answerable: Mapping[str, Any], unanswerable: Sequence
     return out
 
 
-def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = (), corrective: str | None = None) -> list[ModeResult]:
+def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str | None = None, modes: Sequence[str] = ("auto",), reranker: str = "none", out: Path | None = None, embedding: str = "auto", quiet: bool = False, live_progress: bool = True, chunker: str = "paragraph", chunker_options: dict[str, Any] | None = None, tree: str = "off", max_queries: int = 0, multi_query: bool | None = None, llm_features: Sequence[str] = (), corrective: str | None = None, settings: Any | None = None) -> list[ModeResult]:
     """``tree``: the summary-tree channel (``off`` | ``collapsed`` | ``traversal``), fused with the mode's channels.
     ``llm_features``: per mode, one run per LLM query feature switched on alone (``off``: none;
     :mod:`ragspine_tools.llm_features`), through the provider the ``RAGSPINE_LLM_*``
@@ -385,13 +387,18 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     ``corrective``: the corrective loop (``off | relevance | dynamic | static | llm``; None:
     the user's default, ``RAGSPINE_CORRECTIVE``). When it is given, each run's metrics carry
     ``refusals`` (:func:`refusal_summary`) over the judged questions and the folder's
-    unanswerable ones (:data:`UNANSWERABLE_FILES`)."""
+    unanswerable ones (:data:`UNANSWERABLE_FILES`).
+
+    ``settings``: the user's defaults, read by the edge (``ragspine eval``:
+    ``Settings.from_env()``; default the :class:`~ragspine_core.settings.Settings` defaults);
+    every mode runs :func:`~ragspine_query.builder.build_pipeline` with the
+    :class:`~ragspine_query.builder.PipelineSpec` they describe, as ``ragspine query`` does."""
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, write_trec_run
     from ragspine_tools.eval.report import CURVE_KS
     from ragspine_query.library import open_library
-    from ragspine_query.agent_api import NarrativeIndex, build_narrative_retriever
     from ragspine_query.backends import backend_for_library
+    from ragspine_query.builder import PipelineSpec, build_pipeline
     from ragspine_query.retriever import HybridRetriever
     from ragspine_core.settings import Settings
 
@@ -402,19 +409,21 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
     named = _named_model(embedding) is not None
     needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"
-    ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet, glossary_path=dataset_glossary(Path(dataset_dir)))
+    # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
+    settings = dataclasses.replace(settings if settings is not None else Settings(), tree=tree)
+    ensure_index(paths, embedding=embedding if needs_dense else "none", quiet=quiet, glossary_path=dataset_glossary(Path(dataset_dir)),
+                 settings=settings)
     lib = open_library(paths.root)
     rr = None
     if reranker and reranker != "none":
         from ragspine_query.rerank import make_reranker
 
-        rr = make_reranker(reranker)
-    # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
-    settings = dataclasses.replace(Settings.from_env(), tree=tree)
+        rr = make_reranker(reranker, settings=settings)
     unanswerable: list[dict[str, Any]] = []
     if corrective is not None:
         settings = dataclasses.replace(settings, corrective=corrective)
         unanswerable = unanswerable_questions(Path(dataset_dir))
+    user_spec = PipelineSpec.from_settings(settings)
     features = list(llm_features) or [""]
     provider_for = _llm_provider_factory(settings, features)
     results = []
@@ -422,29 +431,31 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     try:
         for mode, feature in [(m, f) for m in modes for f in features]:
             backend = backend_for_library(lib, mode, spec=embedding, settings=settings)
-            chain: dict[str, Any] = {"reranker": rr, "rerank_top_n": EVAL_RERANK_DEPTH}
+            spec = user_spec.replace(mode=mode, rerank_top_n=EVAL_RERANK_DEPTH)
+            if multi_query is not None:
+                spec = spec.replace(multi_query=multi_query)
+            rerank: Any = rr
             tally = provider = None
             if feature:
-                from ragspine_query.intelligence import QueryIntelligence
                 from ragspine_tools.llm_features import FeatureTally, feature_chain
 
                 provider = provider_for(feature)
-                qi, provider, judge, top_n = feature_chain(feature, QueryIntelligence.from_settings(settings), provider, settings)
-                chain = {"intelligence": qi, "reranker": judge if judge is not None else rr,
-                         "rerank_top_n": top_n or EVAL_RERANK_DEPTH}
+                qi, provider, judge, top_n = feature_chain(feature, spec.intelligence, provider, settings)
+                spec = spec.replace(intelligence=qi, rerank_top_n=top_n or EVAL_RERANK_DEPTH)
+                rerank = judge if judge is not None else rr
                 tally = FeatureTally(feature) if feature != "off" else None
             # exactly what `ragspine query` runs: the gate, glossary multi-query (with the glossary
             # published with the library), variant fusion, the language plan; --mode forces the channels
-            narrative = build_narrative_retriever(paths.root, provider, mode=mode, embedding_backend=backend,
-                                                  settings=settings, multi_query=multi_query, **chain)
-            # build_narrative_retriever wraps a NarrativeIndex; over one library, its retriever is a HybridRetriever
-            assert isinstance(narrative.index, NarrativeIndex) and isinstance(narrative.index.retriever, HybridRetriever)
-            retriever = narrative.index.retriever
+            pipeline = build_pipeline(paths.root, spec, settings=settings, provider=provider, embedding_backend=backend,
+                                      reranker=rerank)
+            # over one library the pipeline's source is that library's retriever
+            retriever = pipeline.source
+            assert isinstance(retriever, HybridRetriever)
             opened.append(retriever.library)
             _say(f"[{dataset_dir.name} {split}{'/' + qrels_file if qrels_file else ''}] mode={mode} (runs {retriever.active_mode}) reranker={reranker}"
                  + (f" llm feature={feature}" if feature else "") + f": {len(dataset.query_ids)} queries", quiet)
             answered: dict[str, Any] = {}
-            run, spq = run_queries(narrative.index, dataset, quiet=quiet, live_progress=live_progress, observe=tally,
+            run, spq = run_queries(pipeline, dataset, quiet=quiet, live_progress=live_progress, observe=tally,
                                    on_result=answered.__setitem__ if corrective is not None else None)
             report = evaluate_run(run, dataset.qrels, ks=CURVE_KS)
             run_dir = paths.root.parent.parent / "runs"
@@ -464,7 +475,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
                 metrics["fusion"] = fusion
             if corrective is not None:
                 metrics["corrective"] = settings.corrective
-                metrics["refusals"] = refusal_summary(narrative.index, answered, unanswerable)
+                metrics["refusals"] = refusal_summary(pipeline, answered, unanswerable)
             types = query_types(Path(dataset_dir))
             if types:  # e.g. HotpotQA bridge / comparison
                 metrics["by_type"] = report.by_group(types)
@@ -581,6 +592,7 @@ def _parse_options(items: Sequence[str]) -> dict[str, Any]:
 
 
 def run_eval_cli(args: argparse.Namespace) -> int:
+    from ragspine_core.settings import Settings
     from ragspine_tools.eval.metrics import paired_bootstrap
 
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
@@ -597,7 +609,8 @@ def run_eval_cli(args: argparse.Namespace) -> int:
                                chunker_options=_parse_options(args.library_option), tree=args.tree,
                                max_queries=args.max_queries,
                                multi_query=None if args.multi_query is None else args.multi_query == "on",
-                               llm_features=features, corrective=getattr(args, "corrective", None))
+                               llm_features=features, corrective=getattr(args, "corrective", None),
+                               settings=Settings.from_env())  # the edge: the environment, read once
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:

@@ -1,7 +1,8 @@
 """``ragspine eval --llm-features``: each LLM query feature switched on alone, against ``off``.
 
 A feature is evaluated through the chain ``ragspine query`` runs
-(:func:`~ragspine_query.agent_api.build_narrative_retriever`), with the provider the
+(:func:`~ragspine_query.builder.build_pipeline` with the user's
+:class:`~ragspine_query.builder.PipelineSpec`, that one feature switched on), with the provider the
 ``RAGSPINE_LLM_*`` settings name (any OpenAI-compatible server: ``ragspine llm serve``,
 Ollama, vLLM, a hosted API). ``off`` is the same chain with no provider: the user's
 deterministic default.

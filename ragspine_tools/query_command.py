@@ -14,7 +14,7 @@ from ragspine_core.settings import Settings
 from ragspine_query.filters import parse_filter_arg
 
 if TYPE_CHECKING:
-    from ragspine_query.rerank.reranker import Reranker
+    from ragspine_query.builder import PipelineSpec
 
 
 def _top_k_arg(value: str) -> int:
@@ -140,19 +140,17 @@ def load_plugins(modules: Sequence[str]) -> None:
             raise ConfigError(f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def run_global(args: argparse.Namespace, settings: Settings | None = None) -> int:
+def run_global(args: argparse.Namespace, settings: Settings) -> int:
     """``ragspine query --global``: themes (community summaries, then summary-tree themes) with their citations.
 
-    ``settings`` (default: :meth:`Settings.from_env`, read here, at the command's edge)
-    complete the library's embedding backend for the summary-tree themes."""
+    ``settings`` (read by the command's edge, :func:`run_query`) complete the library's
+    embedding backend for the summary-tree themes."""
     from ragspine_query.graph.communities import community_themes
     from ragspine_query.library import open_library
     from ragspine_query.tree.tree_channel import global_overview
 
     top = args.top_k or 5
     from ragspine_query.backends import backend_for_library
-
-    settings = settings if settings is not None else Settings.from_env()
 
     with open_library(args.library_dir) as lib:
         lib.ensure_verified()  # the large files' background check (library.py)
@@ -186,6 +184,29 @@ def run_global(args: argparse.Namespace, settings: Settings | None = None) -> in
     return 0
 
 
+def query_spec(args: argparse.Namespace, settings: Settings) -> "PipelineSpec":
+    """The pipeline ``ragspine query`` runs: ``settings`` (``RAGSPINE_*``) with the command's
+    options on top (``--mode``, ``--reranker``, ``--transform``, ``--postprocessor``,
+    ``--tiers``, ``--corrective``, ``--filters``, ``--router``, ``--relax-filters``,
+    ``--no-gate``, ``--tree``, ``--decay-half-life``)."""
+    from ragspine_query.builder import PipelineSpec
+
+    changes = {k: v for k, v in (("mode", args.mode),
+                                 ("reranker", getattr(args, "reranker", None)),
+                                 ("transforms", getattr(args, "transform", None)),
+                                 ("postprocessor", getattr(args, "postprocessor", None)),
+                                 ("tiers", getattr(args, "tiers", None)),
+                                 ("corrective", getattr(args, "corrective", None)),
+                                 ("filters", getattr(args, "filter_extraction", None)),
+                                 ("router", getattr(args, "router", None)),
+                                 ("tree", getattr(args, "tree", None)),
+                                 ("decay_half_life_days", getattr(args, "decay_half_life", None))) if v is not None}
+    if getattr(args, "no_gate", False):
+        changes["gate"] = False
+    changes["relax_filters"] = bool(getattr(args, "relax_filters", False))
+    return PipelineSpec.from_settings(settings).replace(**changes)
+
+
 def run_query(args: argparse.Namespace) -> int:
     from ragspine_query.limits import check_query
     from ragspine_query.agent_api import build_narrative_retriever
@@ -205,29 +226,8 @@ def run_query(args: argparse.Namespace) -> int:
         from ragspine_core.llm import OpenAICompatibleProvider
 
         provider = OpenAICompatibleProvider.from_settings(settings)
-    reranker: Reranker | str | None = "env"  # "env": the one the settings name (RAGSPINE_RERANKER)
-    if args.reranker is not None:
-        from ragspine_query.rerank import make_reranker
-
-        reranker = make_reranker(args.reranker, provider=provider, settings=settings)
-    overrides = {k: v for k, v in (("query_transforms", getattr(args, "transform", None)),
-                                   ("postprocessor", getattr(args, "postprocessor", None)),
-                                   ("query_tiers", getattr(args, "tiers", None)),
-                                   ("corrective", getattr(args, "corrective", None)),
-                                   ("filter_extraction", getattr(args, "filter_extraction", None)),
-                                   ("router", getattr(args, "router", None))) if v is not None}
-    if getattr(args, "no_gate", False):
-        overrides["query_gate"] = "off"
-    if getattr(args, "decay_half_life", None) is not None:
-        overrides["decay_half_life_days"] = str(args.decay_half_life)
-    if getattr(args, "tree", None) is not None:
-        overrides["tree"] = args.tree
-    if overrides:
-        import dataclasses
-
-        settings = dataclasses.replace(settings, **overrides)
-    retriever = build_narrative_retriever([args.library_dir, *args.library], provider, mode=args.mode, reranker=reranker,
-                                          settings=settings, relax_filters=bool(getattr(args, "relax_filters", False)))
+    retriever = build_narrative_retriever([args.library_dir, *args.library], provider, settings=settings,
+                                          spec=query_spec(args, settings))
     snippets = retriever.retrieve(args.text, filters=filters or None, top_k=args.top_k, explain=explain)
     refusal = getattr(snippets, "refusal", None)
     from ragspine_query.agent_api import result_assessment

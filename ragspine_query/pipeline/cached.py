@@ -14,7 +14,7 @@ class CachedPipeline(QueryPipeline):
     arguments (a pipeline that is not a :class:`QueryPipeline` runs as one stage).
 
     The cache is a property of the pipeline (:class:`QueryPipeline` ``cache``), not a
-    wrapper around it: :func:`~ragspine_query.intelligence.build_query_pipeline` sets it
+    wrapper around it: :func:`~ragspine_query.builder.build_pipeline` sets it
     directly. A cached result is returned as a fresh :class:`SearchResult` (same hits,
     same refusal); with ``explain=True`` its trace is one ``cache`` stage saying it was a hit.
     """

@@ -26,7 +26,7 @@ class QueryPipeline:
 
     ``QueryPipeline(source, transforms=…, reranker=…, postprocessors=…, gate=…)`` lists
     :func:`core_stages` (registered transforms and post-processors after the explicit
-    ones); :func:`~ragspine_query.intelligence.build_query_pipeline` lists the
+    ones); :func:`~ragspine_query.builder.build_pipeline` lists the
     query-intelligence stages around them (filter extraction, corrective retrieval).
     :meth:`from_stages` takes any list. ``cache`` (a
     :class:`~ragspine_query.cache.ScopedCache`) memoises whole runs, keyed by the scope

@@ -3,7 +3,7 @@
 ``extract_filters → gate → transforms → gate(variants) → retrieve → rerank → postprocess
 → cut → postprocess(final) → restricted_strip → filter_fallback → corrective``
 
-(:func:`~ragspine_query.intelligence.query_stages` builds the list; :func:`core_stages`
+(:func:`~ragspine_query.builder.build_pipeline` builds the list; :func:`core_stages`
 is the retrieval part, from the gate to the RESTRICTED strip.)
 
 * the **gate** (optional, :mod:`ragspine_core.gate`) refuses a query naming a glossary

@@ -60,7 +60,7 @@ class SearchResult(_ResultList):
     ``refusal`` is a :class:`~ragspine_core.gate.Refusal` (why nothing was retrieved: a
     competitor query, an ungroundable one) or None; a refused result holds no hits.
 
-    Through a query pipeline (:func:`~ragspine_query.intelligence.build_query_pipeline`)
+    Through a query pipeline (:func:`~ragspine_query.builder.build_pipeline`)
     every result also carries ``tier`` (the retrieval tier that ran: ``direct``,
     ``semantic``, ``multi_hop``, ``global``, ``multi_part``), ``confidence`` (a
     :class:`~ragspine_query.assessment.Confidence`: grade ``high|medium|low`` and score),

@@ -49,15 +49,18 @@ def _sentences(text: str) -> list[str]:
 
 def question_signals(library: str, judged: Path, *, sentences: bool = False) -> list[dict[str, Any]]:
     from ragspine_core.glossary import Glossary
-    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_core.settings import Settings
     from ragspine_query.assessment import RelevanceGrader, relevance_features
+    from ragspine_query.builder import PipelineSpec, build_pipeline
     from ragspine_query.filter_extraction import DEFAULT_MIN_CONFIDENCE, make_filter_extractor
     from ragspine_query.source import retrievers_of
 
     qrels = read_qrels(judged / "qrels" / "dev.tsv")
     ans = [q for q in read_jsonl(judged / "queries.jsonl") if q["_id"] in qrels]
     una = read_jsonl(judged / "unanswerable.jsonl") + read_jsonl(judged / "extra-unanswerable.jsonl")
-    src = getattr(build_narrative_retriever([library]).index, "source")
+    settings = Settings.from_env()  # the bench's edge: the environment, read once
+    src = build_pipeline([library], PipelineSpec.from_settings(settings), settings=settings).source
+    assert src is not None  # build_pipeline always gives its pipeline the retriever it searches
     grader = RelevanceGrader(src)
     ret = retrievers_of(src)[0]
     t = grader._terms_of(ret.library.library_id)

@@ -210,7 +210,8 @@ def cmd_rules(args):
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run
     from ragspine_query.library import Library
-    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_core.settings import Settings
+    from ragspine_query.builder import PipelineSpec, build_pipeline
 
     dataset_dir = Path(args.dataset)
     currents = sorted(Path(args.library).glob("artifacts/*/current"))
@@ -234,8 +235,10 @@ def cmd_rules(args):
         dataset = load_beir(dataset_dir, "test")
         types = query_types(dataset_dir)
         tune, held = split_ids(dataset.query_ids)
-        narrative = build_narrative_retriever(root, mode="graph", embedding_backend=None)
-        run, _ = run_queries(narrative.index, dataset, quiet=True)
+        settings = Settings.from_env()  # the bench's edge: the environment, read once
+        pipeline = build_pipeline(root, PipelineSpec.from_settings(settings).replace(mode="graph"), settings=settings,
+                                  embedding_backend=None)
+        run, _ = run_queries(pipeline, dataset, quiet=True)
     finally:
         Library.artifact_path = original
     out = {}

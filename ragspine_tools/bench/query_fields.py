@@ -92,11 +92,14 @@ def is_dev(qid: str) -> bool:
 def question_features(library: list[str], questions: list[dict]) -> list[dict[str, float]]:
     """Per question, the features of the library whose calibrated probability is highest
     (one library: its features)."""
-    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_core.settings import Settings
     from ragspine_query.assessment import RelevanceGrader
+    from ragspine_query.builder import PipelineSpec, build_pipeline
 
-    retriever = build_narrative_retriever(library)
-    grader = RelevanceGrader(getattr(retriever.index, "source"))  # the NarrativeIndex's retriever
+    settings = Settings.from_env()  # the bench's edge: the environment, read once
+    pipeline = build_pipeline(library, PipelineSpec.from_settings(settings), settings=settings)
+    assert pipeline.source is not None  # build_pipeline always gives its pipeline the retriever it searches
+    grader = RelevanceGrader(pipeline.source)
     return [grader.features(q["text"]) for q in questions]
 
 

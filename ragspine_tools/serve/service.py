@@ -172,6 +172,7 @@ class SearchService:
 
     def _pipeline(self, libs: Sequence[Library], ceiling: str, mode: str) -> Any:
         from ragspine_query.agent_api import build_narrative_retriever
+        from ragspine_query.builder import FROM_SPEC
 
         key = (tuple((lib.library_id, lib.snapshot_id) for lib in libs), ceiling, mode)
         with self._lock:
@@ -186,7 +187,7 @@ class SearchService:
             if found is not None:
                 return found
             backends = {id(b): b for b in (self._backend(lib, mode) for lib in libs)}
-            backend: Any = next(iter(backends.values())) if len(backends) == 1 else "env"
+            backend: Any = next(iter(backends.values())) if len(backends) == 1 else FROM_SPEC
             pipeline = build_narrative_retriever(list(libs), mode=mode,
                                                  embedding_backend=backend, settings=self.settings,
                                                  max_sensitivity=ceiling)

@@ -86,11 +86,11 @@ def test_cli_prints_the_refusal_as_json(sample, capsys):
 
 
 def test_notebook_api_selects_stages_on_the_retriever(sample):
-    from ragspine_query import HybridRetriever, QueryIntelligence, RetrievalConfig, open_library
+    from ragspine_query import HybridRetriever, PipelineSpec, QueryIntelligence, RetrievalConfig, build_pipeline, open_library
 
     with open_library(sample) as lib:
         r = HybridRetriever(lib, config=RetrievalConfig(mode="bm25", decay_half_life_days=365, decay_reference="2025-12-31"))
-        p = r.pipeline(QueryIntelligence(postprocessor="mmr:0.5", tiers="rules"), glossary=GLOSSARY)
+        p = build_pipeline(r, PipelineSpec(intelligence=QueryIntelligence(postprocessor="mmr:0.5", tiers="rules"), multi_query=False), glossary=GLOSSARY)
         refused = p.run("Initech pricing", top_k=3)
         assert refused.refusal.entities == ("INITECH",) and list(refused) == []
         res = p.run("Acme US gross margin", top_k=3, explain=True)

@@ -116,7 +116,7 @@ def test_glossary_variants_keep_the_query_language(tmp_path, mode):
     out = tmp_path / "eval"
     evaluate_dataset(ds, modes=(mode,), embedding="deterministic", out=out, quiet=True)
     library = prepare_library(ds, out, quiet=True, embedding="deterministic").root
-    nr = build_narrative_retriever(library, mode=mode, reranker=None, embedding_backend="env", multi_query=True)
+    nr = build_narrative_retriever(library, mode=mode, reranker=None, multi_query=True)
     res = nr.index.search(QUERIES["q1"], top_k=10, explain=True)
     transforms = [s for s in res.explain.stages if s.stage == "transform"]
     assert transforms and "艾克美欧洲" in transforms[0].detail  # the alias variant was generated

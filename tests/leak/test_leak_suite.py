@@ -43,7 +43,9 @@ from ragspine_index.source_documents.parse_library import parse_library
 from ragspine_index.steps.chunk_embeddings import text_hash
 from ragspine_index.pipeline import build_library
 from ragspine_query.library import open_library
-from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.agent_api import NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_query.builder import PipelineSpec, build_pipeline
+from ragspine_query.rerank.listwise import ListwiseReranker
 from ragspine_core.records import RESTRICTED_SENSITIVITY
 from ragspine_query.rerank import LexicalMaxSimReranker
 from ragspine_query.retriever import HybridRetriever, MultiIndexRetriever, RetrievalConfig
@@ -284,13 +286,18 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
         from ragspine_core.glossary import Glossary, GlossaryQueryRewriter
 
         rewriter = GlossaryQueryRewriter(Glossary.load(glossary_path))
+        bare = PipelineSpec(intelligence=None)  # the retrieval stages alone
+
+        def exit_of(source, *, glossary=None, reranker=None):
+            return NarrativeIndexRetriever(build_pipeline(source, bare, glossary=glossary, reranker=reranker))
+
         exits = [
-            NarrativeIndexRetriever(NarrativeIndex(retrievers["bm25"])),
-            NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], rewriter=rewriter)),
-            NarrativeIndexRetriever(NarrativeIndex(retrievers["vector"])),
-            NarrativeIndexRetriever(NarrativeIndex(multi, reranker=LexicalMaxSimReranker(weighted=True))),
-            NarrativeIndexRetriever(NarrativeIndex(retrievers["hybrid"], judge=judge)),
-            NarrativeIndexRetriever(NarrativeIndex(retrievers["graph"])),  # seed labels reach the explain trace
+            exit_of(retrievers["bm25"]),
+            exit_of(retrievers["hybrid"], glossary=rewriter.glossary),  # glossary multi-query variants
+            exit_of(retrievers["vector"]),
+            exit_of(multi, reranker=LexicalMaxSimReranker(weighted=True)),
+            exit_of(retrievers["hybrid"], reranker=ListwiseReranker(judge)),
+            exit_of(retrievers["graph"]),  # seed labels reach the explain trace
         ]
         answered = traced = 0
         restricted_ids = {r[0] for r in a.execute_read(
@@ -330,7 +337,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
 
     with LocalChatServer("ok") as server:
         provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
-        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25", reranker="env")
+        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25")
         for i, q in enumerate(queries):
             scan.text(f"http snippets #{i}", json.dumps(retriever.retrieve(q, top_k=10), ensure_ascii=False))
         assert len(server.requests) > N_HTTP_QUERIES // 2

@@ -22,7 +22,7 @@ from ragspine_query.cache import ScopedCache
 from ragspine_tools.eval.beir import load_beir
 from ragspine_tools.eval.metrics import ndcg_at_k, recall_at_k
 from ragspine_query.intelligence import QueryIntelligence
-from ragspine_query.agent_api import NarrativeIndex
+from ragspine_query.builder import PipelineSpec, build_pipeline
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 
@@ -65,7 +65,7 @@ def main() -> None:
     src = HybridRetriever(lib, config=RetrievalConfig(mode=args.mode))
     out = {"mode": src.active_mode, "queries": len(qids), "configs": {}}
     for name in args.configs.split(","):
-        idx = NarrativeIndex(src, intelligence=CONFIGS[name])
+        idx = build_pipeline(src, PipelineSpec(intelligence=CONFIGS[name]), glossary=None)
         nd, r5, secs, refused = [], [], [], 0
         for q in qids:
             t0 = time.perf_counter()
@@ -84,7 +84,7 @@ def main() -> None:
     # stage latency with every deterministic stage on
     every = QueryIntelligence(transforms="normalize,decompose,step_back", tiers="rules", postprocessor="mmr,lost_in_middle,compress",
                               corrective="dynamic")
-    idx = NarrativeIndex(src, intelligence=every)
+    idx = build_pipeline(src, PipelineSpec(intelligence=every), glossary=None)
     per: dict[str, list[float]] = defaultdict(list)
     for q in qids[:200]:
         res = idx.search(ds.queries[q], top_k=10, explain=True)
@@ -101,7 +101,7 @@ def main() -> None:
     weights = [1.0 / (i + 1) for i in range(len(pool))]
     workload = rng.choices(pool, weights=weights, k=1000)
     cache = ScopedCache(256, 300.0)
-    cached = NarrativeIndex(src, intelligence=QueryIntelligence(cache_size=256), cache=cache)
+    cached = build_pipeline(src, PipelineSpec(intelligence=QueryIntelligence(cache_size=256)), glossary=None, cache=cache)
     lat_hit, lat_miss = [], []
     for q in workload:
         before = cache.hits

@@ -94,7 +94,7 @@ def test_every_result_carries_tier_confidence_and_needs_refinement(sample, capsy
 
 def test_relevance_grader_uses_the_batch_normaliser_and_the_seed_thresholds(sample):
     r = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="off"))
-    source = r.index.pipeline.source
+    source = r.index.source
     grader = RelevanceGrader(source)
     hits = source.search("Acme US gross margin second quarter 2024", top_k=5, include_restricted=False)
     rel, parts = grader.hit_relevance("Acme US gross margin second quarter 2024", hits[0])

@@ -230,7 +230,7 @@ def test_a_failing_extractor_never_fails_or_widens_the_query(sample):
             raise RuntimeError("boom")
 
     base = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="off"))
-    pipe = FilterPreference(base.index.pipeline.pipeline, Broken())
+    pipe = FilterPreference(base.index, Broken())
     res = pipe.run("Acme China revenue", top_k=5, explain=True)
     assert len(res) == 5 and res.filters.outcome == "none"
     assert "extractor failed (RuntimeError)" in next(s.detail for s in res.explain.stages if s.stage == "extract")

@@ -11,6 +11,7 @@ import pytest
 
 from ragspine_tools.evaluate import evaluate_dataset, prepare_library, sample_queries
 from ragspine_tools.eval.beir import load_beir
+from ragspine_query.builder import build_pipeline
 from ragspine_query.fusion import FUSION_POLICIES, fuse_mixed_languages
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
@@ -142,9 +143,9 @@ def test_explain_notes_a_reranker_skipped_for_a_language_it_does_not_serve(built
     _, libs = built
     r = HybridRetriever(libs["zh"], config=RetrievalConfig(mode="auto"))
     english_only = LexicalMaxSimReranker(languages=("en",))
-    res = r.pipeline(reranker=english_only).run("营收增长", top_k=3, explain=True)
+    res = build_pipeline(r, reranker=english_only, glossary=None).run("营收增长", top_k=3, explain=True)
     [stage] = [s for s in res.explain.stages if s.stage == "rerank"]
     assert stage.detail.startswith("skipped: query language zh") and "rerank" not in res[0].scores
-    both = r.pipeline(reranker=LexicalMaxSimReranker()).run("营收增长", top_k=3, explain=True)
+    both = build_pipeline(r, reranker=LexicalMaxSimReranker(), glossary=None).run("营收增长", top_k=3, explain=True)
     [stage] = [s for s in both.explain.stages if s.stage == "rerank"]
     assert stage.detail == "" and "rerank" in both[0].scores

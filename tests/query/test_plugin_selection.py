@@ -14,7 +14,8 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
-from ragspine_query.intelligence import QueryIntelligence, build_query_pipeline
+from ragspine_query.builder import PipelineSpec, build_pipeline
+from ragspine_query.intelligence import QueryIntelligence
 from ragspine_query.agent_api import build_narrative_retriever
 from ragspine_query.pipeline.plugins import (POSTPROCESSORS, TRANSFORMS, register_postprocessor, register_transform,
                                              registered_postprocessors, registered_transforms, unregister_postprocessor,
@@ -128,11 +129,12 @@ def test_always_plugins_run_unnamed_and_once_when_named(sample):
         with open_library(sample) as lib:
             retriever = HybridRetriever(lib, embedding_backend=None)
             for qi in (QueryIntelligence(), QueryIntelligence(transforms="always_tr", postprocessor="always_post")):
-                pipe = build_query_pipeline(retriever, qi)
+                pipe = build_pipeline(retriever, PipelineSpec(intelligence=qi, reranker="none"), glossary=None)
                 stages = {s.name: s for s in pipe.stages}
                 assert [n for n, _ in stages["transforms"].transforms].count("always_tr") == 1  # type: ignore[attr-defined]
                 assert [n for n, _ in stages["postprocess"].postprocessors].count("always_post") == 1  # type: ignore[attr-defined]
-            named = build_query_pipeline(retriever, QueryIntelligence(transforms="always_tr,normalize"))
+            named = build_pipeline(retriever, PipelineSpec(intelligence=QueryIntelligence(transforms="always_tr,normalize"),
+                                                           reranker="none"), glossary=None)
             order = [n for n, _ in {s.name: s for s in named.stages}["transforms"].transforms]  # type: ignore[attr-defined]
             assert order == ["normalize", "always_tr"]
     finally:
@@ -140,11 +142,17 @@ def test_always_plugins_run_unnamed_and_once_when_named(sample):
         unregister_postprocessor("always_post")
 
 
-def test_hybrid_retriever_reads_the_environment_only_without_settings(sample, monkeypatch):
+def test_the_query_library_never_reads_the_environment(sample, monkeypatch):
     monkeypatch.setenv("RAGSPINE_INGEST_WORKERS", "many")  # Settings.from_env() refuses it
+    monkeypatch.setenv("RAGSPINE_RETRIEVAL_MODE", "nonsense")
+    with pytest.raises(ConfigError, match="RAGSPINE_INGEST_WORKERS"):
+        Settings.from_env()  # only an edge reads the environment, and it would refuse this one
     with open_library(sample) as lib:
-        given = HybridRetriever(lib, settings=Settings())  # the dense backend from these settings: no env read
+        given = HybridRetriever(lib, settings=Settings())  # the dense backend from these settings
         assert given.embedding_backend is not None and given.embedding_backend.model_id == lib.embedding_model_id
-        with pytest.raises(ConfigError, match="RAGSPINE_INGEST_WORKERS"):
-            HybridRetriever(lib)  # the public entry point without settings reads the environment
-        assert HybridRetriever(lib, embedding_backend=None).embedding_backend is None  # BM25 only: nothing read
+        bare = HybridRetriever(lib)  # no settings: the Settings defaults, the environment is not read
+        assert bare.embedding_backend is not None and bare.embedding_backend.model_id == lib.embedding_model_id
+        assert HybridRetriever(lib, embedding_backend=None).embedding_backend is None  # BM25 only
+    # the builders below the edge take settings as an argument (default: the Settings defaults)
+    snips = build_narrative_retriever(sample, reranker=None).retrieve("Acme China revenue", top_k=3)
+    assert snips and build_pipeline(sample).source.active_mode == "hybrid"

@@ -14,11 +14,13 @@ from ragspine_index.pipeline import build_library
 from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
 from ragspine_core.errors import ConfigError, SynthesisCitationError
 from ragspine_query.library import open_library
-from ragspine_query.agent_api import NarrativeIndex, NarrativeIndexRetriever
+from ragspine_query.agent_api import NarrativeIndexRetriever
+from ragspine_query.builder import PipelineSpec, build_pipeline
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from ragspine_query.tree import TreeConfig, TreeRetriever, global_overview, tree_snippet
 from tests.conftest import REPO_ROOT, RESTRICTED_MARKERS
 
+BARE = PipelineSpec(intelligence=None)  # the retrieval stages alone
 QUERIES = ("battery supply chain risk", "gross margin Acme US 2024", "数据出境 安全评估", "data transfer to the United States")
 
 
@@ -120,7 +122,7 @@ def test_tree_channel_is_fused_and_explained_and_honours_filters(built):
     tree_channel = next(c for c in retriever.channels if c.name == "tree")
     rows, _ = tree_channel.search(QUERIES[2], 50, allowed)
     assert rows.size and allowed[rows].all()
-    snippets = NarrativeIndexRetriever(NarrativeIndex(retriever)).retrieve(QUERIES[2], filters=filters, top_k=5)
+    snippets = NarrativeIndexRetriever(build_pipeline(retriever, BARE, glossary=None)).retrieve(QUERIES[2], filters=filters, top_k=5)
     assert snippets and all(s["language"] == "zh" for s in snippets)
 
 
@@ -204,7 +206,7 @@ def test_fused_hits_keep_the_tree_node_they_were_reached_through(built, capsys, 
         assert ("via tree nodes" in fuse.detail) == any(h.via for h in hits)
     assert seen, "some fused hit was reached through a summary node"
     # snippets: `via` is kept, the text is still the leaf's source span
-    snippets = NarrativeIndexRetriever(NarrativeIndex(retriever)).retrieve(QUERIES[0], top_k=10)
+    snippets = NarrativeIndexRetriever(build_pipeline(retriever, BARE, glossary=None)).retrieve(QUERIES[0], top_k=10)
     for s in snippets:
         _assert_leaf_citation(s, bodies)
         assert s.get("via", "") == "" or s["via"] in node_ids

@@ -60,7 +60,8 @@ def test_each_feature_runs_alone_against_off_with_its_tally(tmp_path, monkeypatc
         monkeypatch.setenv("RAGSPINE_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("RAGSPINE_LLM_MODEL", "local-test")
         results = evaluate_dataset(ds, modes=("bm25",), embedding="none", out=tmp_path / "eval", quiet=True,
-                                   llm_features=("off", "step_back", "listwise"))
+                                   llm_features=("off", "step_back", "listwise"),
+                                   settings=Settings.from_env())  # this test is the edge: the variables above
         from ragspine_tools.cli import main
 
         assert main(["eval", str(ds), "--mode", "bm25", "--embedding", "none", "--out", str(tmp_path / "eval"), "--quiet",
