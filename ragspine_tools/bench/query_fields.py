@@ -68,11 +68,11 @@ def run_config(library: list[str], questions: list[dict], overrides: dict[str, s
     ranks (:func:`ragspine_tools.evaluate.query_documents`: the top 300 chunks aggregated to
     their documents); the confidence and refusal are that same search's."""
     from ragspine_core.settings import Settings
-    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_query.builder import PipelineSpec, build_pipeline
     from ragspine_tools.evaluate import EVAL_RERANK_DEPTH, query_documents
 
     settings = dataclasses.replace(Settings.from_env(), **overrides) if overrides else Settings.from_env()  # type: ignore[arg-type]
-    index = build_narrative_retriever(library, settings=settings, rerank_top_n=EVAL_RERANK_DEPTH).index
+    index = build_pipeline(library, PipelineSpec.from_settings(settings).replace(rerank_top_n=EVAL_RERANK_DEPTH), settings=settings)
     rows = []
     for q in questions:
         res, run = query_documents(index, q["text"])
