@@ -170,8 +170,8 @@ def _eml_text(data: bytes) -> str:
     for part in message.walk():
         if part.is_multipart() or (part.get("Content-Disposition") or "").lower().startswith("attachment"):
             continue
-        payload = part.get_payload(decode=True) or b""
-        text = payload.decode(part.get_content_charset() or "utf-8", "replace")
+        payload = part.get_payload(decode=True)
+        text = (payload if isinstance(payload, bytes) else b"").decode(part.get_content_charset() or "utf-8", "replace")
         if part.get_content_type() == "text/plain":
             out.append(text)
         elif part.get_content_type() == "text/html":
