@@ -268,12 +268,7 @@ def build_narrative_retriever(
     if reranker is not None and getattr(reranker, "is_listwise", False):
         local, judge = None, cast("ListwiseJudge", getattr(reranker, "judge", reranker))
     if multi_query is None:
-        from ragspine_core.errors import ConfigError
-
-        value = (settings.multi_query or "on").strip().lower()
-        if value not in ("on", "off"):
-            raise ConfigError(f"RAGSPINE_MULTI_QUERY must be on or off, got {settings.multi_query!r}")
-        multi_query = value == "on"
+        multi_query = settings.multi_query  # RAGSPINE_MULTI_QUERY, parsed and checked by Settings
     rewriter = GlossaryQueryRewriter(glossary_obj) if multi_query and glossary_obj and glossary_obj.concepts else None
     if relax_filters is not None and relax_filters != intelligence.relax_filters:
         import dataclasses

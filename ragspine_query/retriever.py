@@ -44,7 +44,7 @@ from ragspine_query.pipeline.state import SearchResult
 from ragspine_core.records import SENSITIVITIES, Hit, lazy_hits, ranked_hits
 from ragspine_core.text.language import LanguageProfile, query_language
 from ragspine_core.runtime.kernels import query_kernels
-from ragspine_core.runtime.threads import pin_query_threads
+from ragspine_core.runtime.threads import pin_query_threads, pinned_pools
 from ragspine_core.settings import Settings
 from ragspine_query.backends import backend_for_library
 from ragspine_query.modes import LEXICAL_MODES, normalize_mode
@@ -183,7 +183,7 @@ class HybridRetriever:
         self._given = (embedding_backend, settings)
         self._reopen_tried: tuple[Any, BaseException] | None = None
         self._follow_lock = threading.Lock()
-        pin_query_threads(settings=settings)  # BLAS on RAGSPINE_QUERY_THREADS threads, so concurrent queries scale
+        pin_query_threads(settings if settings is not None or pinned_pools()["pinned"] else Settings.from_env())  # an edge: read once
         mode = config.mode
         emb_model = library.embedding_model_id
         if embedding_backend is _DEFAULT_BACKEND:

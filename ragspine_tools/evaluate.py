@@ -329,7 +329,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     if reranker and reranker != "none":
         from ragspine_query.rerank import make_reranker
 
-        rr = make_reranker(reranker)
+        rr = make_reranker(reranker, settings=Settings.from_env())
     # the user's defaults (RAGSPINE_* as `ragspine query` reads them); --tree overrides the tree channel
     settings = dataclasses.replace(Settings.from_env(), tree=tree)
     features = list(llm_features) or [""]

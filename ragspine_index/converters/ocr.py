@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from ragspine_index.converters.converted import ConversionError, Deadline
 
-from ragspine_core.settings import Settings
+from ragspine_index.machine import machine_settings
 
 #: What to run to install the engine (docs/formats.md).
 INSTALL_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
@@ -43,7 +43,7 @@ def engine() -> tuple[str, str, str] | None:
     words = (version.stdout + version.stderr).split()
     number = words[1] if len(words) > 1 and words[0] == "tesseract" else "?"
     have = {line.strip() for line in listed.stdout.splitlines()[1:] if line.strip()}
-    wanted = Settings.from_env().ocr_langs.strip()  # the machine the converter runs on (settings.py)
+    wanted = machine_settings().ocr_langs  # the machine the converter runs on (ragspine_index.machine)
     langs = wanted or "+".join(lang for lang in _PREFERRED if lang in have)
     if not langs:
         return None
