@@ -105,8 +105,11 @@ def _verify(paths) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from ragspine_core.settings import Settings
+    from ragspine_index.machine import configure_machine
     from ragspine_tools.evaluate import run_eval_cli
 
+    configure_machine(Settings.from_env())  # ingest workers and OCR languages of the libraries it builds
     return run_eval_cli(args)
 
 
