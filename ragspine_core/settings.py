@@ -152,8 +152,13 @@ def _var_of(name: str) -> str:
     return next(v.name for v in ENV_VARS if v.field == name)
 
 
+#: What unsetting a variable gives, where "the default" says too little.
+_UNSET_MEANS = {"embedding_dim": "to let the backend probe the server"}
+
+
 def _bad(name: str, raw: object, want: str) -> ConfigError:
-    return ConfigError(f"{_var_of(name)}={raw!r} is invalid: it must be {want}; set it so, or unset it for the default")
+    unset = _UNSET_MEANS.get(name, "for the default")
+    return ConfigError(f"{_var_of(name)}={raw!r} is invalid: it must be {want}; set it so, or unset it {unset}")
 
 
 def _as_int(name: str, raw: object, low: int) -> int:

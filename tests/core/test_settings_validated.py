@@ -58,7 +58,7 @@ def test_a_bad_value_names_the_variable_the_value_and_what_to_set(var, value, wa
         Settings.from_env({var: value})
     message = str(info.value)
     assert message.startswith(f"{var}={value!r} is invalid: it must be {want}")
-    assert "unset it for the default" in message
+    assert "set it so, or unset it " in message
 
 
 def test_construction_and_replace_are_checked_too():
