@@ -12,7 +12,6 @@ definition) appears outside them, or more often than listed.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
