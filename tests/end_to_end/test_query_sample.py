@@ -69,7 +69,7 @@ def narrative(built_sample) -> NarrativeIndexRetriever:
 
 
 def assert_no_restricted(snippets: list[dict]) -> None:
-    dumped = json.dumps(snippets, ensure_ascii=False)
+    dumped = json.dumps([s if isinstance(s, dict) else s.to_dict() for s in snippets], ensure_ascii=False)
     for marker in RESTRICTED_MARKERS.values():
         assert marker not in dumped
     assert "RESTRICTED-MARKER" not in dumped
