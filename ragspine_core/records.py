@@ -469,6 +469,14 @@ class Snippet:
         warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key}", DeprecationWarning, stacklevel=2)
         return self.to_dict().get(key, default)
 
+    def __contains__(self, key: object) -> bool:
+        warnings.warn(f"reading a snippet by key is deprecated: test snippet.{key} is not None, or key in snippet.present",
+                      DeprecationWarning, stacklevel=2)
+        return isinstance(key, str) and key in self.to_dict()
+
+    #: not a sequence: ``for x in snippet`` is a mistake (iterate ``to_dict()``)
+    __iter__ = None
+
 
 def to_snippet(hit: Hit) -> dict[str, Any]:
     """The snippet dict an agent gets: text, provenance, metadata, sensitivity, scores (the

@@ -1,32 +1,31 @@
-"""Every environment variable RAGSpine reads, in one table, read in one place.
+"""Every environment variable RAGSpine reads, in one table, read and checked in one place.
 
-The edges (the ``ragspine`` CLI, the Dagster definitions and ``ragspine ingest``,
-``build_narrative_retriever``, ``ragspine eval``) call :meth:`Settings.from_env` once and
-pass plain values inward — the embedding settings as one
-:class:`~ragspine_core.dense.embedding.EmbeddingSpec` (``EmbeddingSpec.from_settings``).
+The edges call :meth:`Settings.from_env` once and pass the :class:`Settings` inward (the
+embedding settings as one :class:`~ragspine_core.dense.embedding.EmbeddingSpec`,
+``EmbeddingSpec.from_settings``). The edges are the ``ragspine`` CLI and its commands
+(``ragspine_tools``: query, ingest, eval, serve and its worker app, mcp, the benchmarks),
+the Dagster code location's definitions (``ragspine_assets``), and the public Python entry
+points ``build_narrative_retriever`` and ``HybridRetriever(lib)`` (read there only when the
+caller passes no settings). Below them nothing reads the environment
+(``tests/architecture/test_settings_edges.py`` fails when a read is added): a library
+function without settings uses the defaults, ``Settings()``.
+
+:class:`Settings` parses and checks every typed field once, in ``__post_init__`` (so
+``from_env``, the constructor and ``dataclasses.replace`` all check): whole numbers and
+their lower bounds, numbers and their ranges, ``on``/``off`` switches as bools,
+enumerations lower-cased against their tables. A bad value is one
+:class:`~ragspine_core.errors.ConfigError` naming the variable, the value, what it must be
+and what to do. A plug-in name (embedding backend, reranker, transform, post-processor) is
+checked by its registry's factory, where plug-ins are known.
+
+Three settings act process-wide, applied from an edge's settings: ``RAGSPINE_QUERY_THREADS``
+and ``RAGSPINE_QUERY_JIT`` when the first retriever is built
+(:func:`ragspine_core.runtime.threads.pin_query_threads`), and ``RAGSPINE_INGEST_WORKERS`` /
+``RAGSPINE_OCR_LANGS`` for the machine a step runs on
+(:func:`ragspine_index.machine.configure_machine`, which the code location's definitions
+call in every step process and the CLI calls before it builds). ``DAGSTER_HOME``
+(``ragspine_assets.ingest``) is Dagster's own variable, not a RAGSpine setting.
 ``docs/configuration.md`` holds this table, generated (``python -m ragspine_core.settings``).
-
-Four variables are read deep on purpose, each where it acts, through this table:
-
-* ``RAGSPINE_QUERY_JIT`` (``ragspine_core.runtime.kernels``): a process-wide switch of
-  the compiled query kernels, read once when the kernels are first asked for; every
-  ranking path reaches the kernels, and none of them is configured by a caller that could
-  pass it (the results are the same either way).
-* ``RAGSPINE_INGEST_WORKERS`` (``ragspine_index.workers``): the worker processes of the
-  machine a step runs on, read at each call, so a step on a Dagster or Celery worker sees
-  that worker's own value, not the value of the process that launched the run.
-* ``RAGSPINE_OCR_LANGS`` (``ragspine_index.converters.ocr``): the Tesseract languages
-  of the machine a converter runs on, read there like ``RAGSPINE_INGEST_WORKERS``.
-* ``DAGSTER_HOME`` (``ragspine_assets.ingest``): Dagster's own variable (where its
-  instance lives), read and set as Dagster does, not a RAGSpine setting.
-
-Besides these, a few library functions read :meth:`Settings.from_env` only when their
-caller passes no settings, as a convenience for scripts and tests (the edges always
-pass them): ``make_embedding_backend``, ``make_reranker``, ``backend_for_library``,
-``OpenAICompatibleProvider.from_env``, ``runtime.threads.query_threads`` /
-``pin_query_threads`` (``RAGSPINE_QUERY_THREADS``, process-wide like the JIT switch) and
-the notebook entry point ``HybridRetriever(lib)`` (its ``settings=``; read only when it
-must build the index's own embedding backend or pin the thread pools).
 """
 
 from __future__ import annotations
