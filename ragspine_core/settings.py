@@ -175,7 +175,9 @@ def _as_int(name: str, raw: object, low: int) -> int:
     return number
 
 
-def _as_float(name: str, raw: object, low: float, high: float = math.inf, *, above: bool = False) -> float:
+def _as_float(name: str, raw: object, low: float, high: float = math.inf, *, above: bool = False,
+              infinite: bool = False) -> float:
+    """A number in its range; ``infinite``: ``inf`` is allowed too (no limit)."""
     want = (f"a number > {low:g}" if above else f"a number >= {low:g}") + (f" and <= {high:g}" if high != math.inf else "")
     if isinstance(raw, bool):
         raise _bad(name, raw, want)
@@ -183,18 +185,21 @@ def _as_float(name: str, raw: object, low: float, high: float = math.inf, *, abo
         number = float(raw) if isinstance(raw, (int, float)) else float(str(raw).strip())
     except ValueError:
         raise _bad(name, raw, want) from None
-    if not math.isfinite(number) or number < low or (above and number == low) or number > high:
+    if math.isnan(number) or (math.isinf(number) and not (infinite and number > 0)) or number < low \
+            or (above and number == low) or number > high:
         raise _bad(name, raw, want)
     return number
 
 
-def _as_switch(name: str, raw: object) -> bool:
+def _as_switch(name: str, raw: object, *, auto: bool = False) -> bool:
+    """``on``/``off`` (also true/false, 1/0, yes/no); ``auto``: ``auto`` reads as on and
+    ``none`` as off too."""
     if isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
-    if text in _ON:
+    if text in _ON + (("auto",) if auto else ()):
         return True
-    if text in _OFF:
+    if text in _OFF + (("none",) if auto else ()):
         return False
     raise _bad(name, raw, "on or off")
 
@@ -224,12 +229,12 @@ _PARSERS: dict[str, Callable[[str, object], object]] = {
     "llm_max_tokens": lambda n, r: _as_int(n, r, 1),
     "llm_concurrency": lambda n, r: _as_int(n, r, 1),
     "embedding_dim": lambda n, r: None if r is None or str(r).strip() == "" else _as_int(n, r, 1),
-    "llm_deadline_s": lambda n, r: _as_float(n, r, 0.0, above=True),
-    "query_cache_ttl_s": lambda n, r: _as_float(n, r, 0.0, above=True),
+    "llm_deadline_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
+    "query_cache_ttl_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
     "mmr_lambda": lambda n, r: _as_float(n, r, 0.0, 1.0),
     "decay_half_life_days": lambda n, r: _as_float(n, r, 0.0),
     "llm_stream": _as_switch,
-    "query_gate": _as_switch,
+    "query_gate": lambda n, r: _as_switch(n, r, auto=True),  # as the gate read it: auto = on, none = off
     "multi_query": _as_switch,
     "query_jit": _as_switch,
     "retrieval_mode": lambda n, r: _as_choice(n, r, RETRIEVAL_MODES),

@@ -40,6 +40,8 @@ def test_environment_strings_are_parsed():
     ("RAGSPINE_MMR_LAMBDA", "1.5", "a number >= 0 and <= 1"),
     ("RAGSPINE_MMR_LAMBDA", "nan", "a number >= 0 and <= 1"),
     ("RAGSPINE_LLM_DEADLINE_S", "0", "a number > 0"),
+    ("RAGSPINE_LLM_DEADLINE_S", "-inf", "a number > 0"),
+    ("RAGSPINE_DECAY_HALF_LIFE_DAYS", "inf", "a number >= 0"),
     ("RAGSPINE_QUERY_CACHE_TTL", "soon", "a number > 0"),
     ("RAGSPINE_DECAY_HALF_LIFE_DAYS", "-1", "a number >= 0"),
     ("RAGSPINE_QUERY_CACHE", "1.5", "a whole number >= 0"),
@@ -59,6 +61,12 @@ def test_a_bad_value_names_the_variable_the_value_and_what_to_set(var, value, wa
     message = str(info.value)
     assert message.startswith(f"{var}={value!r} is invalid: it must be {want}")
     assert "set it so, or unset it " in message
+
+
+def test_no_limit_and_the_gate_words_read_as_before():
+    s = Settings.from_env({"RAGSPINE_LLM_DEADLINE_S": "inf", "RAGSPINE_QUERY_CACHE_TTL": "inf", "RAGSPINE_GATE": "none"})
+    assert s.llm_deadline_s == s.query_cache_ttl_s == float("inf") and s.query_gate is False
+    assert Settings.from_env({"RAGSPINE_GATE": "auto"}).query_gate is True
 
 
 def test_construction_and_replace_are_checked_too():
