@@ -41,11 +41,7 @@ def adopt_machine(machine: MachineSettings) -> MachineSettings:
     """Set this process's machine settings to ``machine`` (a converter child process takes
     its parent's this way); returns them."""
     global _current
-    if machine != _current:
-        _current = machine
-        from ragspine_index.converters import ocr
-
-        ocr.engine.cache_clear()  # the languages are part of what engine() found
+    _current = machine
     return _current
 
 

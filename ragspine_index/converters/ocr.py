@@ -29,9 +29,14 @@ MAX_PIXELS = 80_000_000
 _PREFERRED = ("eng", "chi_sim")
 
 
-@lru_cache(maxsize=1)
 def engine() -> tuple[str, str, str] | None:
-    """``(program, version, languages)`` of the installed Tesseract, ``None`` when absent."""
+    """``(program, version, languages)`` of the installed Tesseract, ``None`` when absent;
+    the languages are this machine's ``ocr_langs`` (:mod:`ragspine_index.machine`) when set."""
+    return _engine(machine_settings().ocr_langs)
+
+
+@lru_cache(maxsize=4)
+def _engine(wanted: str) -> tuple[str, str, str] | None:
     program = shutil.which("tesseract")
     if program is None:
         return None
@@ -43,11 +48,13 @@ def engine() -> tuple[str, str, str] | None:
     words = (version.stdout + version.stderr).split()
     number = words[1] if len(words) > 1 and words[0] == "tesseract" else "?"
     have = {line.strip() for line in listed.stdout.splitlines()[1:] if line.strip()}
-    wanted = machine_settings().ocr_langs  # the machine the converter runs on (ragspine_index.machine)
     langs = wanted or "+".join(lang for lang in _PREFERRED if lang in have)
     if not langs:
         return None
     return program, number, langs
+
+
+engine.cache_clear = _engine.cache_clear  # type: ignore[attr-defined]  # what was found: found again
 
 
 def available() -> bool:

@@ -332,7 +332,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
         provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
         retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25", reranker="env")
         for i, q in enumerate(queries):
-            scan.text(f"http snippets #{i}", json.dumps(retriever.retrieve(q, top_k=10), ensure_ascii=False))
+            scan.text(f"http snippets #{i}", json.dumps([s.to_dict() for s in retriever.retrieve(q, top_k=10)], ensure_ascii=False))
         assert len(server.requests) > N_HTTP_QUERIES // 2
         scan.blob("LLM request bodies", server.all_raw_bodies())
         for q in queries[:6]:
