@@ -37,6 +37,7 @@ import dagster as dg
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
+from ragspine_index.machine import configure_machine
 
 from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.resources import build_resources
@@ -126,6 +127,7 @@ def assets_for(environ: Mapping[str, str] | Settings | None = None) -> list:
 def build_definitions(environ: Mapping[str, str] | None = None) -> dg.Definitions:
     """Assets, ``ingest_job``, ``raw_files_sensor``, ``reingest_schedule``, executor, resources."""
     settings = _settings(environ)
+    configure_machine(settings)  # this process's steps: ingest workers, OCR languages (ragspine_index.machine)
     schedule = build_reingest_schedule(settings.reingest_cron or DEFAULT_REINGEST_CRON,
                                        timezone=settings.reingest_timezone or "UTC")
     return dg.Definitions(

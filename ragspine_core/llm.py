@@ -6,15 +6,15 @@ and retries are the shared :class:`~ragspine_core.net.openai_http.OpenAIHttpClie
 (the embeddings backend uses the same one).
 
 Configuration comes in as values: the constructor, or :meth:`OpenAICompatibleProvider.from_settings`
-with a :class:`~ragspine_core.settings.Settings` built at an edge (``from_env`` is that
-shortcut; the variables are listed in ``docs/configuration.md``).
+with a :class:`~ragspine_core.settings.Settings` built at an edge
+(``OpenAICompatibleProvider.from_settings(Settings.from_env())``; the variables are listed
+in ``docs/configuration.md``). Nothing here reads the environment.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
 from typing import Any, TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragspine_core.errors import ConfigError, ProviderError
@@ -179,16 +179,6 @@ class OpenAICompatibleProvider:
         limits.update(overrides)
         return cls(base_url, model, api_key=settings.llm_api_key.strip() or None, **limits)
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "OpenAICompatibleProvider":
-        """:meth:`from_settings` on ``Settings.from_env(environ)`` (default ``os.environ``).
-
-        The API key is ``RAGSPINE_LLM_API_KEY``, else ``OPENAI_API_KEY``, else none.
-        """
-        from ragspine_core.settings import Settings
-
-        return cls.from_settings(Settings.from_env(environ), **overrides)
-
     def __repr__(self) -> str:  # never show the key
         key = "set" if self._api_key else "none"
         return f"OpenAICompatibleProvider(url={self.url!r}, model={self.model!r}, api_key={key})"
@@ -278,24 +268,7 @@ class OpenAICompatibleProvider:
 
 
 def _limits_of(settings: "Settings") -> dict[str, Any]:
-    """The constructor arguments the ``RAGSPINE_LLM_*`` limit variables set (validated)."""
-    out: dict[str, Any] = {}
-    stream = str(getattr(settings, "llm_stream", "") or "").strip().lower()
-    if stream:
-        if stream not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"RAGSPINE_LLM_STREAM must be on or off, got {stream!r}")
-        out["stream"] = stream in ("on", "true", "1", "yes")
-    for field, name, key, kind in (("llm_deadline_s", "RAGSPINE_LLM_DEADLINE_S", "deadline_s", float),
-                                   ("llm_max_tokens", "RAGSPINE_LLM_MAX_TOKENS", "max_tokens_cap", int),
-                                   ("llm_concurrency", "RAGSPINE_LLM_CONCURRENCY", "max_concurrency", int)):
-        raw = str(getattr(settings, field, "") or "").strip()
-        if not raw:
-            continue
-        try:
-            value = kind(raw)
-        except ValueError:
-            raise ConfigError(f"{name} must be a {'number' if kind is float else 'whole number'} > 0, got {raw!r}") from None
-        if value <= 0:
-            raise ConfigError(f"{name} must be > 0, got {raw!r}")
-        out[key] = value
-    return out
+    """The constructor arguments the ``RAGSPINE_LLM_*`` limit variables set (parsed and
+    checked by :class:`~ragspine_core.settings.Settings`)."""
+    return {"stream": settings.llm_stream, "deadline_s": settings.llm_deadline_s,
+            "max_tokens_cap": settings.llm_max_tokens, "max_concurrency": settings.llm_concurrency}

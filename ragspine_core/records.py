@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable, cast, Sequence
+from dataclasses import FrozenInstanceError, dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, cast, Sequence
 
 RESTRICTED_SENSITIVITY = "RESTRICTED"
 SENSITIVITIES = ("PUBLIC", "INTERNAL", "RESTRICTED")
@@ -332,9 +333,10 @@ def hits_to_frame(hits: Sequence[Any]) -> "Any":
         raise MissingExtraError("hits_to_frame (a DataFrame of results)", "notebook", "pandas") from exc
     rows = []
     for rank, h in enumerate(hits, start=1):
-        if isinstance(h, dict):  # a snippet (typed or a plain dict): read as a dict, without the deprecated key access
-            rec = {c: dict.get(h, c, "") for c in FRAME_COLUMNS[2:]}
-            scores = dict.get(h, "scores", {})
+        if isinstance(h, (dict, Snippet)):  # a snippet (the record or a plain dict): read as a dict
+            d = h.to_dict() if isinstance(h, Snippet) else h
+            rec = {c: d.get(c, "") for c in FRAME_COLUMNS[2:]}
+            scores = d.get("scores", {})
             score = scores.get("fused", 0.0)
         else:
             c = h.chunk
@@ -350,69 +352,135 @@ def sort_hits(hits: list[Hit]) -> list[Hit]:
     return sorted(hits, key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
-def _field(key: str, doc: str) -> property:
-    def get(self: "Snippet") -> Any:
-        return dict.get(self, key)
-    return property(get, doc=doc)
+def _freeze(value: Any) -> Any:
+    """A read-only copy: a dict as a read-only mapping, a list as a tuple (recursively)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
 
 
-class Snippet(dict[str, Any]):
-    """One cited, RESTRICTED-free snippet, typed: ``snippet.text``, ``.chunk_id``,
-    ``.locator``, ``.scores`` … (see :func:`to_snippet` for every field), ``to_dict()``.
+def _thaw(value: Any) -> Any:
+    """What :func:`_freeze` took: plain dicts and lists again (what JSON writes)."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
 
-    It is still a ``dict`` with the same keys, so ``json.dumps`` and ``dict(snippet)`` work
-    as before; reading it by key (``snippet["text"]``, ``snippet.get("via")``) is
-    deprecated in favour of the attributes and warns (``DeprecationWarning``). An optional
-    field that is absent (``location``, ``page``, ``prompt_text``, ``via``; ``tier``,
-    ``confidence``, ``needs_refinement`` outside the agent seam) reads as None.
+
+#: The keys every snippet has, in the order :func:`to_snippet` writes them.
+SNIPPET_KEYS = ("text", "doc_id", "title", "source_locator", "locator", "chunk_id", "library_id", "entity", "topic",
+                "geography", "period", "language", "valid_as_of", "sensitivity", "span", "chunker", "heading",
+                "metadata", "scores")
+#: The keys a snippet has only sometimes: ``location``/``page`` (a converted file's chunk),
+#: ``prompt_text`` (a parent text), ``via`` (reached through a summary-tree node or a
+#: community); ``tier``/``confidence``/``needs_refinement`` (the agent seam's assessment).
+SNIPPET_OPTIONAL_KEYS = ("location", "page", "prompt_text", "via", "tier", "confidence", "needs_refinement")
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """One cited, RESTRICTED-free snippet, a frozen record: ``snippet.text``, ``.chunk_id``,
+    ``.locator``, ``.scores`` … (see :func:`to_snippet` for every field).
+
+    :meth:`to_dict` gives the plain dict (what ``json.dumps`` writes, the same keys in the
+    same order as :func:`to_snippet`'s dict); the JSON edges (``ragspine query --json``,
+    ``ragspine serve``, ``ragspine mcp``) write it. The containers are read-only
+    (``metadata``, ``scores``, ``location``, ``confidence`` are read-only mappings, ``span``
+    a tuple). An optional field that is absent (``location``, ``page``, ``prompt_text``,
+    ``via``; ``tier``, ``confidence``, ``needs_refinement`` outside the agent seam) reads as
+    None and is left out of :meth:`to_dict` (``present`` names the optional fields it has, in
+    order). Reading it by key (``snippet["text"]``, ``snippet.get("via")``) is deprecated in
+    favour of the attributes and warns (``DeprecationWarning``).
     """
 
-    __slots__ = ()
+    text: str
+    doc_id: str
+    title: str
+    source_locator: str
+    locator: str
+    chunk_id: str
+    library_id: str
+    entity: str
+    topic: str
+    geography: str
+    period: str
+    language: str
+    valid_as_of: str
+    sensitivity: str
+    span: tuple[int, int]
+    chunker: str
+    heading: str
+    metadata: Mapping[str, Any]
+    scores: Mapping[str, float]
+    location: Mapping[str, Any] | None = None
+    page: int | None = None
+    prompt_text: str | None = None
+    via: str | None = None
+    tier: str | None = None
+    confidence: Mapping[str, Any] | None = None
+    needs_refinement: bool | None = None
+    #: the optional fields this snippet has (set even when their value is None), in order
+    present: tuple[str, ...] = field(default=(), repr=False)
 
-    text = _field("text", "the chunk's text")
-    doc_id = _field("doc_id", "the document id")
-    title = _field("title", "the document title")
-    source_locator = _field("source_locator", "where the source document lives")
-    locator = _field("locator", "the citation: source and span")
-    chunk_id = _field("chunk_id", "the chunk id")
-    library_id = _field("library_id", "the library it comes from")
-    entity = _field("entity", "metadata: entity")
-    topic = _field("topic", "metadata: topic")
-    geography = _field("geography", "metadata: geography")
-    period = _field("period", "metadata: period")
-    language = _field("language", "metadata: language")
-    valid_as_of = _field("valid_as_of", "metadata: valid as of (ISO date)")
-    sensitivity = _field("sensitivity", "the sensitivity label (never RESTRICTED)")
-    span = _field("span", "[start, end] character offsets in the document")
-    chunker = _field("chunker", "chunker@version")
-    heading = _field("heading", "the heading the chunk sits under")
-    metadata = _field("metadata", "extra metadata")
-    scores = _field("scores", "{bm25, vector, fused, …}")
-    location = _field("location", "page / slide / sheet of a converted file, or None")
-    page = _field("page", "the page number, or None")
-    prompt_text = _field("prompt_text", "the parent text given to a prompt, or None")
-    via = _field("via", "the summary-tree node it was reached through, or None")
-    tier = _field("tier", "the retrieval tier of the result")
-    confidence = _field("confidence", "the result's confidence {grade, score}")
-    needs_refinement = _field("needs_refinement", "whether the result needs refinement")
+    def __post_init__(self) -> None:
+        if is_restricted(self.sensitivity):
+            raise ValueError(f"refusing to build a snippet for RESTRICTED chunk {self.chunk_id}")
+        unknown = [k for k in self.present if k not in SNIPPET_OPTIONAL_KEYS]
+        if unknown:
+            raise ValueError(f"present names {unknown}, which are not optional snippet fields {SNIPPET_OPTIONAL_KEYS}")
+        for name in ("span", "metadata", "scores", "location", "confidence"):
+            object.__setattr__(self, name, _freeze(getattr(self, name)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Snippet":
+        """The snippet of a snippet dict (:func:`to_snippet`'s, or :meth:`to_dict`'s).
+
+        Raises:
+            ValueError: a key every snippet has is missing, or a key is not a snippet field
+                (each named).
+        """
+        missing = [k for k in SNIPPET_KEYS if k not in data]
+        unknown = [k for k in data if k not in SNIPPET_KEYS and k not in SNIPPET_OPTIONAL_KEYS]
+        if missing or unknown:
+            raise ValueError(f"not a snippet dict: missing {missing}, unknown {unknown}")
+        present = tuple(k for k in data if k in SNIPPET_OPTIONAL_KEYS)
+        return cls(**{k: data[k] for k in SNIPPET_KEYS}, **{k: data[k] for k in present}, present=present)
+
+    def with_fields(self, **changes: Any) -> "Snippet":
+        """A copy with ``changes`` (an optional field given here becomes present, after those
+        it had)."""
+        present = self.present + tuple(k for k in changes if k in SNIPPET_OPTIONAL_KEYS and k not in self.present)
+        return replace(self, **changes, present=present)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of every field it has: :func:`to_snippet`'s keys and order, plain
+        dicts and lists (what the JSON edges write)."""
+        return {k: _thaw(getattr(self, k)) for k in SNIPPET_KEYS + self.present}
 
     def __getitem__(self, key: str) -> Any:
         warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key} (or snippet.to_dict()[{key!r}])",
                       DeprecationWarning, stacklevel=2)
-        return dict.__getitem__(self, key)
+        return self.to_dict()[key]
 
     def get(self, key: str, default: Any = None) -> Any:
         warnings.warn(f"reading a snippet by key is deprecated: use snippet.{key}", DeprecationWarning, stacklevel=2)
-        return dict.get(self, key, default)
+        return self.to_dict().get(key, default)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict of every field (what the snippet was before it was typed)."""
-        return dict(self)
+    def __contains__(self, key: object) -> bool:
+        warnings.warn(f"reading a snippet by key is deprecated: test snippet.{key} is not None, or key in snippet.present",
+                      DeprecationWarning, stacklevel=2)
+        return isinstance(key, str) and key in self.to_dict()
+
+    #: not a sequence: ``for x in snippet`` is a mistake (iterate ``to_dict()``)
+    __iter__ = None
 
 
 def to_snippet(hit: Hit) -> dict[str, Any]:
     """The snippet dict an agent gets: text, provenance, metadata, sensitivity, scores (the
-    agent seam returns it typed, as a :class:`Snippet`).
+    agent seam returns it as a frozen :class:`Snippet`, ``Snippet.from_dict``).
 
     Callers must have dropped RESTRICTED hits already; this refuses them as a last guard.
     """

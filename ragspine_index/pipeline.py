@@ -119,9 +119,12 @@ def build_library(paths: LibraryPaths, *, embedding: EmbeddingSpec | str = "none
     """Run :data:`STEPS` in order (documents → … → index_manifest), exactly as a Dagster run.
 
     ``embedding`` is the run-level :class:`~ragspine_core.dense.embedding.EmbeddingSpec`
-    (the caller, an edge, builds it: ``EmbeddingSpec.from_settings(Settings.from_env(), backend=...)``
-    is what ``ragspine eval`` passes); a bare backend name is a spec of that name alone
-    (no model folder, endpoint or key; nothing here reads the environment). A library's
+    (the caller, an edge, builds it from the settings it read: ``ragspine eval`` passes
+    ``EmbeddingSpec.from_settings(settings, backend=...)``); a bare backend name is a spec
+    of that name alone (no model folder, endpoint or key; nothing here reads the
+    environment). The steps' worker processes and OCR languages are this process's
+    :func:`~ragspine_index.machine.configure_machine` (the caller's edge sets them; the
+    defaults otherwise). A library's
     ``_library.toml`` ``embedding`` wins (:func:`~.library_settings.resolve_library_settings`,
     shared with the assets).
     ``glossary_path`` is published as the snapshot's glossary when it exists.

@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from ragspine_core.errors import RagspineError
-from ragspine_core.settings import Settings
+from ragspine_index.machine import machine_settings
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,13 +47,10 @@ IN_FLIGHT_PER_WORKER = 3
 def ingest_workers() -> int:
     """Worker processes a step may use (``RAGSPINE_INGEST_WORKERS``; see the module docstring).
 
-    Read at each call (through :class:`~ragspine_core.settings.Settings`), so a step sees
-    the value of the process it runs in.
-
-    Raises:
-        ConfigError: the variable is not a whole number >= 0.
+    Read at each call from :func:`~ragspine_index.machine.machine_settings` (what the edge
+    of the process it runs in configured), so a step sees the value of its own machine.
     """
-    n = Settings.from_env().ingest_workers
+    n = machine_settings().ingest_workers
     if n == 0:
         n = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
                 MAX_DEFAULT_WORKERS)

@@ -45,8 +45,8 @@ class NarrativeIndexRetriever:
 
     def retrieve(self, query: str, *, filters: Mapping[str, Any] | None = None, top_k: int = 50, explain: bool = False) -> Snippets:
         """Cited, RESTRICTED-free snippets (:class:`~ragspine_core.records.Snippet`), best first (a
-        list; ``.explain`` when asked for). A snippet is still a dict (JSON as before);
-        read it by attribute (``s.text``, ``s.locator``): key access is deprecated.
+        list; ``.explain`` when asked for). A snippet is a frozen record: read it by attribute
+        (``s.text``, ``s.locator``); ``s.to_dict()`` is its JSON (key access is deprecated).
 
         Raises:
             ConfigError: ``top_k`` is negative or not an integer.
@@ -69,8 +69,7 @@ class NarrativeIndexRetriever:
         out.dropped_filters = dropped + tuple(out.dropped_filters)
         # every snippet carries the result's tier and confidence too (an agent sees only the dicts)
         assessment = result_assessment(out)
-        for sn in out:
-            sn.update(assessment)
+        out[:] = [sn.with_fields(**assessment) for sn in out]  # frozen records: copies that carry it
         return out
 
     def _open_snippets(self, query: str, filters: Mapping[str, Any] | None, top_k: int) -> tuple[list[Snippet], Any]:
@@ -82,7 +81,7 @@ class NarrativeIndexRetriever:
         t0 = now()
         # RESTRICTED exit #2 (a last guard): dropped before any snippet dict exists
         open_hits = [r for r in results if not r.chunk.is_restricted]
-        snippets = [Snippet(to_snippet(r)) for r in open_hits[:top_k]]
+        snippets = [Snippet.from_dict(to_snippet(r)) for r in open_hits[:top_k]]
         current_tracer().add("snippets", "to_snippet", now() - t0, lambda: hit_candidates(open_hits[:top_k]), query=query)
         meta = SearchResult([], None, refusal)
         if isinstance(results, SearchResult):

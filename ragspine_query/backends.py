@@ -12,8 +12,9 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
                         settings: Settings | None = None) -> Any | None:
     """The embedding backend that matches ``library``'s index, or None for BM25 only.
 
-    ``settings`` (default :meth:`Settings.from_env`, read here only when not given; an edge
-    such as :func:`build_narrative_retriever` passes its own) complete the backend's spec
+    ``settings`` (built once at an edge, :meth:`Settings.from_env`, such as
+    :func:`build_narrative_retriever`'s; default: the defaults, ``Settings()`` — nothing
+    here reads the environment) complete the backend's spec
     (model folder, endpoint, key, e5 engine). ``spec`` (default: ``settings.embedding``,
     i.e. ``RAGSPINE_EMBEDDING``, else ``auto``): ``none`` disables the dense
     channel; ``auto`` re-creates the backend recorded in the manifest when its extra is
@@ -25,7 +26,7 @@ def backend_for_library(library: Any, mode: str, spec: str | None = None, *, str
     emb = library.manifest.get("embedding")
     if not emb:
         return None
-    settings = settings or Settings.from_env()
+    settings = settings if settings is not None else Settings()
     spec = (spec or settings.embedding or "auto").lower()
     if spec == "none":
         return None

@@ -97,24 +97,17 @@ class QueryIntelligence:
 
     @classmethod
     def from_settings(cls, settings: "Settings") -> "QueryIntelligence":
-        """The configuration the ``RAGSPINE_*`` query variables describe."""
-        def num(raw: str, default: float, name: str) -> float:
-            if not raw:
-                return default
-            try:
-                return float(raw)
-            except ValueError:
-                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-
+        """The configuration the ``RAGSPINE_*`` query variables describe (parsed and checked
+        by :class:`~ragspine_core.settings.Settings`)."""
         return cls(
-            gate=_choice(settings.query_gate or "on", ("off", "on"), "RAGSPINE_GATE value") == "on",
+            gate=settings.query_gate,
             transforms=settings.query_transforms,
             tiers=settings.query_tiers or "off",
             postprocessor=settings.postprocessor,
-            mmr_lambda=num(settings.mmr_lambda, DEFAULT_MMR_LAMBDA, "RAGSPINE_MMR_LAMBDA"),
+            mmr_lambda=settings.mmr_lambda,
             corrective=settings.corrective or "off",
-            cache_size=int(num(settings.query_cache_size, 0, "RAGSPINE_QUERY_CACHE")),
-            cache_ttl_s=num(settings.query_cache_ttl_s, 300.0, "RAGSPINE_QUERY_CACHE_TTL"),
+            cache_size=settings.query_cache_size,
+            cache_ttl_s=settings.query_cache_ttl_s,
             filters=settings.filter_extraction or DEFAULT_FILTERS,
         )
 

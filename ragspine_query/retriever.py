@@ -183,7 +183,7 @@ class HybridRetriever:
         self._given = (embedding_backend, settings)
         self._reopen_tried: tuple[Any, BaseException] | None = None
         self._follow_lock = threading.Lock()
-        pin_query_threads(settings=settings)  # BLAS on RAGSPINE_QUERY_THREADS threads, so concurrent queries scale
+        pin_query_threads(settings if settings is not None else Settings())  # the first retriever pins the pools
         mode = config.mode
         emb_model = library.embedding_model_id
         if embedding_backend is _DEFAULT_BACKEND:

@@ -25,8 +25,10 @@ def _ingest(args: argparse.Namespace) -> int:
     from ragspine_core.settings import Settings
 
     from ragspine_assets.ingest import ingest_library
+    from ragspine_index.machine import configure_machine
 
     settings = Settings.from_env()  # the environment is read here, once
+    configure_machine(settings)  # ingest workers and OCR languages of this process's steps
     failed = False
     for raw in args.raw_dirs:  # a string: an empty argument is an error, not the current folder
         summary = ingest_library(raw, embedding=args.embedding, keep_snapshots=args.keep, data_root=args.data_root,
@@ -103,8 +105,11 @@ def _verify(paths) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from ragspine_core.settings import Settings
+    from ragspine_index.machine import configure_machine
     from ragspine_tools.evaluate import run_eval_cli
 
+    configure_machine(Settings.from_env())  # ingest workers and OCR languages of the libraries it builds
     return run_eval_cli(args)
 
 

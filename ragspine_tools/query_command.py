@@ -239,7 +239,7 @@ def run_query(args: argparse.Namespace) -> int:
         if explain or refusal is not None or dropped:  # an object whenever a filter was dropped
             print(json.dumps(result_object(snippets, explain), ensure_ascii=False, indent=2))
         else:
-            print(json.dumps(snippets, ensure_ascii=False, indent=2))
+            print(json.dumps([s.to_dict() for s in snippets], ensure_ascii=False, indent=2))
         return 0
     print(f"query: {printable(args.text)}")
     conf = assessment["confidence"]
@@ -278,7 +278,7 @@ def result_object(snippets, explain: bool) -> dict:
     and ``filters`` / ``dropped_filters`` / ``refusal`` / ``explain`` when the result has them."""
     from ragspine_query.agent_api import result_assessment
 
-    out: dict = {"results": list(snippets), **result_assessment(snippets)}
+    out: dict = {"results": [s.to_dict() for s in snippets], **result_assessment(snippets)}
     applied = getattr(snippets, "filters", None)
     refusal = getattr(snippets, "refusal", None)
     dropped = list(getattr(snippets, "dropped_filters", ()) or ())

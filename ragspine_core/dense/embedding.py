@@ -26,7 +26,7 @@ import importlib
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ragspine_core.errors import ConfigError, MissingExtraError
 from ragspine_core.registry import PLUGIN_ORDER, Registry
@@ -376,15 +376,15 @@ def make_embedding_backend(
     spec: str | EmbeddingSpec | None = None,
     *,
     model_dir: str | None = None,
-    env: Mapping[str, str] | None = None,
     settings: Settings | None = None,
     threads: int | None = None,
 ) -> EmbeddingBackend | None:
     """Build the embedding backend named by ``spec`` (case-insensitive), or ``None`` for none.
 
     The convenience form of :func:`build_embedding_backend`: a backend name is completed
-    into an :class:`EmbeddingSpec` from ``settings`` (without them, ``Settings.from_env(env)``,
-    default ``os.environ`` — for scripts and tests; the edges pass a spec or settings).
+    into an :class:`EmbeddingSpec` from ``settings`` (built once at an edge,
+    ``Settings.from_env()``; without them the defaults, :class:`Settings()` — the
+    environment is not read here).
     When ``spec`` is ``None`` the name is ``settings.embedding`` (``RAGSPINE_EMBEDDING``,
     then its legacy alias ``RAGSPINE_EMBEDDING_BACKEND``, then ``"auto"``).
 
@@ -410,13 +410,11 @@ def make_embedding_backend(
         a name given to :func:`register_embedding_backend`: that factory's backend.
 
     Parameters:
-        spec: the backend name, or a whole :class:`EmbeddingSpec` (``settings`` and
-            ``env`` are then not read); ``None`` takes ``settings.embedding``.
+        spec: the backend name, or a whole :class:`EmbeddingSpec` (``settings`` is then
+            not read); ``None`` takes ``settings.embedding``.
         model_dir: a local model directory for ``onnx``/``auto``/``sentence-transformers``
             (default: the spec's, ``settings.embedding_model_dir``).
-        env: without ``settings``, the mapping ``Settings.from_env`` reads (default
-            ``os.environ``); a convenience for scripts and tests.
-        settings: the configuration, built once at an edge.
+        settings: the configuration, built once at an edge (default: the defaults).
         threads: see :func:`build_embedding_backend`.
 
     Raises:
@@ -426,9 +424,7 @@ def make_embedding_backend(
     if isinstance(spec, EmbeddingSpec):
         resolved = spec
     else:
-        if settings is None:
-            settings = Settings.from_env(env)
-        resolved = EmbeddingSpec.from_settings(settings, backend=spec)
+        resolved = EmbeddingSpec.from_settings(settings if settings is not None else Settings(), backend=spec)
     if model_dir:
         resolved = replace(resolved, model_dir=model_dir)
     return build_embedding_backend(resolved, threads=threads)

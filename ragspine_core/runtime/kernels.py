@@ -9,7 +9,9 @@ and wherever numba is missing or cannot compile, it returns None and callers run
 numpy code, which gives the same bytes.
 
 ``RAGSPINE_QUERY_JIT=0`` keeps the numpy code (a check, or a platform where numba
-misbehaves); :func:`compile_query_kernels` compiles now, blocking (tests, benchmarks).
+misbehaves): the edge's :class:`~ragspine_core.settings.Settings` carry it in through
+:func:`set_query_jit` (nothing here reads the environment); :func:`compile_query_kernels`
+compiles now, blocking (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ragspine_core.errors import ConfigError
-from ragspine_core.settings import Settings
 
 ENV_QUERY_JIT = "RAGSPINE_QUERY_JIT"
 #: calls of :func:`query_kernels` before the background compile starts
@@ -33,12 +33,20 @@ _state = "idle"  # idle -> loading -> ready | missing
 _calls = 0
 
 
+_enabled = True  # settings.query_jit, set at an edge through set_query_jit
+
+
+def set_query_jit(enabled: bool) -> None:
+    """The process-wide switch (``Settings.query_jit``, ``RAGSPINE_QUERY_JIT``), set from an
+    edge's settings (:func:`ragspine_core.runtime.threads.pin_query_threads` passes it when
+    the first retriever is built). Off before the compile starts keeps the numpy code for
+    good; once compiled, the kernels stay."""
+    global _enabled
+    _enabled = bool(enabled)
+
+
 def _disabled() -> bool:
-    try:
-        flag = Settings.from_env().query_jit
-    except ConfigError:  # another variable is malformed: that is reported where it is used
-        return False
-    return flag.strip().lower() in ("0", "false", "no", "off")
+    return not _enabled
 
 
 def query_kernels() -> SimpleNamespace | None:
@@ -110,4 +118,4 @@ def kernel_state() -> str:
     return _state
 
 
-__all__ = ["ENV_QUERY_JIT", "JIT_AFTER", "compile_query_kernels", "kernel_state", "query_kernels"]
+__all__ = ["ENV_QUERY_JIT", "JIT_AFTER", "compile_query_kernels", "kernel_state", "query_kernels", "set_query_jit"]

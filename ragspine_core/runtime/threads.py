@@ -23,13 +23,16 @@ throughput instead (``ragspine_tools/bench/bench_concurrency.py``; docs/benchmar
   no numba thread pool is started.
 
 ``RAGSPINE_QUERY_THREADS`` sets the count (default 1); ``0`` leaves every pool as it is.
+Its value comes in as :class:`~ragspine_core.settings.Settings` from an edge (the CLI, the
+serve app, the public Python entry points); nothing here reads the environment.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any
 
+from ragspine_core.runtime.kernels import set_query_jit
 from ragspine_core.settings import Settings
 
 ENV_QUERY_THREADS = "RAGSPINE_QUERY_THREADS"
@@ -41,22 +44,19 @@ _limiters: list[Any] = []  # the threadpoolctl limit objects: kept so no limit i
 _pinned_paths: set[str] = set()  # the BLAS libraries limited so far
 
 
-def query_threads(env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> int | None:
-    """Threads per pool on the query path (``RAGSPINE_QUERY_THREADS``, default 1); None: leave pools alone.
-
-    ``settings`` (what an edge built once) wins; without them the variable is read from
-    ``env`` (default ``os.environ``).
-
-    Raises:
-        ConfigError: the variable is not a non-negative integer.
+def query_threads(settings: Settings | None = None) -> int | None:
+    """Threads per pool on the query path (``settings.query_threads``, ``RAGSPINE_QUERY_THREADS``,
+    default 1); None: leave pools alone. ``settings`` are built once at an edge; without
+    them, the defaults (the environment is not read here).
     """
-    return (settings if settings is not None else Settings.from_env(env)).query_threads or None
+    return (settings if settings is not None else Settings()).query_threads or None
 
 
-def pin_query_threads(env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> dict[str, Any]:
-    """Limit the process's BLAS pools to :func:`query_threads` threads (of ``settings``
-    when given, else of ``env``/the environment). The first call
-    decides the count; a later call limits the BLAS libraries loaded since (scipy brings
+def pin_query_threads(settings: Settings | None = None) -> dict[str, Any]:
+    """Apply the process-wide query settings of ``settings`` (built at an edge; None: the
+    defaults): limit the process's BLAS pools to :func:`query_threads` threads and set the
+    compiled-kernel switch (``settings.query_jit``, :func:`ragspine_core.runtime.kernels.set_query_jit`).
+    The first call decides; a later call limits the BLAS libraries loaded since (scipy brings
     its own OpenBLAS when it is first imported) and returns the first call's outcome.
     Returns what was done, for benchmarks and logs:
     ``{"threads": n or None, "blas": [{"library": ..., "before": ..., "after": ...}], "note": ...}``.
@@ -69,7 +69,9 @@ def pin_query_threads(env: Mapping[str, str] | None = None, *, settings: Setting
             if _limiters:  # threadpoolctl limited the pools once: limit what loaded since
                 _limit_new_blas(_pinned["threads"])
             return _pinned
-        n = query_threads(env, settings=settings)
+        resolved = settings if settings is not None else Settings()
+        set_query_jit(resolved.query_jit)
+        n = query_threads(resolved)
         if n is None:
             _pinned = {"threads": None, "blas": [], "note": f"{ENV_QUERY_THREADS}=0: thread pools left as they are"}
             return _pinned

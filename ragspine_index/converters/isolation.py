@@ -23,10 +23,16 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ragspine_index.converters.converted import ConversionError, ConversionLimits, Converted
+from ragspine_index.machine import MachineSettings, machine_settings
 
 
-def _serve(conn, limits: ConversionLimits) -> None:
-    """The child: apply the memory limit, then convert what the parent sends until EOF."""
+def _serve(conn, limits: ConversionLimits, machine: MachineSettings | None = None) -> None:
+    """The child: take the parent's machine settings (OCR languages), apply the memory
+    limit, then convert what the parent sends until EOF."""
+    if machine is not None:
+        from ragspine_index import machine as machine_module
+
+        machine_module.adopt_machine(machine)
     try:
         import resource
 
@@ -68,7 +74,7 @@ class ConverterProcess:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("forkserver")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self.limits), daemon=True, name="ragspine-convert")
+        proc = ctx.Process(target=_serve, args=(child, self.limits, machine_settings()), daemon=True, name="ragspine-convert")
         with _without_main():
             proc.start()
         child.close()

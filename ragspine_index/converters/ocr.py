@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from ragspine_index.converters.converted import ConversionError, Deadline
 
-from ragspine_core.settings import Settings
+from ragspine_index.machine import machine_settings
 
 #: What to run to install the engine (docs/formats.md).
 INSTALL_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
@@ -34,9 +34,14 @@ MAX_PIXELS = 80_000_000
 _PREFERRED = ("eng", "chi_sim")
 
 
-@lru_cache(maxsize=1)
 def engine() -> tuple[str, str, str] | None:
-    """``(program, version, languages)`` of the installed Tesseract, ``None`` when absent."""
+    """``(program, version, languages)`` of the installed Tesseract, ``None`` when absent;
+    the languages are this machine's ``ocr_langs`` (:mod:`ragspine_index.machine`) when set."""
+    return _engine(machine_settings().ocr_langs)
+
+
+@lru_cache(maxsize=4)
+def _engine(wanted: str) -> tuple[str, str, str] | None:
     program = shutil.which("tesseract")
     if program is None:
         return None
@@ -48,7 +53,6 @@ def engine() -> tuple[str, str, str] | None:
     words = (version.stdout + version.stderr).split()
     number = words[1] if len(words) > 1 and words[0] == "tesseract" else "?"
     have = {line.strip() for line in listed.stdout.splitlines()[1:] if line.strip()}
-    wanted = Settings.from_env().ocr_langs.strip()  # the machine the converter runs on (settings.py)
     langs = wanted or "+".join(lang for lang in _PREFERRED if lang in have)
     if not langs:
         return None
@@ -69,6 +73,9 @@ def orientation_detection() -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return "osd" in {line.strip() for line in listed.stdout.splitlines()[1:]}
+
+
+engine.cache_clear = _engine.cache_clear  # type: ignore[attr-defined]  # what was found: found again
 
 
 def available() -> bool:

@@ -81,7 +81,7 @@ class Snippets(_ResultList):
 
     __slots__ = ()
 
-    def __init__(self, snippets: Sequence[dict[str, Any]] = (), explain: Explain | None = None, refusal: Any = None) -> None:
+    def __init__(self, snippets: Sequence[Any] = (), explain: Explain | None = None, refusal: Any = None) -> None:  # Snippet records or dicts
         super().__init__(snippets, explain, refusal)
 
 

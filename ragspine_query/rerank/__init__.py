@@ -15,7 +15,6 @@ a model or a judge.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -138,7 +137,6 @@ def make_reranker(
     spec: str | None = None,
     *,
     provider: "LLMProvider | None" = None,
-    environ: Mapping[str, str] | None = None,
     settings: "Settings | None" = None,
 ) -> Reranker | None:
     """Build the reranker named by ``spec`` (default: ``settings.reranker``, else ``none``):
@@ -163,8 +161,8 @@ def make_reranker(
     (see the module docstring for how a retriever applies the result).
 
     Configuration: pass ``settings`` (a :class:`~ragspine_core.settings.Settings` built
-    once at an edge). Without it, ``Settings.from_env(environ)`` is used (``environ``
-    defaults to ``os.environ``) — a convenience for scripts and tests.
+    once at an edge, ``Settings.from_env()``). Without it, the defaults (``Settings()``):
+    nothing here reads the environment.
 
     Raises:
         ConfigError: unknown spec (the message lists the allowed values), ``listwise``
@@ -174,7 +172,7 @@ def make_reranker(
     if settings is None:
         from ragspine_core.settings import Settings
 
-        settings = Settings.from_env(environ)
+        settings = Settings()
     raw = spec if spec is not None else settings.reranker
     name = str(raw).strip().lower() or "none"
     if name not in RERANKERS:
@@ -197,7 +195,7 @@ def _listwise(ctx: RerankerContext) -> Reranker:
     if ctx.provider is None:
         raise ConfigError(
             "reranker 'listwise' needs an LLM provider: pass provider=... (e.g. "
-            "OpenAICompatibleProvider.from_env()), or choose a local reranker: "
+            "OpenAICompatibleProvider.from_settings(Settings.from_env())), or choose a local reranker: "
             "cross_encoder, colbert, maxsim, splade"
         )
     return ListwiseReranker(ProviderListwiseJudge(ctx.provider))

@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     from ragspine_index.artifacts import LibraryPaths
     from ragspine_index.pipeline import build_library
+    from ragspine_index.machine import configure_machine
     from ragspine_query.library import open_library
     from ragspine_query.retriever import HybridRetriever, RetrievalConfig
     from ragspine_core.dense.embedding import EmbeddingSpec
@@ -135,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         raw = scratch / "raw" / LIBRARY_ID
         write_raw_library(raw, corpus.texts)
         _log(f"build_library({LIBRARY_ID!r}, embedding={args.embedding!r}) over {args.chunks:,} passages")
+        settings = Settings.from_env()  # this tool's edge
+        configure_machine(settings)  # RAGSPINE_INGEST_WORKERS for build_library's steps
         t0 = time.perf_counter()
-        res = build_library(LibraryPaths(LIBRARY_ID, raw, scratch / "artifacts" / LIBRARY_ID), embedding=EmbeddingSpec.from_settings(Settings.from_env(), backend=args.embedding),
+        res = build_library(LibraryPaths(LIBRARY_ID, raw, scratch / "artifacts" / LIBRARY_ID), embedding=EmbeddingSpec.from_settings(settings, backend=args.embedding),
                             cache_path=scratch / "embedding-cache.sqlite", run_id="bench-concurrency")
         build_s = time.perf_counter() - t0
         lib = open_library(res.snapshot_dir)

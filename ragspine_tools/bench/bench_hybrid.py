@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402  (after lexbench pinned the threads)
 
 from ragspine_tools.bench.lexbench.corpus import DEFAULT_SEED, SyntheticConfig, synthetic_corpus  # noqa: E402
 from ragspine_tools.bench.lexbench.measure import dir_size_mb, machine_description  # noqa: E402
+from ragspine_core.settings import Settings  # noqa: E402
 
 DEFAULT_OUT = REPORTS_DIR
 SCIFACT_DIR = REPO.parent / "shared" / "datasets" / "scifact"
@@ -204,7 +205,7 @@ def make_onnx() -> tuple[Any | None, Any | None, str | None]:
         from ragspine_core.dense.minilm_onnx import OnnxEmbeddingBackend
         from ragspine_core.errors import ConfigError
 
-        backend = make_embedding_backend("onnx")
+        backend = make_embedding_backend("onnx", settings=Settings.from_env())
         if backend is None:  # "onnx" names a backend; None is only ever "none"/"auto"
             raise ConfigError("make_embedding_backend('onnx') built no backend")
         single = OnnxEmbeddingBackend.packaged_minilm(intra_op_threads=1)

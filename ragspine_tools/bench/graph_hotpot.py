@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ragspine_tools.bench import checkout_root  # noqa: E402
+from ragspine_core.settings import Settings
 REPO = checkout_root()
 
 
@@ -141,7 +142,7 @@ def cmd_eval(args, grid=False):
     dataset = load_beir(Path(args.dataset), "test")
     types = query_types(Path(args.dataset))
     lib = open_eval_library(Path(args.dataset), Path(args.out))
-    backend = backend_for_library(lib, "hybrid")
+    backend = backend_for_library(lib, "hybrid", settings=Settings.from_env())
     tune, held = split_ids(dataset.query_ids)
     results = {}
 

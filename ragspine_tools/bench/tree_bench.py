@@ -119,7 +119,7 @@ def beir(dataset: Path, out: Path, cache: Path, splits: list[str], trees: list[s
     if rebuild_tree:
         result["summary_tree"] = _retime_tree(paths, cache, spec, res)
     lib = open_library(paths.root)
-    backend = backend_for_library(lib, mode, spec=embedding)
+    backend = backend_for_library(lib, mode, spec=embedding, settings=Settings.from_env())
     for split in splits:
         data = load_beir(dataset, split)
         reps = {}
@@ -163,6 +163,7 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     from ragspine_index.steps.summary_tree import TreeParams, cached_embed, read_leaves, build_summary_tree
     from ragspine_query.library import open_library
     from ragspine_query.backends import backend_for_library
+    from ragspine_core.settings import Settings
 
     paths = prepare_library(dataset, out, quiet=True)
     leaves, _, _ = read_leaves(paths.chunk_store)
@@ -170,7 +171,7 @@ def scratch(dataset: Path, out: Path, cache: Path, embedding: str) -> dict:
     emb = lib.embeddings()
     if emb is None or not np.array_equal(np.asarray(emb.rows), leaves.rows):
         raise SystemExit("build the library first (tree_bench.py beir … with the same --out and --embedding)")
-    backend = backend_for_library(lib, "hybrid", spec=embedding)
+    backend = backend_for_library(lib, "hybrid", spec=embedding, settings=Settings.from_env())
     if backend is None:
         raise SystemExit(f"no embedding backend for the library's vectors ({lib.embedding_model_id}) with "
                          f"--embedding {embedding}: install its model, or pass the --embedding the library was built with")

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from ragspine_core.settings import Settings
 
 DEPTH = 300
 
@@ -41,7 +42,7 @@ def collect(dataset_dir: Path, *, split: str, qrels: str | None, embedding: str,
     paths = prepare_library(dataset_dir, out, embedding=embedding)
     ensure_index(paths, embedding=embedding, glossary_path=dataset_glossary(dataset_dir))
     lib = open_library(paths.root)
-    backend = backend_for_library(lib, "hybrid", spec=embedding)
+    backend = backend_for_library(lib, "hybrid", spec=embedding, settings=Settings.from_env())
     retriever = HybridRetriever(lib, embedding_backend=backend, config=RetrievalConfig(mode="hybrid"))
     allowed = retriever.allowed_mask(None, include_restricted=False)
     kinds = {}

@@ -11,6 +11,7 @@ from tests.query.rerank.llm_server import LocalChatServer, closed_port_url
 
 from ragspine_core.errors import ConfigError, ProviderError  # noqa: E402
 from ragspine_core.llm import LLMProvider, OpenAICompatibleProvider, chat_completions_url  # noqa: E402
+from ragspine_core.settings import Settings  # noqa: E402
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "say hi"}]
 
@@ -189,7 +190,7 @@ def test_from_env_reads_url_model_and_key():
         "RAGSPINE_LLM_API_KEY": "sk-ragspine",
         "OPENAI_API_KEY": "sk-openai",
     }
-    provider = OpenAICompatibleProvider.from_env(env, timeout_s=5.0)
+    provider = OpenAICompatibleProvider.from_settings(Settings.from_env(env), timeout_s=5.0)
     assert provider.url == "http://127.0.0.1:9/v1/chat/completions"
     assert provider.model == "qwen"
     assert provider._api_key == "sk-ragspine"
@@ -199,14 +200,14 @@ def test_from_env_reads_url_model_and_key():
 
 def test_from_env_falls_back_to_openai_api_key():
     env = {"RAGSPINE_LLM_BASE_URL": "http://x/v1", "RAGSPINE_LLM_MODEL": "m", "OPENAI_API_KEY": "sk-openai"}
-    assert OpenAICompatibleProvider.from_env(env)._api_key == "sk-openai"
+    assert OpenAICompatibleProvider.from_settings(Settings.from_env(env))._api_key == "sk-openai"
     env.pop("OPENAI_API_KEY")
-    assert OpenAICompatibleProvider.from_env(env)._api_key is None
+    assert OpenAICompatibleProvider.from_settings(Settings.from_env(env))._api_key is None
 
 
 def test_from_env_names_the_missing_variables():
     with pytest.raises(ConfigError) as info:
-        OpenAICompatibleProvider.from_env({"RAGSPINE_LLM_MODEL": "m"})
+        OpenAICompatibleProvider.from_settings(Settings.from_env({"RAGSPINE_LLM_MODEL": "m"}))
     assert "RAGSPINE_LLM_BASE_URL" in str(info.value)
     assert "RAGSPINE_LLM_MODEL not" not in str(info.value)
 
@@ -214,7 +215,7 @@ def test_from_env_names_the_missing_variables():
 def test_from_env_round_trips_against_the_server():
     with LocalChatServer("ok", reply=fixed_reply) as server:
         env = {"RAGSPINE_LLM_BASE_URL": server.base_url, "RAGSPINE_LLM_MODEL": "m"}
-        assert OpenAICompatibleProvider.from_env(env, backoff_s=0.0).chat(MESSAGES) == "hello from the local server"
+        assert OpenAICompatibleProvider.from_settings(Settings.from_env(env), backoff_s=0.0).chat(MESSAGES) == "hello from the local server"
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,9 @@ def test_no_kernels_before_jit_after_calls_and_with_the_switch_off():
     code = textwrap.dedent("""
         import sys
         from ragspine_core.runtime import kernels
+        from ragspine_core.runtime.threads import pin_query_threads
+        from ragspine_core.settings import Settings
+        pin_query_threads(Settings.from_env())  # an edge's settings carry the switch in
         assert [kernels.query_kernels() for _ in range(kernels.JIT_AFTER - 1)] == [None] * (kernels.JIT_AFTER - 1)
         assert kernels.kernel_state() == "idle" and "numba" not in sys.modules
         for _ in range(3):
@@ -170,7 +173,9 @@ def test_a_retriever_answers_the_same_bytes_with_and_without_the_kernels(jit, tm
         for i in range(400):
             text = " ".join(rng.choice(words, size=int(rng.integers(3, 25)), p=p / p.sum()))
             f.write(json.dumps({"doc_id": f"d{i:04d}", "title": "", "text": text, "sensitivity": "INTERNAL"}) + "\n")
-    monkeypatch.setenv("RAGSPINE_INGEST_WORKERS", "1")
+    from ragspine_index import machine
+
+    monkeypatch.setattr(machine, "_current", machine.MachineSettings(ingest_workers=1))  # serial, as an edge would configure
     res = build_library(LibraryPaths("kern", raw, tmp_path / "artifacts" / "kern"), embedding="deterministic",
                         cache_path=tmp_path / "cache.sqlite", run_id="test-kernels")
     lib = open_library(res.snapshot_dir)

@@ -69,7 +69,7 @@ def narrative(built_sample) -> NarrativeIndexRetriever:
 
 
 def assert_no_restricted(snippets: list[dict]) -> None:
-    dumped = json.dumps(snippets, ensure_ascii=False)
+    dumped = json.dumps([s if isinstance(s, dict) else s.to_dict() for s in snippets], ensure_ascii=False)
     for marker in RESTRICTED_MARKERS.values():
         assert marker not in dumped
     assert "RESTRICTED-MARKER" not in dumped
@@ -99,7 +99,7 @@ def test_snippets_carry_full_provenance(narrative, library):
     snippets = narrative.retrieve("why did Acme Europe revenue decline in Q3 2024", top_k=10)
     for s in snippets:
         assert {"text", "doc_id", "title", "source_locator", "chunk_id", "library_id", "sensitivity", "scores",
-                "entity", "topic", "geography", "period", "language", "valid_as_of"} <= set(s)
+                "entity", "topic", "geography", "period", "language", "valid_as_of"} <= set(s.to_dict())
         assert s["library_id"] == "sample" and s["title"] and s["source_locator"]
         assert set(s["scores"]) >= {"bm25", "vector", "fused"}
         assert s["scores"]["vector"] == 0.0  # built with --embedding none

@@ -235,7 +235,7 @@ def test_visible_ranks_and_scores_ignore_restricted_rows(tmp_path):
     assert snippets and all(s["doc_id"] != "secret-memo" for s in snippets)
     # the first visible hit is rank 1 of its channel: 1/(60+1), as if the RESTRICTED one did not exist
     assert snippets[0]["scores"]["fused"] == pytest.approx(1 / 61)
-    assert MARKER not in json.dumps(snippets)
+    assert MARKER not in json.dumps([s.to_dict() for s in snippets])
 
 
 # ----------------------------------------------------------- item 7: "none" means none

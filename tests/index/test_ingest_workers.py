@@ -19,6 +19,9 @@ import pytest
 from ragspine_index.steps import chunks as chunks_mod
 from ragspine_index.steps import bm25_index as lexical_mod
 from ragspine_index import workers
+from ragspine_index import machine as machine_mod
+from ragspine_index.machine import MachineSettings, adopt_machine, configure_machine, machine_settings
+from ragspine_core.settings import Settings
 from ragspine_index.artifacts import LibraryPaths
 from ragspine_index.pipeline import build_library
 from ragspine_index.source_documents import jsonl as jsonl_mod
@@ -54,7 +57,7 @@ def _build(tmp: Path, raw: Path, name: str):
 
 def test_parallel_ingest_publishes_the_bytes_of_the_serial_one(tmp_path, monkeypatch):
     raw = _library(tmp_path)
-    monkeypatch.setenv(workers.WORKERS_ENV, "1")
+    monkeypatch.setattr(machine_mod, "_current", MachineSettings(ingest_workers=1))  # what an edge configures
     serial = _build(tmp_path, raw, "serial")
 
     pools: list[int] = []
@@ -65,7 +68,7 @@ def test_parallel_ingest_publishes_the_bytes_of_the_serial_one(tmp_path, monkeyp
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(workers, "ProcessPoolExecutor", CountingPool)
-    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    monkeypatch.setattr(machine_mod, "_current", MachineSettings(ingest_workers=2))
     for module, names in ((jsonl_mod, {"JSONL_LINES_PER_TASK": 7, "JSONL_MIN_TASKS_IN_WORKERS": 2}),
                           (chunks_mod, {"DOCS_PER_TASK": 5, "MIN_TASKS_IN_WORKERS": 2, "DOCS_PER_TRANSACTION": 13}),
                           (lexical_mod, {"TEXTS_PER_TASK": 11, "MIN_TASKS_IN_WORKERS": 2})):
@@ -94,15 +97,24 @@ def test_count_blocks_give_the_arrays_of_one_pass():
 
 
 @pytest.mark.parametrize("value", ["two", "-1"])
-def test_a_bad_worker_count_is_a_config_error(monkeypatch, value):
+def test_a_bad_worker_count_is_a_config_error_at_the_edge(monkeypatch, value):
     monkeypatch.setenv(workers.WORKERS_ENV, value)
     with pytest.raises(ConfigError, match=workers.WORKERS_ENV):
-        workers.ingest_workers()
+        configure_machine(Settings.from_env())
 
 
-def test_default_is_one_worker_per_cpu_capped(monkeypatch):
-    monkeypatch.delenv(workers.WORKERS_ENV, raising=False)
-    assert 1 <= workers.ingest_workers() <= workers.MAX_DEFAULT_WORKERS
+def test_the_count_comes_from_the_configured_machine_not_the_environment(monkeypatch):
+    monkeypatch.setenv(workers.WORKERS_ENV, "3")  # read by an edge only
+    before = machine_settings()
+    try:
+        configure_machine(Settings())
+        assert 1 <= workers.ingest_workers() <= workers.MAX_DEFAULT_WORKERS  # the default: one per CPU, capped
+        configure_machine(Settings.from_env())  # what the code location and the CLI do
+        assert workers.ingest_workers() == 3
+        configure_machine(Settings(ingest_workers=1))
+        assert workers.ingest_workers() == 1
+    finally:
+        adopt_machine(before)
 
 
 def _die(_item: int) -> int:

@@ -83,7 +83,7 @@ def test_no_marker_is_served_and_every_visible_score_equals_the_open_library(tmp
         pool = words + markers if i % 3 else markers
         query = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 4)))
         got = a.retrieve(query, top_k=10)
-        shown = json.dumps(got, ensure_ascii=False).lower()
+        shown = json.dumps([s.to_dict() for s in got], ensure_ascii=False).lower()
         assert not any(m in shown for m in markers), query
         want = b.retrieve(query, top_k=10)
         assert [(h["chunk_id"], h["scores"]) for h in got] == [(h["chunk_id"], h["scores"]) for h in want], query

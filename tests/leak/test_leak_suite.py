@@ -308,7 +308,7 @@ def test_ten_thousand_random_queries_leak_nothing(leak_library, tmp_path, caplog
                                                       explain=explain)
             answered += bool(snippets)
             assert all(s["sensitivity"] != RESTRICTED_SENSITIVITY for s in snippets)
-            scan.text(f"snippets of query #{i}", json.dumps(snippets, ensure_ascii=False))
+            scan.text(f"snippets of query #{i}", json.dumps([s.to_dict() for s in snippets], ensure_ascii=False))
             if explain:
                 rows = snippets.explain.to_rows()
                 traced += len(rows)
@@ -339,7 +339,7 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
         provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
         retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25")
         for i, q in enumerate(queries):
-            scan.text(f"http snippets #{i}", json.dumps(retriever.retrieve(q, top_k=10), ensure_ascii=False))
+            scan.text(f"http snippets #{i}", json.dumps([s.to_dict() for s in retriever.retrieve(q, top_k=10)], ensure_ascii=False))
         assert len(server.requests) > N_HTTP_QUERIES // 2
         scan.blob("LLM request bodies", server.all_raw_bodies())
         for q in queries[:6]:
@@ -400,7 +400,7 @@ def test_query_intelligence_prompts_leak_nothing(leak_library):
         retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25", reranker=None, intelligence=qi)
         for i, q in enumerate(queries):
             out = retriever.retrieve(q, top_k=10, explain=i % 5 == 0)
-            scan.text(f"intelligence snippets #{i}", json.dumps(list(out), ensure_ascii=False))
+            scan.text(f"intelligence snippets #{i}", json.dumps([s.to_dict() for s in out], ensure_ascii=False))
             if out.explain is not None:
                 scan.text(f"intelligence explain #{i}", out.explain.format_table(per_stage=50))
         systems = {json.loads(r.raw_body)["messages"][0]["content"][:30] for r in server.requests}

@@ -98,7 +98,7 @@ def test_every_llm_seam_on_a_real_model_sends_and_shows_no_restricted_text(llm_l
     for i, q in enumerate(QUERIES):
         out = r.retrieve(q, top_k=5, explain=True)
         assert all(s["sensitivity"] != "RESTRICTED" for s in out)
-        scan.text(f"snippets #{i}", json.dumps(list(out), ensure_ascii=False))
+        scan.text(f"snippets #{i}", json.dumps([s.to_dict() for s in out], ensure_ascii=False))
         table = out.explain.format_table(per_stage=50)
         for word in ("decompose:", "step_back:", "hyde:", "listwise:", "filters:llm"):
             assert word in table, f"{word} missing from explain:\n{table[:3000]}"

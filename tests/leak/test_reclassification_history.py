@@ -50,7 +50,7 @@ class Lib:
     def served(self, query: str = "Quillfeather acquired") -> str:
         hits = build_narrative_retriever(self.paths.root, reranker=None, mode="bm25", glossary=None,
                                          embedding_backend=None).retrieve(query, top_k=10)
-        return json.dumps(hits, ensure_ascii=False)
+        return json.dumps([s.to_dict() for s in hits], ensure_ascii=False)
 
 
 def _refused(lib: Lib, snapshot_id: str) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.runtime import threads as query_pools
+from ragspine_core.settings import Settings
 
 WORDS = [f"w{i}" for i in range(300)]
 
@@ -96,11 +97,11 @@ def test_a_retriever_pins_the_blas_pool(library):
 
 
 def test_query_threads_setting():
-    assert query_pools.query_threads({}) == 1
-    assert query_pools.query_threads({"RAGSPINE_QUERY_THREADS": "3"}) == 3
-    assert query_pools.query_threads({"RAGSPINE_QUERY_THREADS": "0"}) is None
+    assert query_pools.query_threads(Settings.from_env({})) == 1
+    assert query_pools.query_threads(Settings.from_env({"RAGSPINE_QUERY_THREADS": "3"})) == 3
+    assert query_pools.query_threads(Settings.from_env({"RAGSPINE_QUERY_THREADS": "0"})) is None
     with pytest.raises(ConfigError, match="RAGSPINE_QUERY_THREADS"):
-        query_pools.query_threads({"RAGSPINE_QUERY_THREADS": "many"})
+        query_pools.query_threads(Settings.from_env({"RAGSPINE_QUERY_THREADS": "many"}))
 
 
 def test_a_blas_library_loaded_after_the_first_pin_is_pinned_too():
@@ -110,9 +111,9 @@ def test_a_blas_library_loaded_after_the_first_pin_is_pinned_too():
     script = (
         "import numpy\n"
         "from ragspine_core.runtime.threads import pin_query_threads\n"
-        "pin_query_threads({})\n"
+        "pin_query_threads()\n"
         "import scipy.linalg\n"
-        "pin_query_threads({})\n"
+        "pin_query_threads()\n"
         "from threadpoolctl import threadpool_info\n"
         "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))\n"
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ragspine_core.errors import ConfigError
+from ragspine_core.settings import Settings
 from ragspine_query.pipeline.channels import BUILTIN_CHANNEL_ORDER, CHANNELS, register_channel, registered_channels, unregister_channel
 from ragspine_query.pipeline.plugins import (register_postprocessor, register_transform, registered_postprocessors, registered_transforms,
                                              unregister_postprocessor, unregister_transform)
@@ -114,14 +115,14 @@ def test_a_reranker_is_registered_by_name():
     register_reranker("Mine", mine)
     try:
         assert registered_rerankers() == RERANKER_CHOICES + ("mine",)
-        got = make_reranker(" MINE ", environ={})
+        got = make_reranker(" MINE ")
         assert isinstance(got, LexicalMaxSimReranker) and seen and seen[0].provider is None
-        assert isinstance(make_reranker(environ={"RAGSPINE_RERANKER": "mine"}), LexicalMaxSimReranker)
+        assert isinstance(make_reranker(settings=Settings.from_env({"RAGSPINE_RERANKER": "mine"})), LexicalMaxSimReranker)
         with pytest.raises(ConfigError, match=r"allowed: none, auto, listwise, cross_encoder, ce, colbert, maxsim, splade, mine"):
-            make_reranker("bge", environ={})
+            make_reranker("bge")
         with pytest.raises(ConfigError, match="cannot be removed"):
             unregister_reranker("maxsim")
     finally:
         unregister_reranker("mine")
     with pytest.raises(ConfigError, match="unknown reranker 'mine'"):
-        make_reranker("mine", environ={})
+        make_reranker("mine")

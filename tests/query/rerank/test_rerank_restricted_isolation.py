@@ -189,7 +189,7 @@ def test_listwise_judge_over_http_never_sees_restricted_text(chat_server, hits, 
 def test_factory_listwise_reranker_over_http_never_sees_restricted_text(chat_server, hits, query):
     chat_server.set_behaviours("ok")
     provider = OpenAICompatibleProvider(chat_server.base_url, "judge", timeout_s=2.0, max_retries=0)
-    reranker = make_reranker("listwise", provider=provider, environ={})
+    reranker = make_reranker("listwise", provider=provider)
     assert isinstance(reranker, ListwiseReranker)
     reranked = reranker.rank(query, hits)
     assert_isolation_invariants(hits, reranked, DEFAULT_TOP_N)

@@ -56,8 +56,8 @@ def test_search_returns_cited_snippets_like_the_cli(service, served):
 
     local = SearchService([served.library], settings=Settings.from_env({}))
     want = local.search(Caller("x", frozenset({"*"}), "INTERNAL"), QUERY, mode="bm25", top_k=5)
-    assert [s["chunk_id"] for s in out["results"]] == [s.chunk_id for s in want["results"]]
-    assert [s["scores"]["fused"] for s in out["results"]] == pytest.approx([s.scores["fused"] for s in want["results"]])
+    assert [s["chunk_id"] for s in out["results"]] == [s["chunk_id"] for s in want["results"]]
+    assert [s["scores"]["fused"] for s in out["results"]] == pytest.approx([s["scores"]["fused"] for s in want["results"]])
 
 
 def test_public_key_never_sees_internal_rows(service, served):
