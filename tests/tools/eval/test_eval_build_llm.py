@@ -60,3 +60,19 @@ def test_an_llm_relation_extractor_library_is_built_with_the_provider_and_cached
         assert len(server.requests) == 2 * asked
         assert {json.loads(r.raw_body)["model"] for r in server.requests} == {"model-a", "model-b"}
     assert len(list(out.glob("tiny-*/artifacts/tiny/current/manifest.json"))) == 2
+
+
+def test_two_builds_runs_are_compared_paired(tmp_path):
+    """A: every query's judged document first; B: q1's judged document is gone from the top 10."""
+    from ragspine_tools.eval.metrics import write_trec_run
+    from ragspine_tools.llm_features import compare_runs
+
+    ds = write_dataset(tmp_path / "tiny")
+    best = {"q1": {"d1": 3.0, "d2": 1.0}, "q2": {"d2": 3.0}, "q3": {"d3": 3.0, "d6": 2.0}, "q4": {"d4": 3.0}}
+    worse = {**best, "q1": {"d2": 3.0, "d5": 1.0}}
+    write_trec_run(tmp_path / "a.trec", best, "a")
+    write_trec_run(tmp_path / "b.trec", worse, "b")
+    out = compare_runs(ds, tmp_path / "a.trec", tmp_path / "b.trec", split="test")
+    assert (out["n_queries"], out["ndcg@10_a"], out["ndcg@10_b"], out["difference"]) == (4, 1.0, 0.75, -0.25)
+    assert out["ci95"][0] <= -0.25 <= out["ci95"][1] and out["ci95"][1] <= 0.0
+    assert compare_runs(ds, tmp_path / "a.trec", tmp_path / "a.trec", split="test")["difference"] == 0.0
