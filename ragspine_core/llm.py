@@ -160,8 +160,8 @@ class OpenAICompatibleProvider:
     def from_settings(cls, settings: "Settings", **overrides: Any) -> "OpenAICompatibleProvider":
         """Build a provider from ``settings.llm_base_url`` / ``llm_model`` / ``llm_api_key``.
 
-        ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_max_tokens`` / ``llm_concurrency``
-        (``RAGSPINE_LLM_STREAM``, ``…_DEADLINE_S``, ``…_MAX_TOKENS``, ``…_CONCURRENCY``) set
+        ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_timeout_s`` / ``llm_max_tokens`` / ``llm_concurrency``
+        (``RAGSPINE_LLM_STREAM``, ``…_DEADLINE_S``, ``…_TIMEOUT_S``, ``…_MAX_TOKENS``, ``…_CONCURRENCY``) set
         streaming and the limits; ``overrides`` (any constructor argument) win.
 
         Raises:
@@ -286,6 +286,7 @@ def _limits_of(settings: "Settings") -> dict[str, Any]:
             raise ConfigError(f"RAGSPINE_LLM_STREAM must be on or off, got {stream!r}")
         out["stream"] = stream in ("on", "true", "1", "yes")
     for field, name, key, kind in (("llm_deadline_s", "RAGSPINE_LLM_DEADLINE_S", "deadline_s", float),
+                                   ("llm_timeout_s", "RAGSPINE_LLM_TIMEOUT_S", "timeout_s", float),
                                    ("llm_max_tokens", "RAGSPINE_LLM_MAX_TOKENS", "max_tokens_cap", int),
                                    ("llm_concurrency", "RAGSPINE_LLM_CONCURRENCY", "max_concurrency", int)):
         raw = str(getattr(settings, field, "") or "").strip()

@@ -74,6 +74,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
     EnvVar("RAGSPINE_LLM_STREAM", "llm_stream", "off", "ask the chat endpoint for streamed completions on|off"),
     EnvVar("RAGSPINE_LLM_DEADLINE_S", "llm_deadline_s", "120", "hard limit of one chat call, all retries together, seconds"),
+    EnvVar("RAGSPINE_LLM_TIMEOUT_S", "llm_timeout_s", "30",
+           "socket timeout of one attempt of a chat call, seconds (a slow local model: raise it, and the deadline)"),
     EnvVar("RAGSPINE_LLM_MAX_TOKENS", "llm_max_tokens", "512",
            "the most completion tokens any chat call asks for (each feature's own budget is cut to it)"),
     EnvVar("RAGSPINE_LLM_CONCURRENCY", "llm_concurrency", "4", "chat calls to one endpoint at once in a process"),
@@ -157,6 +159,7 @@ class Settings:
     llm_api_key: str = ""
     llm_stream: str = "off"
     llm_deadline_s: str = "120"
+    llm_timeout_s: str = "30"
     llm_max_tokens: str = "512"
     llm_concurrency: str = "4"
     llm_model_dir: str = ""
