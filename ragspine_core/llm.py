@@ -160,8 +160,8 @@ class OpenAICompatibleProvider:
     def from_settings(cls, settings: "Settings", **overrides: Any) -> "OpenAICompatibleProvider":
         """Build a provider from ``settings.llm_base_url`` / ``llm_model`` / ``llm_api_key``.
 
-        ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_max_tokens`` / ``llm_concurrency``
-        (``RAGSPINE_LLM_STREAM``, ``…_DEADLINE_S``, ``…_MAX_TOKENS``, ``…_CONCURRENCY``) set
+        ``settings.llm_stream`` / ``llm_deadline_s`` / ``llm_timeout_s`` / ``llm_max_tokens`` / ``llm_concurrency``
+        (``RAGSPINE_LLM_STREAM``, ``…_DEADLINE_S``, ``…_TIMEOUT_S``, ``…_MAX_TOKENS``, ``…_CONCURRENCY``) set
         streaming and the limits; ``overrides`` (any constructor argument) win.
 
         Raises:
@@ -271,4 +271,5 @@ def _limits_of(settings: "Settings") -> dict[str, Any]:
     """The constructor arguments the ``RAGSPINE_LLM_*`` limit variables set (parsed and
     checked by :class:`~ragspine_core.settings.Settings`)."""
     return {"stream": settings.llm_stream, "deadline_s": settings.llm_deadline_s,
+            "timeout_s": settings.llm_timeout_s,
             "max_tokens_cap": settings.llm_max_tokens, "max_concurrency": settings.llm_concurrency}

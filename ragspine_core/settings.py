@@ -74,6 +74,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("OPENAI_API_KEY", "llm_api_key", "", "fallback API key"),
     EnvVar("RAGSPINE_LLM_STREAM", "llm_stream", "off", "ask the chat endpoint for streamed completions on|off"),
     EnvVar("RAGSPINE_LLM_DEADLINE_S", "llm_deadline_s", "120", "hard limit of one chat call, all retries together, seconds"),
+    EnvVar("RAGSPINE_LLM_TIMEOUT_S", "llm_timeout_s", "30",
+           "socket timeout of one attempt of a chat call, seconds (a slow local model: raise it, and the deadline)"),
     EnvVar("RAGSPINE_LLM_MAX_TOKENS", "llm_max_tokens", "512",
            "the most completion tokens any chat call asks for (each feature's own budget is cut to it)"),
     EnvVar("RAGSPINE_LLM_CONCURRENCY", "llm_concurrency", "4", "chat calls to one endpoint at once in a process"),
@@ -230,6 +232,7 @@ _PARSERS: dict[str, Callable[[str, object], object]] = {
     "llm_concurrency": lambda n, r: _as_int(n, r, 1),
     "embedding_dim": lambda n, r: None if r is None or str(r).strip() == "" else _as_int(n, r, 1),
     "llm_deadline_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
+    "llm_timeout_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
     "query_cache_ttl_s": lambda n, r: _as_float(n, r, 0.0, above=True, infinite=True),
     "mmr_lambda": lambda n, r: _as_float(n, r, 0.0, 1.0),
     "decay_half_life_days": lambda n, r: _as_float(n, r, 0.0),
@@ -272,6 +275,7 @@ class Settings:
     llm_api_key: str = ""
     llm_stream: bool = False
     llm_deadline_s: float = 120.0
+    llm_timeout_s: float = 30.0
     llm_max_tokens: int = 512
     llm_concurrency: int = 4
     llm_model_dir: str = ""

@@ -71,6 +71,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
         glossary = library_set.get("glossary")
         key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
                           + [code_versions()] + ([{"embedding": model}] if model else [])
+                          + _build_llm_key(raw_dir)
                           + ([{"glossary": sha256_file(glossary)}] if glossary and glossary.is_file() else []))[:16]
         lib_root = out_root / f"{dataset_dir.name.replace('_', '-')}-{key}"
         return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
@@ -82,6 +83,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     glossary = dataset_glossary(dataset_dir)
     key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
                       + ([{"embedding": model}] if model else [])
+                      + (_build_llm_key(None, chunker_options or {}))
                       + ([{"glossary": sha256_file(glossary)}] if glossary else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
@@ -161,6 +163,38 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _build_llm_key(raw_dir: Path | None, options: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """The chat model of a library whose build asks for one (``summarizer``,
+    ``relation_extractor`` or ``graph_extractor`` = ``llm``, from ``raw_dir``'s
+    ``_library.toml`` or from ``options``), as a part of the cache key, so that an index
+    built with one model is never served for another; empty for a deterministic build."""
+    from ragspine_core.settings import Settings
+
+    if raw_dir is not None:
+        from ragspine_index.library_config import load_library_config
+
+        config = load_library_config(raw_dir)
+        options = {k: getattr(config, k) for k in ("summarizer", "relation_extractor", "graph_extractor")}
+    if not any(str((options or {}).get(k, "")) == "llm" for k in ("summarizer", "relation_extractor", "graph_extractor")):
+        return []
+    settings = Settings.from_env()
+    return [{"build_llm": settings.llm_model, "build_llm_max_tokens": str(settings.llm_max_tokens)}]
+
+
+def _build_llm_factory() -> Callable[[], Any]:
+    """``make_llm`` of the build, as ``ragspine ingest`` has it: the provider the
+    ``RAGSPINE_LLM_*`` settings name, or None when none is (a library that asks for an LLM
+    then fails with the step's message naming the setting)."""
+    from ragspine_core.llm import OpenAICompatibleProvider
+    from ragspine_core.settings import Settings
+
+    def make() -> Any:
+        settings = Settings.from_env()
+        return OpenAICompatibleProvider.from_settings(settings) if settings.llm_base_url.strip() else None
+
+    return make
+
+
 def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: Path | None = None,
                  settings: Any | None = None) -> dict[str, Any]:
     """Build (or reuse) the published index; returns the manifest. ``settings`` (the edge's,
@@ -187,7 +221,7 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: P
     spec = EmbeddingSpec.from_settings(settings if settings is not None else Settings(), backend=embedding)
     res = build_library(paths, embedding=spec, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
                         run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
-                        glossary_path=glossary_path)
+                        glossary_path=glossary_path, make_llm=_build_llm_factory())
     _say(f"indexed in {time.perf_counter() - t0:.1f}s: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()), quiet)
     return read_manifest(Path(res.snapshot_dir))
 

@@ -129,3 +129,46 @@ class FeatureTally:
             out["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
             out["completion_tokens"] = int(usage.get("completion_tokens", 0))
         return out
+
+
+def compare_runs(dataset_dir: Any, run_a: Any, run_b: Any, *, split: str = "dev", seed: int = 0) -> dict[str, Any]:
+    """nDCG@10 of two TREC run files over one judged set, paired: the worth of a *build*
+    (e.g. a library built with the LLM relation extractor and summaries) against another
+    build of the same documents, each evaluated by its own ``ragspine eval`` run.
+
+    Returns the means of A and B, B − A with its 95% paired-bootstrap interval and p
+    (:func:`~ragspine_tools.eval.metrics.paired_bootstrap`, ``seed``), and the means per
+    query kind when the set has them (``queries.jsonl`` ``metadata.type``).
+
+    Raises:
+        DatasetError: a run file is missing or not a TREC run; the qrels are missing.
+    """
+    from pathlib import Path
+
+    from ragspine_tools.eval.beir import load_beir
+    from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap, read_trec_run
+    from ragspine_tools.evaluate import query_types
+
+    dataset = load_beir(Path(dataset_dir), split)
+    a = evaluate_run(read_trec_run(run_a), dataset.qrels)
+    b = evaluate_run(read_trec_run(run_b), dataset.qrels)
+    bs = paired_bootstrap(a.metric("ndcg@10"), b.metric("ndcg@10"), seed=seed)
+    out: dict[str, Any] = {"n_queries": bs.n_queries, "ndcg@10_a": round(bs.mean_a, 4), "ndcg@10_b": round(bs.mean_b, 4),
+                           "difference": round(bs.mean_difference, 4), "ci95": [round(bs.ci_low, 4), round(bs.ci_high, 4)],
+                           "p": round(bs.p_value, 4), "mrr@10_a": round(a.mrr_at_10, 4), "mrr@10_b": round(b.mrr_at_10, 4)}
+    types = query_types(Path(dataset_dir))
+    if types:
+        ga, gb = a.by_group(types), b.by_group(types)
+        out["by_type"] = {g: {"n": int(ga[g]["n_queries"]), "a": round(float(ga[g]["ndcg@10"]), 4),
+                              "b": round(float(gb[g]["ndcg@10"]), 4)} for g in ga}
+    return out
+
+
+if __name__ == "__main__":  # python -m ragspine_tools.llm_features DATASET_DIR RUN_A.trec RUN_B.trec [SPLIT]
+    import json
+    import sys
+
+    if len(sys.argv) not in (4, 5):
+        sys.exit("usage: python -m ragspine_tools.llm_features DATASET_DIR RUN_A.trec RUN_B.trec [SPLIT (default dev)]")
+    print(json.dumps(compare_runs(sys.argv[1], sys.argv[2], sys.argv[3], split=sys.argv[4] if len(sys.argv) == 5 else "dev"),
+                     ensure_ascii=False))

@@ -163,7 +163,7 @@ class LLMSummarizer:
     :func:`~ragspine_core.text.language.detect_language`), is not used: that cluster gets the
     extractive summary instead, ``fallbacks`` counts it, ``last_fell_back`` says so for the
     cluster just summarized (the cache does not keep it: the next build asks again) and the
-    tree's ``meta.json`` records the count (``build.llm_fallbacks``).
+    tree's ``tree.json`` records the count (``build.llm_fallbacks``).
 
     Raises (from :meth:`summarize`):
         ProviderError: the provider failed (server down, deadline, unusable body): the

@@ -151,6 +151,10 @@ def relation_graph_step(ctx: StepContext, chunks: ChunkUpdate, index_text: Index
     finally:
         if extractor is not None:
             extractor.close()
+    if extractor is not None:  # the build-side fallbacks, said where the run's progress goes
+        ctx.log(f"relation graph: OpenIE {ref.llm_calls} call(s), {ref.llm_cached} cached; {ref.llm_unparsed} reply(ies) with "
+                f"no readable triple (no model edge for that chunk), {ref.llm_salvaged} cut short (complete triples kept); "
+                f"edges {dict(sorted(ref.edge_counts.items()))}")
     if len(graph_chunks) != index_text.n_rows:
         raise ConfigError(f"the relation graph read {len(graph_chunks)} chunk rows but index_text has {index_text.n_rows}: "
                           "re-materialize chunks and downstream")

@@ -291,6 +291,9 @@ def build_summary_tree(paths: LibraryPaths, leaves: Leaves, leaf_vectors: np.nda
     meta = _write_tree(target, leaves, leaf_vectors if store_leaf_vectors else None, levels, summarizer_id=summarizer.id,
                        vector_kind=vector_kind, params=params, llm_calls=calls, llm_cached=cached,
                        llm_fallbacks=int(getattr(summarizer, "fallbacks", 0)))
+    if progress and summarizer.is_llm:  # the build-side fallbacks, as tree.json records them
+        progress(f"summary tree: {calls} LLM summary call(s), {cached} cached, {meta['build']['llm_fallbacks']} "
+                 "unusable reply(ies) replaced by the extractive summary")
     return _ref_from_meta(target, meta, h, time.perf_counter() - t0, llm_calls=calls, llm_cached=cached, reused=False)
 
 

@@ -158,3 +158,13 @@ def test_limits_come_from_settings_and_bad_values_are_named():
         OpenAICompatibleProvider.from_settings(Settings(llm_base_url="http://h/v1", llm_model="m", llm_deadline_s="soon"))
     with pytest.raises(ConfigError, match="RAGSPINE_LLM_CONCURRENCY"):
         OpenAICompatibleProvider.from_settings(Settings(llm_base_url="http://h/v1", llm_model="m", llm_concurrency="0"))
+
+
+def test_the_attempt_timeout_comes_from_settings():
+    """RAGSPINE_LLM_TIMEOUT_S: a slow local model whose replies take longer than the 30 s
+    default can be waited for (within the deadline); a bad value is named."""
+    assert OpenAICompatibleProvider.from_settings(Settings(llm_base_url="http://h/v1", llm_model="m")).timeout_s == 30.0
+    s = Settings.from_env({"RAGSPINE_LLM_BASE_URL": "http://h/v1", "RAGSPINE_LLM_MODEL": "m", "RAGSPINE_LLM_TIMEOUT_S": "300"})
+    assert OpenAICompatibleProvider.from_settings(s).timeout_s == 300.0
+    with pytest.raises(ConfigError, match="RAGSPINE_LLM_TIMEOUT_S"):
+        OpenAICompatibleProvider.from_settings(Settings(llm_base_url="http://h/v1", llm_model="m", llm_timeout_s="-1"))
