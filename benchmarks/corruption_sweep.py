@@ -46,7 +46,7 @@ many seconds and says how many ran.
 Resuming and slicing: ``--results FILE`` appends one JSON line per finished case (file,
 kind, outcomes, seconds) and skips the files a line already names, so a second run with
 the same file continues where a budget or a kill stopped the first; file names are
-compared with their 24-hex-digit ``work/`` hashes replaced by ``<hash>``, so the lines
+compared with their 24-hex-digit ``work/`` hashes (folders and ``.records`` names) replaced by ``<hash>``, so the lines
 still match after a rebuild changed a hash. ``--only PREFIX`` keeps the cases whose
 (normalised) path starts with ``PREFIX`` (e.g. ``artifacts/synthetic/work/``), ``--cases
 FROM:TO`` a slice of the ordered list. The tally at the end counts the cases of this run
@@ -82,12 +82,12 @@ TIMEOUT_S = 600
 LIB: dict[str, Any] = {"name": "tiny", "embedding": "deterministic", "modes": MODES, "query": QUERY}
 
 
-HASH_PART = re.compile(r"^[0-9a-f]{24}$")
+HASH_PART = re.compile(r"(?<![0-9a-f])[0-9a-f]{24}(?![0-9a-f])")
 
 
 def case_name(rel: Path) -> str:
     """A case's file as ``--results`` records it: its ``work/`` hash parts as ``<hash>``."""
-    return "/".join("<hash>" if HASH_PART.match(part) else part for part in rel.parts)
+    return "/".join(HASH_PART.sub("<hash>", part) for part in rel.parts)
 
 
 def done_cases(results: Path | None) -> list[dict[str, Any]]:
