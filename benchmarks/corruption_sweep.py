@@ -47,8 +47,8 @@ Resuming and slicing: ``--results FILE`` appends one JSON line per finished case
 kind, outcomes, seconds) and skips the files a line already names, so a second run with
 the same file continues where a budget or a kill stopped the first; file names are
 compared with their 24-hex-digit ``work/`` hashes (folders and ``.records`` names) replaced by ``<hash>``, so the lines
-still match after a rebuild changed a hash. ``--only PREFIX`` keeps the cases whose
-(normalised) path starts with ``PREFIX`` (e.g. ``artifacts/synthetic/work/``), ``--cases
+still match after a rebuild changed a hash. ``--only PREFIX[,PREFIX...]`` keeps the cases whose
+(normalised) path starts with one of them (e.g. ``artifacts/synthetic/work/``), ``--cases
 FROM:TO`` a slice of the ordered list. The tally at the end counts the cases of this run
 and, with ``--results``, of the whole file::
 
@@ -286,7 +286,7 @@ def main() -> int:
     p.add_argument("--time-budget", type=float, default=0.0, help="start no case after this many seconds (0: no limit)")
     p.add_argument("--no-long-lived", action="store_true")
     p.add_argument("--results", type=Path, help="append one JSON line per case; skip the files it already names (resume)")
-    p.add_argument("--only", default="", help="only the cases whose path (relative to the work folder) starts with this")
+    p.add_argument("--only", default="", help="only the cases whose path (relative to the work folder) starts with one of these (comma-separated)")
     p.add_argument("--cases", default="", help="FROM:TO, a slice of the ordered case list (after --only)")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
@@ -313,7 +313,8 @@ def main() -> int:
 
     current = (base_data / "artifacts" / name / "current").resolve()
     if args.only:
-        todo = [(f, k) for f, k in todo if case_name(rel_of(f)).startswith(args.only)]
+        prefixes = tuple(p for p in args.only.split(",") if p)
+        todo = [(f, k) for f, k in todo if case_name(rel_of(f)).startswith(prefixes)]
     if args.cases:
         lo, _, hi = args.cases.partition(":")
         todo = todo[int(lo) if lo else None:int(hi) if hi else None]
