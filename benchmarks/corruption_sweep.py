@@ -335,6 +335,8 @@ def main() -> int:
             print(f"time budget spent: {ran} of {len(todo)} cases ran", flush=True)
             break
         rel = rel_of(f)
+        if args.results is not None and case_name(rel) in {r["file"] for r in done_cases(args.results)}:
+            continue  # another run on the same results file did it meanwhile
         case = args.workdir / "case"
         shutil.rmtree(case, ignore_errors=True)
         subprocess.run(["cp", "-a", str(base_data), str(case)], check=True, timeout=600)
