@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
-from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError, RagspineError
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 from ragspine_query.filters import Predicate, combined_mask, parse_filters
 from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, time_decayed, weighted_rrf,
                      weighted_score_fusion)
@@ -682,13 +682,9 @@ class MultiIndexRetriever:
         profiles are then those of the snapshots searched). A library whose current snapshot
         cannot be opened either is left as it is: its own search raises the located error
         when the query is routed to it. True when one reopened."""
-        reopened = False
-        for r in self.retrievers.values():
-            try:
-                reopened = r.follow() or reopened
-            except RagspineError:
-                continue
-        return reopened
+        from ragspine_query.source import follow
+
+        return any([follow(r) for r in self.retrievers.values()])  # every one (a list, not a short-circuit)
 
     def prefetch_queries(self, queries: Sequence[str]) -> int:
         """:meth:`HybridRetriever.prefetch_queries` for every library the queries route to."""
