@@ -42,6 +42,18 @@ first query. Modes the baseline cannot answer (exit code not
 snapshot files, ``work/`` last; the kinds cycle, so each kind is used too), ``--sample N`` N random (file,
 kind) pairs, all cases by default; ``--time-budget`` stops starting new cases after that
 many seconds and says how many ran.
+
+Resuming and slicing: ``--results FILE`` appends one JSON line per finished case (file,
+kind, outcomes, seconds) and skips the files a line already names, so a second run with
+the same file continues where a budget or a kill stopped the first; file names are
+compared with their 24-hex-digit ``work/`` hashes (folders and ``.records`` names) replaced by ``<hash>``, so the lines
+still match after a rebuild changed a hash. ``--only PREFIX[,PREFIX...]`` keeps the cases whose
+(normalised) path starts with one of them (e.g. ``artifacts/synthetic/work/``), ``--cases
+FROM:TO`` a slice of the ordered list. The tally at the end counts the cases of this run
+and, with ``--results``, of the whole file::
+
+    nice python benchmarks/corruption_sweep.py --workdir /tmp/sweep40k --synthetic 40000 --embedding none \
+        --sample files --seed 43 --results benchmarks/reports/corruption_sweep_40k.jsonl --only artifacts/synthetic/work/
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +80,28 @@ DOCS = ("acme-cn-hr-faq.md", "acme-cn-product-launch-2024.md", "acme-eu-distribu
 TIMEOUT_S = 600
 #: the library under test: ``tiny`` (four sample documents) or ``synthetic`` (--synthetic)
 LIB: dict[str, Any] = {"name": "tiny", "embedding": "deterministic", "modes": MODES, "query": QUERY}
+
+
+HASH_PART = re.compile(r"(?<![0-9a-f])[0-9a-f]{24}(?![0-9a-f])")
+
+
+def case_name(rel: Path) -> str:
+    """A case's file as ``--results`` records it: its ``work/`` hash parts as ``<hash>``."""
+    return "/".join(HASH_PART.sub("<hash>", part) for part in rel.parts)
+
+
+def done_cases(results: Path | None) -> list[dict[str, Any]]:
+    """The cases a ``--results`` file records (none when there is no file)."""
+    if results is None or not results.is_file():
+        return []
+    rows = []
+    for n, line in enumerate(results.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise SystemExit(f"{results}:{n}: not a JSON line ({exc}); fix or remove that line, then run again") from None
+    return rows
 
 
 def env() -> dict[str, str]:
@@ -250,6 +285,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=43)
     p.add_argument("--time-budget", type=float, default=0.0, help="start no case after this many seconds (0: no limit)")
     p.add_argument("--no-long-lived", action="store_true")
+    p.add_argument("--results", type=Path, help="append one JSON line per case; skip the files it already names (resume)")
+    p.add_argument("--only", default="", help="only the cases whose path (relative to the work folder) starts with one of these (comma-separated)")
+    p.add_argument("--cases", default="", help="FROM:TO, a slice of the ordered case list (after --only)")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
     if args.synthetic:
@@ -266,20 +304,39 @@ def main() -> int:
     long_modes = [m for m in ("bm25", "hybrid", "graph") if m not in unsupported]
     files = targets(base_data)
     todo = cases(files, args.kinds.split(","), args.sample, args.seed, args.max_files)
+
+    def rel_of(f: Path) -> Path:
+        rel = f.relative_to(base_data)
+        if "/snapshots/" in rel.as_posix():
+            rel = Path(f"artifacts/{name}/current") / Path(*f.relative_to(current).parts)
+        return rel
+
+    current = (base_data / "artifacts" / name / "current").resolve()
+    if args.only:
+        prefixes = tuple(p for p in args.only.split(",") if p)
+        todo = [(f, k) for f, k in todo if case_name(rel_of(f)).startswith(prefixes)]
+    if args.cases:
+        lo, _, hi = args.cases.partition(":")
+        todo = todo[int(lo) if lo else None:int(hi) if hi else None]
+    previous = done_cases(args.results)
+    done = {r["file"] for r in previous}
+    skipped = sum(case_name(rel_of(f)) in done for f, _ in todo)
+    todo = [(f, k) for f, k in todo if case_name(rel_of(f)) not in done]
+    if skipped:
+        print(f"{skipped} case(s) already in {args.results}: skipped", flush=True)
     print(f"{len(files)} files, {len(todo)} cases (sample {args.sample}, seed {args.seed}); modes "
           f"{', '.join(m for m, _ in LIB['modes'])}; long-lived {', '.join(long_modes)}; query {LIB['query']!r}", flush=True)
     tally: collections.Counter = collections.Counter()
     bad = ran = 0
     ran_kinds: set[str] = set()
     t0 = time.perf_counter()
-    current = (base_data / "artifacts" / name / "current").resolve()
     for f, kind in todo:
         if args.time_budget and time.perf_counter() - t0 > args.time_budget:
             print(f"time budget spent: {ran} of {len(todo)} cases ran", flush=True)
             break
-        rel = f.relative_to(base_data)
-        if "/snapshots/" in rel.as_posix():
-            rel = Path(f"artifacts/{name}/current") / Path(*f.relative_to(current).parts)
+        rel = rel_of(f)
+        if args.results is not None and case_name(rel) in {r["file"] for r in done_cases(args.results)}:
+            continue  # another run on the same results file did it meanwhile
         case = args.workdir / "case"
         shutil.rmtree(case, ignore_errors=True)
         subprocess.run(["cp", "-a", str(base_data), str(case)], check=True, timeout=600)
@@ -334,12 +391,23 @@ def main() -> int:
         bad += bool(worst)
         ran += 1
         ran_kinds.add(kind)
+        if args.results is not None:
+            with open(args.results, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"file": case_name(rel), "kind": kind, "outcomes": sorted(outcomes),
+                                     "seconds": round(time.perf_counter() - t0), "modes": [m for m, _ in LIB["modes"]],
+                                     "long_lived": long_modes}) + "\n")
         print(f"{rel.as_posix():60s} {kind:11s} {' '.join(sorted(set(outcomes)))}"
               + (f"  <- {errors[0][:120]}" if worst and errors else "")
               + f"  [{time.perf_counter() - t0:.0f} s]", flush=True)
     shutil.rmtree(args.workdir / "case", ignore_errors=True)
     print(f"\n{ran} of {len(todo)} cases ran ({len(ran_kinds)} kinds); outcomes: {dict(sorted(tally.items()))}; "
           f"cases with a problem: {bad}; {time.perf_counter() - t0:.0f} s")
+    if args.results is not None:
+        every = done_cases(args.results)
+        total: collections.Counter = collections.Counter(o.split("(")[0] for r in every for o in r["outcomes"])
+        problems = sum(any(w in o for o in r["outcomes"] for w in ("DIFF", "CRASH", "FAIL")) for r in every)
+        print(f"{args.results}: {len(every)} cases ({len({r['kind'] for r in every})} kinds); outcomes: "
+              f"{dict(sorted(total.items()))}; cases with a problem: {problems}")
     return 1 if bad else 0
 
 

@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ragspine_query.library import library_key
 from ragspine_query.score_normalization import AgentScore, normalize_scores
 from ragspine_query.source import LibraryRetriever, Source, channels_of, retrievers_of
 
@@ -77,16 +78,16 @@ class _LibraryTerms:
     analyzer (read once per library). A term only RESTRICTED rows hold weighs what an
     unseen term weighs, so no score derived from it says a hidden document holds it."""
 
-    __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows", "generation")
+    __slots__ = ("analyze", "vocab", "idf", "unseen_idf", "indptr", "postings", "open_rows", "key")
 
     def __init__(self, library: Any, hidden: np.ndarray | None = None) -> None:
         """``hidden``: the rows a caller may not see (a retriever's ``hidden_mask`` under a
         sensitivity ceiling); the weights are then over the rows it may see. None: RESTRICTED rows."""
         from ragspine_core.lexical.bm25_format import idf
 
-        #: the library's generation these weights were computed at (a newer snapshot that
-        #: withholds rows bumps it: the weights are computed again, issue 37)
-        self.generation = int(getattr(library, "generation", 0))
+        #: the library and its generation these weights were computed at (a retriever that
+        #: reopened its library, or a newer snapshot that withholds rows, issue 37: computed again)
+        self.key = library_key(library)
         bm25 = library.bm25
         self.analyze = getattr(library.analyzer, "fn", library.analyzer)
         self.vocab = bm25.vocab
@@ -220,16 +221,16 @@ class RelevanceGrader:
 
     def __init__(self, source: Source, *, n: int = 3) -> None:
         self._retrievers = {r.library.library_id: r for r in retrievers_of(source)}
-        self._libs = {lib_id: r.library for lib_id, r in self._retrievers.items()}
         self._terms: dict[str, _LibraryTerms] = {}
         self.n = n
 
     def _terms_of(self, library_id: str) -> _LibraryTerms | None:
-        lib = self._libs.get(library_id)
-        if lib is None:
+        r = self._retrievers.get(library_id)
+        if r is None:
             return None
+        lib = r.library  # read each time: a retriever that reopened its library holds a new one (Follower)
         t = self._terms.get(library_id)
-        if t is None or t.generation != int(getattr(lib, "generation", 0)):  # rows withheld since
+        if t is None or t.key != library_key(lib):  # reopened, or rows withheld since
             r = self._retrievers[library_id]
             ceiling = getattr(getattr(r, "config", None), "max_sensitivity", None)  # per-ceiling weights
             t = self._terms[library_id] = _LibraryTerms(lib, r.hidden_mask() if ceiling else None)

@@ -9,13 +9,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ragspine_core import integrity, schema
 from ragspine_core.chunk_rows import connect_read_only, row_to_chunk
-from ragspine_core.errors import IndexIncompatibleError, IndexNotFoundError
+from ragspine_core.errors import IndexIncompatibleError, IndexNotFoundError, RagspineError
 from ragspine_core.lexical.bm25 import BM25Index
 from ragspine_core.records import METADATA_FIELDS, Chunk
 from ragspine_core.text.tokenize import Analyzer, analyzer_from_id
@@ -621,3 +621,65 @@ def open_library(path: str | os.PathLike[str]) -> Library:
                 library.watch(root)
                 break
     return library
+
+
+class Follower:
+    """The one way a long-lived holder of a :class:`Library` follows the library's ``current``
+    snapshot: :class:`~ragspine_query.HybridRetriever`,
+    :class:`~ragspine_query.tree.TreeRetriever` and, through the retrievers, every holder
+    whose state is read from one (the tiers' channels, the router's profiles, the confidence
+    grader's open-row weights: each keys what it derives on :func:`library_key`).
+
+    :meth:`follow` reopens when the holder's snapshot must stop serving
+    (:meth:`Library.trouble`: a file changed, truncated or removed since open, the background
+    check found damage, the folder was pruned or quarantined) and ``current`` names another
+    snapshot folder than the one opened — a new publication, or a repair that rebuilt the
+    same snapshot id (new files). Only for a library opened through its folder
+    (:func:`open_library`); one attempt per state of ``current`` (a failed one is raised
+    again, without reopening, until ``current`` changes).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._tried: tuple[Any, RagspineError] | None = None
+
+    def follow(self, held: Callable[[], Library], install: Callable[[Library], None]) -> bool:
+        """Reopen ``held()``'s current snapshot when it must stop serving; ``install`` gets the
+        new library (under the lock: a query of another thread waits for it). True when it did.
+
+        Raises:
+            RagspineError: ``current`` cannot be opened either (its own located error, after
+                what happened to the holder's snapshot).
+        """
+        lib = held()
+        if lib.root is None or lib.trouble() is None:
+            return False
+        with self.lock:
+            if held() is not lib:
+                return False  # another thread reopened it
+            seen = lib.current_identity()
+            if seen is not None and seen == lib.identity:
+                return False  # current names the damaged files themselves: ensure_verified says which, and the repair
+            tried = self._tried
+            if tried is not None and tried[0] == seen:
+                raise tried[1]
+            try:
+                install(open_library(lib.root))
+            except RagspineError as exc:
+                message = (f"snapshot {lib.snapshot_dir} {lib.trouble()}, and the library's current snapshot cannot be "
+                           f"opened in its place: {exc}")
+                try:
+                    error: RagspineError = type(exc)(message)
+                except TypeError:  # an error class with its own fields
+                    error = RagspineError(message)
+                self._tried = (seen, error)
+                raise error from None
+            return True
+
+
+def library_key(library: Any) -> tuple[Any, int]:
+    """What state derived from ``library`` is valid for: the object (a reopen makes a new one;
+    ``==`` on it is identity) and its :attr:`Library.generation` (rows a newer snapshot
+    withholds). A holder compares it with the key it computed at, after its retriever
+    followed (:class:`Follower`)."""
+    return library, int(getattr(library, "generation", 0))

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
-from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError, RagspineError
+from ragspine_core.errors import ConfigError, EmbeddingModelMismatchError
 from ragspine_query.filters import Predicate, combined_mask, parse_filters
 from ragspine_query.fusion import (DEFAULT_RRF_K, FusionPlan, fuse_mixed_languages, keep_head, plan_fusion, ranking_bounds, time_decayed, weighted_rrf,
                      weighted_score_fusion)
 from ragspine_core.lexical.bm25_format import DEFAULT_DOC_WEIGHT
 from ragspine_core.lexical.topk import top_k_rows
-from ragspine_query.library import Library, open_library
+from ragspine_query.library import Follower, Library
 from ragspine_query.limits import check_query
 from ragspine_query.pipeline.channels import ChannelContext, DenseChannel, LexicalChannel, build_channels, selects
 from ragspine_query.tree.config import DEFAULT_TREE_MODE, TreeConfig  # importing ragspine_query.tree registers the tree channel
@@ -179,10 +178,9 @@ class HybridRetriever:
                  settings: Settings | None = None) -> None:
         self.library = library
         self.config = config
-        # kept to rebuild this retriever over the library's current snapshot (_follow)
+        # kept to rebuild this retriever over the library's current snapshot (follow)
         self._given = (embedding_backend, settings)
-        self._reopen_tried: tuple[Any, BaseException] | None = None
-        self._follow_lock = threading.Lock()
+        self._follower = Follower()
         pin_query_threads(settings if settings is not None else Settings())  # the first retriever pins the pools
         mode = config.mode
         emb_model = library.embedding_model_id
@@ -350,48 +348,27 @@ class HybridRetriever:
         return DenseChannel(self.library, self.embedding_backend).search(query, depth, allowed)
 
     # -- reopening -------------------------------------------------------------------
-    def _follow(self) -> None:
+    def follow(self) -> bool:
         """Reopen the library's current snapshot when this retriever's snapshot must stop
-        serving (:meth:`Library.trouble`: a file changed, truncated or removed since open, the
-        background check found damage, or the folder was pruned or quarantined) and
-        ``current`` names another snapshot folder than the one opened — a new publication, or
-        a repair that rebuilt the same snapshot id (new files). The query that finds the damage
-        fails with the located error (:meth:`Library.ensure_verified`); the first query after
-        ``current`` names intact files answers from them, without a restart. Only for a library
-        opened through its folder (:func:`~ragspine_query.open_library`); one attempt per
-        state of ``current``.
+        serving (:class:`~ragspine_query.library.Follower`, the one mechanism: a file changed,
+        truncated or removed since open, the background check found damage, or the folder was
+        pruned or quarantined, and ``current`` names other files). The query that finds the
+        damage fails with the located error (:meth:`Library.ensure_verified`); the first query
+        after ``current`` names intact files answers from them, without a restart. True when
+        it reopened (every cache of this retriever is rebuilt with it).
 
         Raises:
             RagspineError: ``current`` cannot be opened either (its own located error, after
                 what happened to this reader's snapshot).
         """
-        lib = self.library
-        if lib.root is None or lib.trouble() is None:
-            return
-        with self._follow_lock:
-            if self.library is not lib:
-                return  # another thread reopened it
-            seen = lib.current_identity()
-            if seen is not None and seen == lib.identity:
-                return  # current names the damaged files themselves: ensure_verified says which, and the repair
-            tried = self._reopen_tried
-            if tried is not None and tried[0] == seen:
-                raise tried[1]
-            try:
-                fresh = HybridRetriever(open_library(lib.root), embedding_backend=self._given[0], config=self.config,
-                                        settings=self._given[1])
-            except RagspineError as exc:
-                message = (f"snapshot {lib.snapshot_dir} {lib.trouble()}, and the library's current snapshot cannot be "
-                           f"opened in its place: {exc}")
-                try:
-                    error: RagspineError = type(exc)(message)
-                except TypeError:  # an error class with its own fields
-                    error = RagspineError(message)
-                self._reopen_tried = (seen, error)
-                raise error from None
-            state = dict(fresh.__dict__)
-            state["_follow_lock"] = self._follow_lock
-            self.__dict__.update(state)
+        def install(library: Library) -> None:
+            fresh = HybridRetriever(library, embedding_backend=self._given[0], config=self.config, settings=self._given[1])
+            fresh._follower = self._follower
+            self.__dict__.update(fresh.__dict__)
+
+        return self._follower.follow(lambda: self.library, install)
+
+    _follow = follow
 
     # -- public verbs ----------------------------------------------------------------
     #: records its mask, channel and fuse stages into the trace in progress (:mod:`~ragspine_query.pipeline.trace`)
@@ -449,7 +426,7 @@ class HybridRetriever:
         """
         check_query(query)
         top_k = check_top_k(top_k)
-        self._follow()  # a snapshot found damaged or removed: reopen the library's current one
+        self.follow()  # a snapshot found damaged or removed: reopen the library's current one
         self.library.ensure_verified()  # the background pass over the large files (library.py) found no damage
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
@@ -689,6 +666,15 @@ class MultiIndexRetriever:
         """The retrievers searched, by library id (the :class:`~ragspine_query.source.Source` protocol)."""
         return self.retrievers
 
+    def follow(self) -> bool:
+        """:meth:`HybridRetriever.follow` for every library, before routing (the router's
+        profiles are then those of the snapshots searched). A library whose current snapshot
+        cannot be opened either is left as it is: its own search raises the located error
+        when the query is routed to it. True when one reopened."""
+        from ragspine_query.source import follow
+
+        return any([follow(r) for r in self.retrievers.values()])  # every one (a list, not a short-circuit)
+
     def prefetch_queries(self, queries: Sequence[str]) -> int:
         """:meth:`HybridRetriever.prefetch_queries` for every library the queries route to."""
         libs: dict[str, None] = {}
@@ -702,6 +688,7 @@ class MultiIndexRetriever:
         fuse the libraries' rankings with weighted RRF. The query limits apply (:mod:`ragspine_query.limits`)."""
         check_query(query)
         top_k = check_top_k(top_k)
+        self.follow()  # before routing: a reopened library is profiled and searched as what it is now
         with tracing(explain) as tracer:
             hits = self._search(query, filters, top_k, include_restricted, tracer)
             return SearchResult(hits, tracer.freeze(query) if explain else None)

@@ -25,6 +25,7 @@ that would leave nothing.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -93,6 +94,41 @@ class ProfileRouter:
     """
 
     def __init__(self, profiles: Mapping[str, LibraryProfile], glossary: "Glossary | None" = None) -> None:
+        self._glossary = glossary
+        self._retrievers: dict[str, Any] = {}
+        self._keys: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._index(profiles)
+
+    @classmethod
+    def over(cls, retrievers: Mapping[str, Any], glossary: "Glossary | None" = None) -> "ProfileRouter":
+        """The router of ``retrievers``' libraries that keeps their profiles current: a library a
+        retriever reopened (:class:`~ragspine_query.library.Follower`: a repair, a prune, a
+        quarantine) or whose rows a newer snapshot withholds (its generation) is profiled
+        again before the next decision (:func:`~ragspine_query.library.library_key`)."""
+        from ragspine_query.library import library_key
+
+        router = cls({lib: LibraryProfile.of(r.library) for lib, r in retrievers.items()}, glossary)
+        router._retrievers = dict(retrievers)
+        router._keys = {lib: library_key(r.library) for lib, r in retrievers.items()}
+        return router
+
+    def _follow(self) -> None:
+        """Profile again the libraries whose key changed since they were profiled."""
+        if not self._retrievers:
+            return
+        from ragspine_query.library import library_key
+
+        keys = {lib: library_key(r.library) for lib, r in self._retrievers.items()}
+        if keys != self._keys:
+            with self._lock:
+                stale = [lib for lib in keys if keys[lib] != self._keys.get(lib)]
+                if stale:
+                    self._index({**self.profiles, **{lib: LibraryProfile.of(self._retrievers[lib].library) for lib in stale}})
+                    self._keys = keys
+
+    def _index(self, profiles: Mapping[str, LibraryProfile]) -> None:
+        glossary = self._glossary
         self.profiles = dict(sorted(profiles.items()))
         names: dict[str, str] = {}
         children: dict[str, set[str]] = {}
@@ -136,6 +172,7 @@ class ProfileRouter:
         """``(library ids, reason)``; every library with a reason saying why, on no signal."""
         from ragspine_core.text.language import detect_language
 
+        self._follow()
         ents, topics = self.entities_in(query), self.topics_in(query)
         scores = {lib: 2 * bool(p.entities & ents) + bool(p.topics & topics) for lib, p in self.profiles.items()}
         if not ents:  # a topic alone is a low-confidence route (topics are coarse and often untagged)
@@ -173,7 +210,7 @@ def make_router(mode: str | None, retrievers: Mapping[str, Any], glossary: "Glos
         return None
     if m != "profile":
         raise ConfigError(f"unknown router {mode!r}; allowed: {', '.join(ROUTER_MODES)}")
-    return ProfileRouter({lib: LibraryProfile.of(r.library) for lib, r in retrievers.items()}, glossary)
+    return ProfileRouter.over(retrievers, glossary)
 
 
 __all__ = ["LibraryProfile", "ProfileRouter", "ROUTER_MODES", "make_router"]

@@ -69,9 +69,27 @@ def libraries_of(source: object) -> list[Library]:
     return [r.library for r in retrievers_of(source)]
 
 
+def follow(source: object) -> bool:
+    """Have ``source`` follow its libraries' ``current`` snapshots now
+    (:class:`~ragspine_query.library.Follower`; a retriever also does at each search): the
+    query pipeline calls it before its first stage, so the stages that read the retrievers
+    (the tiers' channels, the router's profiles, the grader's weights, the cache key) see
+    the reopened library on the first query after a repair, not one query later. An error
+    is left for the search, which raises it located; True when a library was reopened."""
+    own = getattr(source, "follow", None)
+    if own is None:
+        return False
+    from ragspine_core.errors import RagspineError
+
+    try:
+        return bool(own())
+    except RagspineError:
+        return False
+
+
 def channels_of(source: object) -> list[Channel]:
     """The channels the retrievers behind ``source`` built, library by library."""
     return [c for r in retrievers_of(source) for c in r.channels]
 
 
-__all__ = ["LibraryRetriever", "Source", "channels_of", "libraries_of", "retrievers_of"]
+__all__ = ["LibraryRetriever", "Source", "channels_of", "follow", "libraries_of", "retrievers_of"]

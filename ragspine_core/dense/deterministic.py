@@ -29,6 +29,14 @@ class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
     and a sign; the bucket counts are damped with ``log1p`` and the vector is
     L2-normalised. An empty text (no tokens) embeds to the zero vector.
 
+    A text with tokens whose signed counts cancel in every bucket (two tokens of one
+    bucket with opposite signs, e.g. ``"synthetic"`` and ``"document"`` at ``dim=64``, and
+    nothing else left) would embed to the zero vector too, which scores 0 against every
+    query and which the build's ``vectors_finite_and_normalised`` check refuses; such a row
+    is hashed again with the next salt until its counts do not cancel (:meth:`_rehashed`;
+    the same text always gets the same vector, query or passage). Every other row is
+    unchanged, so the model id stays ``v1``.
+
     Parameters:
         dim: vector dimension (>= 8).
     """
@@ -51,13 +59,31 @@ class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
             self._memo[token] = (bucket, sign)
         return bucket, sign
 
+    def _rehashed(self, tokens: list[str]) -> np.ndarray:
+        """Signed counts of ``tokens`` under the next salts (1, 2, ...) until one does not cancel
+        everywhere; the unsigned counts after 8 (a text with tokens never embeds to zero)."""
+        row = np.zeros(self.dim, dtype=np.float64)
+        for attempt in range(1, 9):
+            row[:] = 0.0
+            for token in tokens:
+                digest = hashlib.sha256(_SALT + attempt.to_bytes(1, "little") + token.encode("utf-8")).digest()
+                row[int.from_bytes(digest[:8], "little") % self.dim] += 1.0 if digest[8] & 1 else -1.0
+            if row.any():
+                return row
+        for token in tokens:
+            row[self._bucket(token)[0]] += 1.0
+        return row
+
     def _embed_items(self, texts: list[str], kind: EmbeddingKind, batch_size: int) -> np.ndarray:
         """All texts at once (``kind`` and ``batch_size`` do not change the result)."""
         # signed counts per (row, bucket), summed in token order (whole numbers: exact)
         cells: dict[tuple[int, int], float] = {}
         get, bucket_of = cells.get, self._bucket
+        tokens_per_row: list[list[str]] = []
         for row, text in enumerate(texts):
-            for token in tokenize(text):
+            tokens = tokenize(text)
+            tokens_per_row.append(tokens)
+            for token in tokens:
                 bucket, sign = bucket_of(token)
                 key = (row, bucket)
                 cells[key] = get(key, 0.0) + sign
@@ -68,6 +94,9 @@ class DeterministicEmbeddingBackend(BaseEmbeddingBackend):
         else:
             at = np.array(list(cells), dtype=np.intp)
             counts[at[:, 0], at[:, 1]] = np.fromiter(cells.values(), dtype=np.float64, count=len(cells))
+        for zero in np.flatnonzero(~counts.any(axis=1)).tolist():
+            if tokens_per_row[zero]:  # tokens whose signs cancelled in every bucket
+                counts[zero] = self._rehashed(tokens_per_row[zero])
         # log1p on the magnitude damps repeated tokens (sublinear tf) and keeps the sign;
         # embed() L2-normalises the rows
         damped = np.sign(counts) * np.log1p(np.abs(counts))

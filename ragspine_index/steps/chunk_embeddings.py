@@ -74,7 +74,9 @@ class EmbeddingCache:
             part = list(hashes[i:i + 500])
             q = f"SELECT text_hash, vector FROM embedding_cache WHERE model_id = ? AND text_hash IN ({','.join('?' * len(part))})"
             for h, blob in self._conn.execute(q, [model_id, *part]):
-                out[h] = np.frombuffer(blob, dtype=np.float32)
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if vector.any():  # a zero vector (kept by a build its check refused) is embedded again
+                    out[h] = vector
         return out
 
     def put_many(self, model_id: str, items: Sequence[tuple[str, np.ndarray]]) -> None:

@@ -13,7 +13,7 @@ from ragspine_query.pipeline.explain import now
 from ragspine_query.pipeline.trace import tracing
 from ragspine_query.pipeline.state import QueryState, SearchResult
 from ragspine_query.pipeline.stages import PipelineStage, Stage, core_stages
-from ragspine_query.source import Source
+from ragspine_query.source import Source, follow
 from ragspine_query.pipeline.plugins import PostProcessor, Transform, always_postprocessors, always_transforms
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class QueryPipeline:
     def run(self, query: str, *, filters: Any = None, top_k: int = 10, include_restricted: bool = False, explain: bool = False) -> SearchResult:
         """Run the stage list for ``query`` (RESTRICTED removed before ranking unless
         ``include_restricted``); ``explain=True`` fills ``SearchResult.explain``."""
+        follow(self.source)  # a library reopened after a repair/prune/quarantine: every stage sees it
         with tracing(explain) as tracer:
             t0 = now()
             key = self.cache_key(query, filters, top_k, include_restricted) if self.cache is not None else ""

@@ -298,11 +298,26 @@ class TreeRetriever:
     """
 
     def __init__(self, library: Any, *, config: TreeConfig | str = "collapsed", embedding_backend: Any | None = None) -> None:
+        from ragspine_query.library import Follower
+
         self.library = library
         self.config = TreeConfig.of(config)
         if self.config.mode == "off":
             raise ConfigError("TreeRetriever needs tree mode collapsed or traversal, got 'off'")
         self.channel = TreeChannel(library, self.config, embedding_backend)
+        self._backend = embedding_backend
+        self._follower = Follower()
+
+    def follow(self) -> bool:
+        """Reopen the library's current snapshot when this one must stop serving (damaged,
+        pruned, quarantined: :class:`~ragspine_query.library.Follower`, as
+        :meth:`HybridRetriever.follow <ragspine_query.HybridRetriever.follow>` does); True when it did."""
+        def install(library: Any) -> None:
+            fresh = TreeRetriever(library, config=self.config, embedding_backend=self._backend)
+            fresh._follower = self._follower
+            self.__dict__.update(fresh.__dict__)
+
+        return self._follower.follow(lambda: self.library, install)
 
     def _allowed(self, filters: Any, include_restricted: bool) -> np.ndarray | None:
         from ragspine_query.filters import combined_mask, parse_filters
@@ -317,6 +332,16 @@ class TreeRetriever:
         return mask
 
     def search(self, query: str, *, top_k: int = 10, filters: Any = None, include_restricted: bool = False) -> list[TreeHit]:
+        """The leaves the tree finds, best first. Like a retriever's search, it first follows the
+        library (:meth:`follow`) and waits for the snapshot's check, so a file changed since
+        open fails the query with a located error instead of ranking from it.
+
+        Raises:
+            IndexCorruptError / IndexNotFoundError: the snapshot is damaged or was removed and
+                ``current`` names no intact one (the error names the file and the repair).
+        """
+        self.follow()
+        self.library.ensure_verified()
         found = self.channel.search_via(query, top_k, self._allowed(filters, include_restricted))
         chunks = self.library.chunks_by_rows(found.rows.tolist())
         return [TreeHit(Hit(c, float(s), {"tree": float(s), "fused": float(s)}, v), v)

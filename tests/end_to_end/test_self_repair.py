@@ -499,3 +499,110 @@ def test_the_search_service_reopens_a_repaired_snapshot_without_a_restart(tiny, 
             ask()
     build(data)
     assert ask() == before
+
+
+# -- every long-lived holder follows the library (one mechanism: Library's Follower) -------------------
+NOTE = "# Storage\n\nThe product launch storage plan of the Quokka plant in Bremen.\n"
+
+
+def publish_pruning(data: Path, raw_note: str = NOTE) -> str:
+    """A new document, published with ``keep=1``: the snapshot the holders opened is pruned."""
+    paths = lib_paths(data)
+    first = paths.current.resolve()
+    (paths.raw / "note.md").write_text(raw_note, encoding="utf-8")
+    sid = build_library(paths, embedding="deterministic", cache_path=data / "cache" / "embeddings.sqlite", keep=1).snapshot_id
+    assert not first.exists() and sid != first.name
+    return sid
+
+
+def test_a_tree_retriever_reopens_after_a_prune_and_never_ranks_from_a_changed_file(tiny, tmp_path):
+    """TreeRetriever held its library for ever: after a prune it kept answering from the old
+    snapshot (the new document never found), and a file written in place under it was read
+    without the snapshot check."""
+    from ragspine_core.dense.deterministic import DeterministicEmbeddingBackend
+    from ragspine_query.tree import TreeRetriever
+
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    model = DeterministicEmbeddingBackend()  # the tree lives in the library's embedding space
+    tree = TreeRetriever(open_library(paths.root), config="collapsed", embedding_backend=model)
+    assert tree.search("Quokka plant storage", top_k=3)
+    sid = publish_pruning(data)
+    hits = tree.search("Quokka plant storage", top_k=3)
+    assert tree.library.snapshot_id == sid
+    assert any("Quokka" in h.hit.chunk.text for h in hits)  # the new document, only in the new snapshot
+    with open_library(paths.root) as lib:
+        fresh = TreeRetriever(lib, config="collapsed", embedding_backend=model).search("Quokka plant storage", top_k=3)
+        assert [h.hit.chunk_id for h in hits] == [h.hit.chunk_id for h in fresh]
+    # damage written in place into the chunk file it reads: a located error, then the repair is followed
+    flip_in_place(paths.current.resolve() / schema.ARTIFACT_REGISTRY["chunks"].path, 4096)
+    with pytest.raises(IndexCorruptError, match=r"chunks\.sqlite was written in place after this reader opened it"):
+        tree.search("Quokka plant storage", top_k=3)
+    assert build(data).snapshot_id == sid
+    assert [h.hit.chunk_id for h in tree.search("Quokka plant storage", top_k=3)] == [h.hit.chunk_id for h in hits]
+
+
+def test_the_router_profiles_the_library_a_retriever_reopened(tiny, tmp_path):
+    """make_router profiled each library once: after a retriever reopened a newer snapshot the
+    router still routed by what the pruned one held."""
+    from ragspine_query import HybridRetriever, RetrievalConfig
+    from ragspine_query.retriever import MultiIndexRetriever
+    from ragspine_query.router import LibraryProfile, make_router
+
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    r = HybridRetriever(open_library(paths.root), config=RetrievalConfig(mode="bm25"))
+    multi = MultiIndexRetriever({"tiny": r}, router=make_router("profile", {"tiny": r}))
+    router = multi.router
+    assert router is not None and "ACME_DE" not in router.profiles["tiny"].entities
+    publish_pruning(data, "---\ndoc_id: acme-de-storage\ntitle: Storage plan\nentity: ACME_DE\ntopic: logistics\n"
+                          "geography: DE\nlanguage: en\nsensitivity: INTERNAL\n---\n\n" + NOTE)
+    assert multi.search("Quokka plant storage", top_k=3)
+    with open_library(paths.root) as lib:
+        expected = LibraryProfile.of(lib)
+    assert router.profiles["tiny"] == expected and "ACME_DE" in expected.entities and "logistics" in expected.topics
+    assert "logistics" in router.decide("logistics of the Quokka plant")[1]  # the new topic is matched
+
+
+def test_the_confidence_grader_weighs_terms_of_the_library_its_retriever_reopened(tiny, tmp_path):
+    """The grader kept the library handle it was built with: after a reopen its open-row IDF
+    was the pruned snapshot's (a term only the new snapshot holds weighed as unseen)."""
+    from ragspine_query import HybridRetriever, RetrievalConfig
+    from ragspine_query.assessment import RelevanceGrader
+
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    r = HybridRetriever(open_library(paths.root), config=RetrievalConfig(mode="bm25"))
+    grader = RelevanceGrader(r)
+    before = grader.library_scores("Quokka plant storage")["tiny"][1]
+    publish_pruning(data)
+    assert r.search("Quokka plant storage", top_k=3)  # the retriever reopened the current snapshot
+    after = grader.library_scores("Quokka plant storage")["tiny"][1]
+    with open_library(paths.root) as lib:
+        fresh = RelevanceGrader(HybridRetriever(lib, config=RetrievalConfig(mode="bm25"))).library_scores("Quokka plant storage")
+    assert after == fresh["tiny"][1] and after != before
+
+
+def test_the_tiers_see_the_channels_of_the_reopened_library_on_the_first_query(tmp_path):
+    """The tier transform runs before the search that reopens: the first query after a prune
+    was restricted to the pruned snapshot's channels (no relation graph: multi_hop fell back
+    to semantic). The pipeline now follows its source before the first stage."""
+    from ragspine_query.agent_api import build_narrative_retriever
+    from ragspine_query.intelligence import QueryIntelligence
+    from ragspine_query.source import libraries_of
+
+    data = tmp_path / "data"
+    raw = data / "raw" / "tiny"
+    raw.mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy2(REPO_ROOT / "data" / "raw" / "sample" / name, raw / name)
+    (raw / "_library.toml").write_text("graph_max_chunks = 1\n", encoding="utf-8")  # no relation graph
+    build(data)
+    question = "Which subsidiary of Acme Group makes batteries?"
+    r = build_narrative_retriever(lib_paths(data).root, reranker=None, intelligence=QueryIntelligence(tiers="rules", filters="off"))
+    assert r.retrieve(question, top_k=3).tier == "semantic"  # multi_hop needs the graph channel
+    (raw / "_library.toml").unlink()
+    sid = publish_pruning(data)
+    res = r.retrieve(question, top_k=3, explain=True)
+    assert res.tier == "multi_hop" and "graph" in {s.name for s in res.explain.stages if s.stage == "channel"}
+    assert [lib.snapshot_id for lib in libraries_of(r.index.source)] == [sid]

@@ -77,3 +77,17 @@ def test_a_single_model_is_cached_under_its_own_id(tmp_path):
     found = cache.get_many(a.model_id, hashes)
     np.testing.assert_array_equal(np.stack([found[h] for h in hashes]), rows)
     cache.close()
+
+
+def test_a_zero_vector_in_the_cache_is_embedded_again(tmp_path):
+    # a build whose vectors_finite_and_normalised check refused a zero vector left it in the
+    # cache; the next build must not reuse it (it would be refused again, for ever)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    backend = Counting(16)
+    hashes = [text_hash(t) for t in TEXTS]
+    cache.put_many(backend.model_id, [(hashes[0], np.zeros(16, dtype=np.float32))])
+    assert hashes[0] not in cached_vectors(cache, backend, hashes)
+    rows = embed_through_cache(cache, backend, TEXTS[:1], hashes[:1], batch_size=8)
+    assert backend.asked == TEXTS[:1]
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-6)
+    assert cached_vectors(cache, backend, hashes[:1])[hashes[0]].any()

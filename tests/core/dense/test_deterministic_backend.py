@@ -65,3 +65,19 @@ def test_kind_and_batch_size_do_not_change_vectors():
 def test_too_small_dim_is_refused():
     with pytest.raises(ConfigError, match=">= 8"):
         DeterministicEmbeddingBackend(dim=4)
+
+
+def test_a_text_whose_signed_counts_cancel_still_gets_a_unit_vector():
+    # "synthetic" and "document" share bucket 23 at dim 64 with opposite signs, and so do
+    # "4384" and "b" in bucket 37: the signed counts cancel in every bucket. This chunk of the
+    # 40k synthetic library embedded to the zero vector and the build's check refused it.
+    backend = DeterministicEmbeddingBackend()
+    text = "Synthetic document 4384\nb"
+    assert {backend._bucket(t)[0] for t in ("synthetic", "document")} == {23}
+    vec = backend.embed([text, "Synthetic document 8112\ngd", "alpha beta"])
+    np.testing.assert_allclose(np.linalg.norm(vec, axis=1), 1.0, rtol=1e-6)
+    # the rows that did not cancel keep their signed vector (the model id stays v1)
+    signed = backend._embed_items(["alpha beta"], "passage", 1)[0]
+    np.testing.assert_allclose(vec[2], signed / np.linalg.norm(signed), rtol=1e-6)
+    # the same text as a query gets the same vector (the fallback is a function of the text)
+    np.testing.assert_allclose(backend.embed([text], kind="query")[0], vec[0], rtol=1e-6)
