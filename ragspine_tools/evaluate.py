@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ragspine_core.errors import ConfigError, DatasetError, QueryError
+from ragspine_tools.eval.beir import query_types  # noqa: F401  (ragspine eval's per-kind figures; its home is the dataset reader)
 
 DEFAULT_EVAL_ROOT = Path("data") / "eval"
 EVAL_DEPTH = 100
@@ -53,13 +54,15 @@ def code_versions() -> dict[str, str]:
 
 
 def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, chunker: str = "paragraph",
-                    chunker_options: dict[str, Any] | None = None, embedding: str = "auto"):
+                    chunker_options: dict[str, Any] | None = None, embedding: str = "auto", settings: Any | None = None):
     """Write the corpus as a raw library folder keyed by corpus hash + code versions.
 
     A ``chunker`` other than the default (or any ``chunker_options``: other ``_library.toml``
     keys such as ``breakpoint_percentile``) is written to the library's ``_library.toml``
     and is part of the key; so is an ``embedding`` that names a model (not ``auto`` or
-    ``none``), so that each model's index is cached apart and never served for another.
+    ``none``), so that each model's index is cached apart and never served for another;
+    so is the chat model of a build that asks for one (``settings``: the edge's, default the
+    :class:`~ragspine_core.settings.Settings` defaults).
     """
     from ragspine_index.artifacts import LibraryPaths, sha256_file, sha256_json
 
@@ -71,7 +74,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
         glossary = library_set.get("glossary")
         key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
                           + [code_versions()] + ([{"embedding": model}] if model else [])
-                          + _build_llm_key(raw_dir)
+                          + _build_llm_key(raw_dir, None, settings)
                           + ([{"glossary": sha256_file(glossary)}] if glossary and glossary.is_file() else []))[:16]
         lib_root = out_root / f"{dataset_dir.name.replace('_', '-')}-{key}"
         return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
@@ -83,7 +86,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     glossary = dataset_glossary(dataset_dir)
     key = sha256_json([sha256_file(corpus), code_versions()] + ([library_toml] if library_toml else [])
                       + ([{"embedding": model}] if model else [])
-                      + (_build_llm_key(None, chunker_options or {}))
+                      + (_build_llm_key(None, chunker_options or {}, settings))
                       + ([{"glossary": sha256_file(glossary)}] if glossary else []))[:16]
     name = dataset_dir.name.replace("_", "-")
     lib_root = out_root / f"{name}-{key}"
@@ -163,7 +166,8 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _build_llm_key(raw_dir: Path | None, options: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+def _build_llm_key(raw_dir: Path | None, options: Mapping[str, Any] | None = None,
+                   settings: Any | None = None) -> list[dict[str, str]]:
     """The chat model of a library whose build asks for one (``summarizer``,
     ``relation_extractor`` or ``graph_extractor`` = ``llm``, from ``raw_dir``'s
     ``_library.toml`` or from ``options``), as a part of the cache key, so that an index
@@ -177,20 +181,21 @@ def _build_llm_key(raw_dir: Path | None, options: Mapping[str, Any] | None = Non
         options = {k: getattr(config, k) for k in ("summarizer", "relation_extractor", "graph_extractor")}
     if not any(str((options or {}).get(k, "")) == "llm" for k in ("summarizer", "relation_extractor", "graph_extractor")):
         return []
-    settings = Settings.from_env()
+    settings = settings if settings is not None else Settings()
     return [{"build_llm": settings.llm_model, "build_llm_max_tokens": str(settings.llm_max_tokens)}]
 
 
-def _build_llm_factory() -> Callable[[], Any]:
+def _build_llm_factory(settings: Any | None = None) -> Callable[[], Any]:
     """``make_llm`` of the build, as ``ragspine ingest`` has it: the provider the
     ``RAGSPINE_LLM_*`` settings name, or None when none is (a library that asks for an LLM
     then fails with the step's message naming the setting)."""
     from ragspine_core.llm import OpenAICompatibleProvider
     from ragspine_core.settings import Settings
 
+    chosen = settings if settings is not None else Settings()
+
     def make() -> Any:
-        settings = Settings.from_env()
-        return OpenAICompatibleProvider.from_settings(settings) if settings.llm_base_url.strip() else None
+        return OpenAICompatibleProvider.from_settings(chosen) if chosen.llm_base_url.strip() else None
 
     return make
 
@@ -221,25 +226,9 @@ def ensure_index(paths, *, embedding: str, quiet: bool = False, glossary_path: P
     spec = EmbeddingSpec.from_settings(settings if settings is not None else Settings(), backend=embedding)
     res = build_library(paths, embedding=spec, cache_path=paths.root.parent.parent.parent / "cache" / "embeddings.sqlite",
                         run_id="eval", code_versions=code_versions(), progress=lambda m: _say(m, quiet),
-                        glossary_path=glossary_path, make_llm=_build_llm_factory())
+                        glossary_path=glossary_path, make_llm=_build_llm_factory(settings))
     _say(f"indexed in {time.perf_counter() - t0:.1f}s: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timings.items()), quiet)
     return read_manifest(Path(res.snapshot_dir))
-
-
-def query_types(dataset_dir: Path) -> dict[str, str]:
-    """Query id -> ``type`` (HotpotQA) or ``kind`` (the sample's judged set: same-language,
-    cross-language, multi-hop) from ``queries.jsonl`` when the queries carry one, else {}."""
-    path = dataset_dir / "queries.jsonl"
-    out: dict[str, str] = {}
-    if path.is_file():
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    q = json.loads(line)
-                    kind = q.get("type") or q.get("kind")
-                    if isinstance(kind, str) and kind:
-                        out[str(q["_id"])] = kind
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +428,7 @@ def evaluate_dataset(dataset_dir: Path, *, split: str = "test", qrels_file: str 
     dataset = sample_queries(load_beir(dataset_dir, split, qrels_file=qrels_file), max_queries)
     out_root = Path(out) if out else DEFAULT_EVAL_ROOT
     paths = prepare_library(Path(dataset_dir), out_root, quiet=quiet, chunker=chunker, chunker_options=chunker_options,
-                            embedding=embedding)
+                            embedding=embedding, settings=settings)
     # a named model is built even for BM25-only runs: its library's BM25 parameters follow the model
     named = _named_model(embedding) is not None
     needs_dense = (named or any(m in ("auto", "hybrid", "vector", "graph") for m in modes)) and embedding != "none"

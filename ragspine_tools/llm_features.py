@@ -147,7 +147,7 @@ def compare_runs(dataset_dir: Any, run_a: Any, run_b: Any, *, split: str = "dev"
 
     from ragspine_tools.eval.beir import load_beir
     from ragspine_tools.eval.metrics import evaluate_run, paired_bootstrap, read_trec_run
-    from ragspine_tools.evaluate import query_types
+    from ragspine_tools.eval.beir import query_types
 
     dataset = load_beir(Path(dataset_dir), split)
     a = evaluate_run(read_trec_run(run_a), dataset.qrels)

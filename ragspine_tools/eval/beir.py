@@ -377,3 +377,19 @@ def load_beir(root: str | Path, split: str = "test", *, qrels_file: str | None =
         queries=queries,
         qrels=qrels,
     )
+
+
+def query_types(dataset_dir: Path) -> dict[str, str]:
+    """Query id -> ``type`` (HotpotQA) or ``kind`` (the sample's judged set: same-language,
+    cross-language, multi-hop) from ``queries.jsonl`` when the queries carry one, else {}."""
+    path = dataset_dir / "queries.jsonl"
+    out: dict[str, str] = {}
+    if path.is_file():
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    q = json.loads(line)
+                    kind = q.get("type") or q.get("kind")
+                    if isinstance(kind, str) and kind:
+                        out[str(q["_id"])] = kind
+    return out

@@ -488,7 +488,7 @@ def test_the_search_service_reopens_a_repaired_snapshot_without_a_restart(tiny, 
     caller = Caller("x", frozenset({"*"}), "INTERNAL")
 
     def ask() -> list[str]:
-        return [s.chunk_id for s in service.search(caller, "product launch storage", mode="bm25", top_k=5)["results"]]
+        return [s["chunk_id"] for s in service.search(caller, "product launch storage", mode="bm25", top_k=5)["results"]]
 
     before = ask()
     assert before

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from ragspine_core.errors import ConfigError
+from ragspine_core.settings import Settings
 from ragspine_tools.evaluate import evaluate_dataset
 from tests.end_to_end.test_eval_tiny import write_dataset
 from tests.query.rerank.llm_server import LocalChatServer
@@ -43,7 +44,7 @@ def test_an_llm_relation_extractor_library_is_built_with_the_provider_and_cached
         monkeypatch.setenv("RAGSPINE_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("RAGSPINE_LLM_MODEL", "model-a")
         [res] = evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=False, live_progress=False,
-                                 chunker_options=options)
+                                 chunker_options=options, settings=Settings.from_env())  # as `ragspine eval`'s edge reads it
         asked = len(server.requests)
         assert asked == 6 and res.metrics["n_queries"] == 4  # one OpenIE call per open chunk
         # the build says its fallbacks: five prose replies gave no triple
@@ -51,12 +52,14 @@ def test_an_llm_relation_extractor_library_is_built_with_the_provider_and_cached
         assert line.startswith("relation graph: OpenIE 6 call(s), 0 cached; 5 reply(ies) with no readable triple"), line
 
         # the same model again: the cached index is reused, nothing more is asked
-        evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=True, chunker_options=options)
+        evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=True, chunker_options=options,
+                         settings=Settings.from_env())
         assert len(server.requests) == asked
 
         # another model is another index, never the first model's one
         monkeypatch.setenv("RAGSPINE_LLM_MODEL", "model-b")
-        evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=True, chunker_options=options)
+        evaluate_dataset(ds, modes=("bm25",), embedding="none", out=out, quiet=True, chunker_options=options,
+                         settings=Settings.from_env())
         assert len(server.requests) == 2 * asked
         assert {json.loads(r.raw_body)["model"] for r in server.requests} == {"model-a", "model-b"}
     assert len(list(out.glob("tiny-*/artifacts/tiny/current/manifest.json"))) == 2
