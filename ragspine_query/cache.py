@@ -123,12 +123,15 @@ def scope_of(source: object) -> str:
 
 
 def generation_of(source: object) -> str:
-    """The libraries' :attr:`~ragspine_query.library.Library.generation`s, in scope order: it
-    changes when a newer published snapshot withdraws or marks RESTRICTED a document of an
-    open snapshot (issue 37), so a result cached before then is not served after it."""
+    """The snapshots the source reads *now* and their :attr:`~ragspine_query.library.Library.generation`s,
+    in scope order (``library@snapshot:generation``): it changes when a newer published snapshot
+    withdraws or marks RESTRICTED a document of an open snapshot (issue 37), and when a retriever
+    reopened its library's current snapshot (a pipeline's ``scope`` is fixed when it is built, so
+    the snapshot read now is part of this half of the key), so a result cached before either is
+    not served after it."""
     libs = _libraries_behind(source) or []
     pairs = sorted((f"{lib.library_id}@{lib.snapshot_id}", int(getattr(lib, "generation", 0))) for lib in libs)
-    return "+".join(str(g) for _, g in pairs)
+    return "+".join(f"{name}:{g}" for name, g in pairs)
 
 
 def library_prefix(library_id: str) -> str:
