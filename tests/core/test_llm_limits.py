@@ -44,13 +44,13 @@ class SSEServer:
                     srv.bodies.append(body)
                     srv.active += 1
                     srv.peak = max(srv.peak, srv.active)
+                self.counted = True
                 try:
                     srv.answer(self)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
-                    with srv._lock:
-                        srv.active -= 1
+                    srv.leave(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -66,10 +66,20 @@ class SSEServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def leave(self, h: BaseHTTPRequestHandler) -> None:
+        """The request stops counting as active (once). A held answer leaves *before* its bytes
+        are written: the client may send its next request the moment it has read them, before
+        this handler's thread runs again, and that must not read as a third concurrent call."""
+        with self._lock:
+            if getattr(h, "counted", False):
+                h.counted = False  # type: ignore[attr-defined]
+                self.active -= 1
+
     def answer(self, h: BaseHTTPRequestHandler) -> None:
         if self.mode in ("json", "hold"):
             if self.mode == "hold":
                 time.sleep(self.gap_s)
+            self.leave(h)
             out = json.dumps({"choices": [{"message": {"content": "".join(self.pieces)}}],
                               "usage": {"prompt_tokens": 5, "completion_tokens": 3}}).encode()
             h.send_response(200)
