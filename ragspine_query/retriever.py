@@ -181,7 +181,7 @@ class HybridRetriever:
         # kept to rebuild this retriever over the library's current snapshot (follow)
         self._given = (embedding_backend, settings)
         self._follower = Follower()
-        pin_query_threads(settings if settings is not None else Settings())  # the first retriever pins the pools
+        pin_query_threads(settings)  # the first retriever pins the pools (None: the Settings defaults)
         mode = config.mode
         emb_model = library.embedding_model_id
         if embedding_backend is _DEFAULT_BACKEND:
