@@ -524,11 +524,12 @@ class FilterFallbackStage(Stage):
     """The preference half of filter extraction, listed after the RESTRICTED strip.
 
     * **blend** (the default): the stages between the two run again without the extracted
-      predicates, and the result is the two rankings fused by reciprocal rank
-      (:data:`BLEND_RRF_K`, ties by chunk id): a hit the predicates keep gains, a hit they
-      exclude keeps its unfiltered rank's share and is never hidden. Every hit comes from
-      the unfiltered run (the caller's filters stay), so the result never widens past the
-      unfiltered candidate set. Outcome ``blended``.
+      predicates, and the result interleaves the filtered hits that *hold* the extracted
+      values (:func:`holds_predicates`; a row kept only because it lacks the field is not
+      lifted) with the unfiltered ranking (:func:`interleave_rankings`): a hit ranked ``r``
+      without the filters stays within the first ``2r``, so what the query ranks best
+      without them is never hidden. Every hit lies in the caller's own candidate set (the
+      caller's filters stay), so the result never widens past it. Outcome ``blended``.
     * without ``blend``: the filtered result is used; when it holds fewer than ``top_k``
       hits the unfiltered run's hits fill it (``fill``, outcome ``filled``) or, without
       ``fill``, it stays short (outcome ``applied``).
@@ -567,12 +568,16 @@ class FilterFallbackStage(Stage):
                 [p.predicate for p in use], "extracted", "the extracted predicates left no hit")
             return base
         if self.blend:
-            fused = blend_rankings(list(base.hits)[:top_k], list(res))[:top_k]
-            kept = {(h.chunk_id, h.chunk.library_id) for h in res}
+            # only a hit that *holds* every extracted value is lifted: a row the filtered run kept
+            # because it lacks the field (keep_missing) is not excluded, and not promoted either
+            held = [h for h in res if holds_predicates(h, [p.predicate for p in use])]
+            fused = interleave_rankings(held, list(base.hits)[:top_k])[:top_k]
+            kept = {(h.chunk_id, h.chunk.library_id) for h in held}
             outside = sum((h.chunk_id, h.chunk.library_id) not in kept for h in fused)
-            state.applied_filters = AppliedFilters(use, "blended", f"{len(res)} hits match; fused with the unfiltered "
-                                                   f"ranking by reciprocal rank (k={BLEND_RRF_K:g}): {outside} of the "
-                                                   f"{len(fused)} hits lie outside the extracted filters")
+            state.applied_filters = AppliedFilters(use, "blended", f"{len(held)} of the {len(res)} filtered hits hold the "
+                                                   "extracted values; interleaved with the unfiltered ranking (a hit "
+                                                   "ranked r without the filters stays within the first 2r): "
+                                                   f"{outside} of the {len(fused)} hits are not lifted by them")
             tracer.add("extract", "blended", 0.0, lambda: hit_candidates(fused), query=str(query), detail=state.applied_filters.note)
             state.hits = fused
             # the hits come from the unfiltered candidate set: what describes them (the confidence
@@ -588,26 +593,43 @@ class FilterFallbackStage(Stage):
         return state
 
 
-#: The reciprocal-rank constant of the extracted filters' blend (the usual 60, not tuned:
-#: 5 gave the same ranking on the sample's judged questions within 0.002 nDCG@10).
-BLEND_RRF_K = 60.0
+def holds_predicates(hit: Any, predicates: Sequence[Predicate]) -> bool:
+    """Whether ``hit``'s chunk holds a value satisfying every predicate: a chunk lacking the
+    field does not hold it, whatever ``keep_missing`` says (it is kept, not lifted)."""
+    for p in predicates:
+        value = getattr(hit.chunk, p.field, None)
+        if not isinstance(value, str) or not value or not dataclasses.replace(p, keep_missing=False).matches(value):
+            return False
+    return True
 
 
-def blend_rankings(unfiltered: Sequence[Any], filtered: Sequence[Any], k: float = BLEND_RRF_K) -> list[Any]:
-    """The hits of both rankings fused by reciprocal rank (``sum 1 / (k + rank)``), best
-    first; ties by the unfiltered rank, then ``(chunk_id, library_id)``. A hit of both lists
-    counts twice, so a hit the filters exclude falls only behind hits both lists hold (the
-    unfiltered first hit stays first unless a hit of both lists outranks it)."""
-    score: dict[tuple[str, str], float] = {}
-    hit_of: dict[tuple[str, str], Any] = {}
-    first: dict[tuple[str, str], int] = {}
-    for ranking in (unfiltered, filtered):
-        for rank, h in enumerate(ranking, start=1):
+def interleave_rankings(held: Sequence[Any], unfiltered: Sequence[Any]) -> list[Any]:
+    """The extracted filters' blend: the hits that hold the extracted values (``held``, in
+    the filtered run's order) and the unfiltered run's hits, taken in turn (a held hit
+    first), each hit once (by ``(chunk_id, library_id)``).
+
+    So a hit ranked ``r`` without the filters is at most ``2r``-th (the unfiltered best hit
+    at most second), and the ``f``-th held hit at most ``(2f - 1)``-th: a filter read off
+    the query lifts the rows it names but can never bury what the query ranks best without
+    it — the other hop of a multi-hop question, a memo lacking the field, a document of a
+    period the query did not name. Deterministic: both inputs are ranked (ties by chunk id)."""
+    out: list[Any] = []
+    seen: set[tuple[str, str]] = set()
+    lists = (list(held), list(unfiltered))
+    pos = [0, 0]
+    turn = 0
+    while pos[0] < len(lists[0]) or pos[1] < len(lists[1]):
+        ranking = lists[turn]
+        while pos[turn] < len(ranking):
+            h = ranking[pos[turn]]
+            pos[turn] += 1
             key = (h.chunk_id, h.chunk.library_id)
-            hit_of.setdefault(key, h)
-            first.setdefault(key, rank if ranking is unfiltered else len(unfiltered) + 1)
-            score[key] = score.get(key, 0.0) + 1.0 / (k + rank)
-    return [hit_of[key] for key in sorted(score, key=lambda key: (-score[key], first[key], key))]
+            if key not in seen:
+                seen.add(key)
+                out.append(h)
+                break
+        turn = 1 - turn
+    return out
 
 
 class FilterPreference(QueryPipeline):
@@ -641,7 +663,7 @@ class FilterPreference(QueryPipeline):
         return self.extract_stage.extractor
 
 
-__all__ = ["AppliedFilters", "BLEND_RRF_K", "DEFAULT_MIN_CONFIDENCE", "EXTRACTION_MODES", "ExtractFiltersStage", "ExtractedPredicate", "Extraction",
+__all__ = ["AppliedFilters", "DEFAULT_MIN_CONFIDENCE", "EXTRACTION_MODES", "ExtractFiltersStage", "ExtractedPredicate", "Extraction",
            "FilterFallbackStage",
-           "FilterExtractor", "FilterPreference", "GEOGRAPHY_NAMES", "LLMFilterExtractor", "RuleFilterExtractor", "blend_rankings",
-           "library_values", "make_filter_extractor"]
+           "FilterExtractor", "FilterPreference", "GEOGRAPHY_NAMES", "LLMFilterExtractor", "RuleFilterExtractor", "holds_predicates",
+           "interleave_rankings", "library_values", "make_filter_extractor"]

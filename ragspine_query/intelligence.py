@@ -77,7 +77,7 @@ class QueryIntelligence:
     filters: str = DEFAULT_FILTERS
     filter_min_confidence: float = DEFAULT_MIN_CONFIDENCE
     filter_fill: bool = True
-    #: fuse the filtered and unfiltered rankings (reciprocal rank) instead of preferring the filtered one
+    #: interleave the hits holding the extracted values with the unfiltered ranking instead of preferring the filtered one
     filter_blend: bool = True
     #: a caller's filters are a constraint; True lets a retry drop them (the result lists what it dropped)
     relax_filters: bool = False

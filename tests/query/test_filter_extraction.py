@@ -179,8 +179,11 @@ def test_blend_never_hides_the_unfiltered_best_hits_and_never_widens(sample):
     hid = 0
     for q in ("艾克美中国与东岳汽车的合同争议", "Acme US revenue in 2024Q2", "Acme China revenue in 2024Q3"):
         got, base, hard = on.retrieve(q, top_k=10, explain=True), off.retrieve(q, top_k=10), strict.retrieve(q, top_k=10)
-        assert got.filters.outcome == "blended" and "reciprocal rank" in got.filters.note
+        assert got.filters.outcome == "blended" and "interleaved with the unfiltered ranking" in got.filters.note
         assert {s["chunk_id"] for s in base[:3]} <= {s["chunk_id"] for s in got}
+        # the bound: a hit ranked r without the filters is within the first 2r with them
+        for r, s in enumerate(base[:5], start=1):
+            assert s["chunk_id"] in {x["chunk_id"] for x in got[: 2 * r]}, (q, r)
         hid += not {s["chunk_id"] for s in base[:3]} <= {s["chunk_id"] for s in hard}
         # never wider than the unfiltered candidate set
         assert {s["chunk_id"] for s in got} <= {s["chunk_id"] for s in off.retrieve(q, top_k=500)}
@@ -202,18 +205,58 @@ def test_blend_never_hides_the_unfiltered_best_hits_and_never_widens(sample):
     assert with_topic and all(s["topic"] == "earnings" for s in with_topic)  # the caller's filter stays a constraint
 
 
-def test_blend_rankings_fuses_by_reciprocal_rank_with_ties_by_chunk_id():
+def test_rows_kept_only_for_lacking_the_field_are_not_lifted(sample):
+    """mh-003 of the judged sample: entity=ACME_ENERGY and period=2024H2 are read off the
+    question, and no row holds both; the filtered run then holds only rows lacking a field
+    (memos, meeting notes), which the blend once ranked first. Now nothing is lifted: the
+    result is the unfiltered ranking."""
+    on = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="rules"))
+    off = build_narrative_retriever(sample, reranker=None, intelligence=QueryIntelligence(filters="off"))
+    q = "What revenue did Acme Energy make in the second half of 2024?"
+    got, base = on.retrieve(q, top_k=10), off.retrieve(q, top_k=10)
+    assert got.filters.outcome == "blended" and got.filters.note.startswith("0 of the ")
+    assert {p.predicate.field for p in got.filters.predicates} == {"entity", "period"}
+    assert [s["chunk_id"] for s in got] == [s["chunk_id"] for s in base]
+
+
+def test_interleave_lifts_held_hits_and_bounds_every_unfiltered_rank():
     from types import SimpleNamespace as NS
 
-    from ragspine_query.filter_extraction import blend_rankings
+    from ragspine_query.filter_extraction import interleave_rankings
 
     def h(cid):
         return NS(chunk_id=cid, chunk=NS(library_id="lib"))
 
-    a, b, c, d = h("a"), h("b"), h("c"), h("d")
-    # b is 2nd unfiltered and 1st filtered: first; a (1st unfiltered, excluded by the filter) and c (3rd, 2nd) follow
-    assert [x.chunk_id for x in blend_rankings([a, b, c], [b, c], k=60)] == ["b", "c", "a"]
-    assert [x.chunk_id for x in blend_rankings([a, d], [d, a], k=60)] == ["a", "d"]  # equal sums: chunk id
+    a, b, c, d, e = h("a"), h("b"), h("c"), h("d"), h("e")
+    # held hits first in turn; each hit once; the unfiltered first hit (a, outside the filter) stays second
+    assert [x.chunk_id for x in interleave_rankings([c, d], [a, b, c, e])] == ["c", "a", "d", "b", "e"]
+    assert [x.chunk_id for x in interleave_rankings([], [a, b])] == ["a", "b"]  # nothing held: the unfiltered ranking
+    assert [x.chunk_id for x in interleave_rankings([b, a], [a, b])] == ["b", "a"]
+    # the bound, on every ordering of five hits: a hit ranked r unfiltered is within the first 2r
+    import itertools
+
+    hits = [a, b, c, d, e]
+    for held in itertools.permutations(hits, 3):
+        got = [x.chunk_id for x in interleave_rankings(list(held), hits)]
+        assert sorted(got) == ["a", "b", "c", "d", "e"]
+        for r, x in enumerate(hits, start=1):
+            assert x.chunk_id in got[: 2 * r]
+
+
+def test_a_row_lacking_the_field_is_kept_but_not_lifted():
+    from types import SimpleNamespace as NS
+
+    from ragspine_query.filter_extraction import holds_predicates
+
+    def h(entity, period=""):
+        return NS(chunk_id=entity, chunk=NS(library_id="lib", entity=entity, period=period))
+
+    cn = Predicate("entity", "eq", "ACME_CN", keep_missing=True)
+    q3 = Predicate("period", "in", ("2024", "2024Q3"), keep_missing=True)
+    assert holds_predicates(h("ACME_CN", "2024Q3"), [cn, q3])
+    assert not holds_predicates(h("ACME_CN"), [cn, q3])  # no period: passes the filter, is not lifted
+    assert not holds_predicates(h(""), [cn])  # the memo without an entity
+    assert not holds_predicates(h("ACME_US", "2024Q3"), [cn, q3])
 
 
 def test_strict_preference_keeps_a_short_filtered_result(sample):
