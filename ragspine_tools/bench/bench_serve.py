@@ -212,11 +212,12 @@ class KeepAlive:
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.conn = self._connect()
 
-    def search(self, body: dict[str, Any]) -> tuple[bytes, str]:
-        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header."""
-        return self.call("POST", "/v1/search", json.dumps(body))
+    def search(self, body: dict[str, Any] | bytes) -> tuple[bytes, str]:
+        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header (``body``: a dict, or
+        its JSON already encoded, so that a timer around the call holds no client-side encoding)."""
+        return self.call("POST", "/v1/search", body if isinstance(body, bytes) else json.dumps(body).encode("utf-8"))
 
-    def call(self, method: str, path: str, data: str | None = None) -> tuple[bytes, str]:
+    def call(self, method: str, path: str, data: bytes | None = None) -> tuple[bytes, str]:
         for attempt in (1, 2):
             try:
                 self.conn.request(method, path, body=data, headers=self._headers)
@@ -238,6 +239,10 @@ class KeepAlive:
 
 #: the paths the latency comparison times, in the order each query visits them
 PATHS = ("in_process", "http", "httpx")
+#: the phases of a search request inside the service, as its ``Server-Timing`` names them (ms): from the
+#: request reaching the app to the handler, the body read and checked, the key's lookup, the wait for a
+#: pool thread, the search itself, the hand-back to the event loop, the encoding; ``total``: the handler
+PHASES = ("route", "parse", "access", "queue", "search", "resume", "encode", "total")
 
 
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
@@ -249,8 +254,16 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
     holds their query vectors, and the service knows the search is quick); ``new``, each text asked
     for the first time on every path (the query plus a tag of its own per path, a token no index
-    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches
-    the service ran on its event loop, HTTP searches), "load": [1-min load average before, after]}``."""
+    holds), so each path embeds it.
+
+    What is timed: in-process, the ``SearchService.search`` call (it returns the answer object); over
+    HTTP, from the request's bytes handed to the connection to the answer's body bytes received (the
+    request body is encoded before the timer starts). Decoding the answer's JSON is the client's work,
+    not the service's: it is timed apart (``json.loads`` of the ``http`` path's bytes) and reported as
+    ``decode``. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches the service ran on
+    its event loop, HTTP searches), kind_phases: {phase: p50 ms} (the ``http`` path's Server-Timing,
+    plus ``outside``: its wall time less the handler's ``total``), kind_decode: p50 seconds, "load":
+    [1-min load average before, after]}``."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -261,24 +274,31 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     measured = list(dict.fromkeys(queries[(r * n + i) % len(queries)] for r in range(rounds) for i in range(n)))
     out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
     raw = KeepAlive(base, key)
+    json_headers = {"Content-Type": "application/json"}
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-        def ask(path: str, q: str) -> bool:
-            """Ask ``q`` by ``path``; whether the service searched on its event loop (Server-Timing)."""
-            body = {"query": q, "mode": mode, "top_k": 10}
+        def ask(path: str, q: str) -> tuple[float, str]:
+            """Ask ``q`` by ``path``: the seconds it took and the service's Server-Timing ("" in-process)."""
             if path == "in_process":
+                t0 = time.perf_counter()
                 service.search(ANONYMOUS, q, mode=mode, top_k=10)
-                return False
+                return time.perf_counter() - t0, ""
+            payload = json.dumps({"query": q, "mode": mode, "top_k": 10}).encode("utf-8")
             if path == "http":
-                timing = raw.search(body)[1]
-                inside[0].append(_timing(timing, "search"))
-                inside[1].append(_timing(timing, "total"))
-            else:
-                r = client.post("/v1/search", json=body)
-                r.raise_for_status()
-                timing = r.headers.get("server-timing", "")
-            return "desc=loop" in timing
+                t0 = time.perf_counter()
+                body, timing = raw.search(payload)
+                dt = time.perf_counter() - t0
+                t1 = time.perf_counter()
+                json.loads(body)
+                decode.append(time.perf_counter() - t1)
+                return dt, timing
+            t0 = time.perf_counter()
+            r = client.post("/v1/search", content=payload, headers=json_headers)
+            r.read()
+            dt = time.perf_counter() - t0
+            r.raise_for_status()
+            return dt, r.headers.get("server-timing", "")
 
-        inside: tuple[list[float], list[float]] = ([], [])
+        decode: list[float] = []
         # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
@@ -288,23 +308,30 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
             times: dict[str, list[float]] = {p: [] for p in PATHS}
             on_loop = 0
             floor: list[float] = []
-            inside = ([], [])  # the service's own search;dur and total;dur (ms) of the http path
+            decode = []
+            phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "outside")}  # the http path's, ms
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
                     turn = (r * n + i) % len(PATHS)  # each path goes first, second and third equally often
                     for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
                         text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
-                        t0 = time.perf_counter()
-                        on_loop += ask(path, text)
-                        times[path].append(time.perf_counter() - t0)
+                        dt, timing = ask(path, text)
+                        times[path].append(dt)
+                        on_loop += "desc=loop" in timing
+                        if path == "http":
+                            for phase in PHASES:
+                                phases[phase].append(_timing(timing, phase))
+                            phases["outside"].append(dt * 1000 - _timing(timing, "total"))
                     if kind == "repeated":  # the floor of any call now: an empty request on the same connection
                         t0 = time.perf_counter()
                         raw.call("GET", "/healthz")
                         floor.append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
             out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
-            out[f"{kind}_inside"] = tuple(statistics.median(x) if x else None for x in inside)
+            out[f"{kind}_phases"] = {p: round(statistics.median(v), 3) for p, v in phases.items()
+                                     if v and not any(x != x for x in v)}  # a phase an older service does not report: left out
+            out[f"{kind}_decode"] = statistics.median(decode)
             if floor:
                 out["healthz"] = statistics.median(floor)
     raw.close()
@@ -384,8 +411,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
                       "http_searches": ratios[f"{kind}_on_loop"][1],
                       # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
-                      "service_search_p50_ms": round(ratios[f"{kind}_inside"][0], 2),
-                      "service_request_p50_ms": round(ratios[f"{kind}_inside"][1], 2)} for kind in ("repeated", "new")}
+                      "service_search_p50_ms": ratios[f"{kind}_phases"].get("search"),
+                      "service_request_p50_ms": ratios[f"{kind}_phases"].get("total"),
+                      # each phase's p50 (ms), and the time outside the handler (uvicorn, loopback, the client)
+                      "service_phases_p50_ms": ratios[f"{kind}_phases"],
+                      # the client's json.loads of the answer: client work, not in the HTTP times above
+                      "client_decode_p50_ms": ms(ratios[f"{kind}_decode"])} for kind in ("repeated", "new")}
     rep = compare["repeated"]
     return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
             "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
@@ -429,6 +460,13 @@ def format_report(rep: dict[str, Any]) -> str:
             lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
                          f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} | "
                          f"{c['service_search_p50_ms']} / {c['service_request_p50_ms']} |")
+        lines.append("")
+        for kind, what in (("repeated_queries", "repeated"), ("new_queries", "new")):
+            c = rep[kind]
+            lines.append(f"{what}, the http.client path, p50 ms per phase (Server-Timing; `outside`: its wall time less the "
+                         "handler's `total`: uvicorn, loopback, the client): "
+                         + ", ".join(f"{k} {v}" for k, v in c["service_phases_p50_ms"].items())
+                         + f"; the client's JSON decode of the answer {c['client_decode_p50_ms']} (not in the HTTP times)")
     return "\n".join(lines)
 
 

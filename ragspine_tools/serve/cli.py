@@ -48,10 +48,10 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
                                                           "(their memory-mapped files are shared by the page cache)")
     p.add_argument("--allow-anonymous", action="store_true", help="serve beyond loopback without keys (every caller sees INTERNAL)")
     p.add_argument("--threads", type=int, default=8, help="searches one worker runs at once (default 8)")
-    p.add_argument("--inline-ms", type=float, default=0.0,
+    p.add_argument("--inline-ms", type=float, default=25.0,
                    help="a lone search whose identical predecessor (same key, body, snapshots) used under this many ms of CPU "
-                        "runs on the event loop instead of the worker pool, sparing two thread hand-offs (e.g. 50; default 0: "
-                        "always the pool)")
+                        "runs on the event loop instead of the worker pool, sparing two thread hand-offs (default 25; "
+                        "0: always the pool)")
     p.add_argument("--warm", default="auto", help="comma-separated modes whose pipelines each worker builds at start (default auto)")
     return p
 
