@@ -31,7 +31,8 @@ with them.
 Usage::
 
     ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
-                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--json] [--report PATH]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--latency-only]
+                           [--json] [--report PATH]
 """
 
 from __future__ import annotations
@@ -347,6 +348,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     levels = [int(c) for c in args.clients.split(",") if c.strip()]
+    if args.latency_only:
+        return _latency_only(args, modes)
     with tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-") as tmp:
         library, old, new, withdrawn, chunk_ids = _prepare(Path(args.library_dir), Path(tmp), args.withdraw)
         lib_id = library.name
@@ -400,14 +403,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             default = "auto" if "auto" in modes else modes[0]
             ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
-    def ms(x: float) -> float:
-        return round(x * 1000, 2)
+    return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
+            "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
+            "errors": sum(r["errors"] for r in rows), **_comparison(args, default, ratios)}
 
+
+def _ms(x: float) -> float:
+    return round(x * 1000, 2)
+
+
+def _comparison(args: argparse.Namespace, default: str, ratios: dict[str, Any]) -> dict[str, Any]:
+    """The report's fields of the in-process / HTTP comparison (:func:`_ratio`'s result)."""
     def ratio(kind: str, path: str) -> float:
         return round(ratios[kind][path] / ratios[kind]["in_process"], 2)
 
-    compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
-                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
+    compare = {kind: {"in_process_p50_ms": _ms(ratios[kind]["in_process"]), "http_p50_ms": _ms(ratios[kind]["http"]),
+                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": _ms(ratios[kind]["httpx"]),
                       "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
                       "http_searches": ratios[f"{kind}_on_loop"][1],
                       # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
@@ -416,17 +427,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       # each phase's p50 (ms), and the time outside the handler (uvicorn, loopback, the client)
                       "service_phases_p50_ms": ratios[f"{kind}_phases"],
                       # the client's json.loads of the answer: client work, not in the HTTP times above
-                      "client_decode_p50_ms": ms(ratios[f"{kind}_decode"])} for kind in ("repeated", "new")}
+                      "client_decode_p50_ms": _ms(ratios[f"{kind}_decode"])} for kind in ("repeated", "new")}
     rep = compare["repeated"]
-    return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
-            "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
-            "errors": sum(r["errors"] for r in rows), "inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
+    return {"inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
             "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
-            "healthz_p50_ms": ms(ratios["healthz"]),
+            "healthz_p50_ms": _ms(ratios["healthz"]),
             "repeated_queries": compare["repeated"], "new_queries": compare["new"],
             # the headline figures (repeated questions, the keep-alive stdlib client), as before
             "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
             "http_over_in_process": rep["http_over_in_process"]}
+
+
+def _latency_only(args: argparse.Namespace, modes: Sequence[str]) -> dict[str, Any]:
+    """``--latency-only``: the in-process / HTTP comparison alone, on the library as it is (no copy, no
+    second snapshot, no load levels; the service only reads it)."""
+    from ragspine_index.publish import current_snapshot_id
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_tools.serve.access import hash_key, new_key
+    from ragspine_tools.serve.launch import running
+
+    library = Path(args.library_dir).resolve()
+    lib_id = library.name
+    queries = _queries(library.parents[1], lib_id, Path(args.withdraw).stem.replace("-", " "))
+    key = new_key()
+    env = dict(os.environ, RAGSPINE_API_KEYS=json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
+                                                          "max_sensitivity": "INTERNAL"}]))
+    default = "auto" if "auto" in modes else modes[0]
+    inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
+    with tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-") as tmp, \
+            running("serve", [str(library), "--warm", default, "--workers", str(args.workers), "--max-top-k", "10",
+                              "--timeout", "60", *inline], env=env, startup_s=600, log_path=os.path.join(tmp, "serve.log")) as base:
+        ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
+    sid = current_snapshot_id(LibraryPaths(lib_id, library.parents[1] / "raw" / lib_id, library))
+    return {"library": lib_id, "snapshots": {"first": sid}, "withdrawn": None, "workers": args.workers,
+            "requests_per_level": args.requests, "levels": [], "swaps": [], "checks": {}, "errors": 0, "latency_only": True,
+            **_comparison(args, default, ratios)}
 
 
 def format_report(rep: dict[str, Any]) -> str:
@@ -436,16 +471,20 @@ def format_report(rep: dict[str, Any]) -> str:
              + "; publish and rollback during each "
              f"mode's largest level (withdrawn document: {rep['withdrawn']})", "",
              "| mode | clients | requests | errors | qps | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
+    if rep.get("latency_only"):  # no load levels, no publish: the comparison alone
+        lines = lines[:2] + [f"{rep['workers']} worker(s), --latency-only (no load, no publish; snapshot {rep['snapshots']['first']})"
+                             + (f", --inline-ms {rep['inline_ms']:g}" if rep.get("inline_ms") is not None else "")]
     for r in rep["levels"]:
         lines.append(f"| {r['mode']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['qps']} | {r['p50_ms']} | "
                      f"{r['p95_ms']} | {r['p99_ms']} |")
     c = rep["checks"]
-    lines += ["", f"checks over {c.get('responses', 0)} responses: {c.get('mixed_snapshots', 0)} mixing snapshots, "
-                  f"{c.get('unknown_snapshot', 0)} naming an unknown snapshot, {c.get('old_snapshot_after_publish', 0)} on the old "
-                  f"snapshot after the publish and {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it "
-                  f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
-                  f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
-                  f"{rep['errors']} errors"]
+    if not rep.get("latency_only"):
+        lines += ["", f"checks over {c.get('responses', 0)} responses: {c.get('mixed_snapshots', 0)} mixing snapshots, "
+                      f"{c.get('unknown_snapshot', 0)} naming an unknown snapshot, {c.get('old_snapshot_after_publish', 0)} on the old "
+                      f"snapshot after the publish and {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it "
+                      f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
+                      f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
+                      f"{rep['errors']} errors"]
     if "repeated_queries" in rep:
         lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
                       f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
@@ -481,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
     p.add_argument("--inline-ms", type=float, default=None,
                    help="the service's --inline-ms (default: its own, 0: every search in the worker pool)")
+    p.add_argument("--latency-only", action="store_true",
+                   help="only the warm in-process / HTTP comparison, on the library as it is (no copy, no load levels, no publish)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)
