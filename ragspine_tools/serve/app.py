@@ -124,7 +124,13 @@ def _key_of(request: Request) -> str | None:
 def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None, threads: int = 8,
                inline_below_s: float = INLINE_BELOW_S) -> FastAPI:
     metrics = metrics or Metrics()
-    service.on_swap = metrics.swapped
+    swaps = [0]  # snapshot swaps this worker has seen: a memo of quick searches is never reused across one
+
+    def swapped(library: str, old: str | None, new: str) -> None:  # called on the watcher's or a search's thread
+        swaps[0] += 1
+        metrics.swapped(library, old, new)
+
+    service.on_swap = swapped
     for lib_id, sid in service.snapshot_ids().items():
         metrics.swapped(lib_id, None, sid)
     app = FastAPI(title="RAGSpine", version="1", description="Cited, RESTRICTED-free search over published RAGSpine libraries.")
@@ -178,7 +184,11 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             # the same request (caller, body, snapshots) answered quickly before, and no other search
             # in this worker: run it here, on the event loop, sparing the two thread hand-offs; anything
             # else in the pool, under the timeout (concurrent searches overlap there)
-            seen = (caller, tuple(service.snapshot_ids().items()), hashlib.blake2b(raw, digest_size=16).digest())
+            # keyed by what `current` names now and by the swaps seen: after a publish or a rollback the first
+            # request runs in the pool, where building a snapshot's pipeline (if the watcher has not yet)
+            # cannot hold the event loop
+            pointers, digest = service.pointers(), hashlib.blake2b(raw, digest_size=16).digest()
+            seen = (caller, pointers, swaps[0], digest)
             where = "pool"
             if costs.quick(seen):
                 await anyio.sleep(0)  # one turn of the loop: requests already received reach their handler
@@ -190,7 +200,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
                 with anyio.fail_after(service.limits.timeout_s):
                     out = await anyio.to_thread.run_sync(run, limiter=limiter, abandon_on_cancel=True)
             timing["back"] = time.perf_counter()
-            costs.record(seen, timing["cpu"])
+            costs.record((caller, pointers, swaps[0], digest), timing["cpu"])  # a swap this search noticed counts
         except AccessDenied as exc:
             return fail("search", exc.status, "access", exc.message, t0)
         except RequestError as exc:

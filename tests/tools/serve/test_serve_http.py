@@ -318,3 +318,33 @@ def test_search_is_a_plain_starlette_route_documented_by_fastapi(served):
     documented = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == "/v1/search"]
     assert len(documented) == 1 and documented[0].endpoint is first.endpoint
     assert "post" in app.openapi()["paths"]["/v1/search"]
+
+
+def test_after_a_publish_a_repeated_request_runs_in_the_pool_first(served):
+    """The event-loop memo is keyed by what `current` names now: the first repeated request after a
+    publish (and after a rollback) runs in the pool, on the new snapshot, then on the loop again."""
+    import asyncio
+
+    from ragspine_core.settings import Settings
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.publish import swap_pointer
+    from ragspine_tools.serve.access import KeyStore
+    from ragspine_tools.serve.app import create_app
+    from ragspine_tools.serve.service import SearchService
+
+    paths = LibraryPaths("sample", served.library.parent.parent / "raw" / "sample", served.library)
+    app = create_app(SearchService([served.library], settings=Settings.from_env({})), KeyStore({}), inline_below_s=1.0)
+    body = {"query": QUERY + " swap", "mode": "bm25", "top_k": 5}
+
+    async def two():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60) as client:
+            return [await client.post("/v1/search", json=body) for _ in range(2)]
+
+    try:
+        rounds = []
+        for sid in (served.old, served.new, served.old):
+            swap_pointer(paths, sid)
+            rounds.append([(_where(r), r.json()["snapshots"]["sample"]) for r in asyncio.run(two())])
+    finally:
+        swap_pointer(paths, served.old)
+    assert rounds == [[("pool", s), ("loop", s)] for s in (served.old, served.new, served.old)]
