@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -212,6 +214,7 @@ class KeepAlive:
         self._connect = lambda: http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.conn = self._connect()
+        self.worker: int | None = None  # the process id of the service worker that answered last
 
     def search(self, body: dict[str, Any] | bytes) -> tuple[bytes, str]:
         """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header (``body``: a dict, or
@@ -232,14 +235,89 @@ class KeepAlive:
                     raise RuntimeError(f"{method} {path} failed twice: {exc}") from None
         if r.status != 200:
             raise RuntimeError(f"{method} {path} answered {r.status}: {out[:200]!r}")
+        worker = r.getheader("x-ragspine-worker") or ""
+        self.worker = int(worker) if worker.isdigit() else None
         return out, r.getheader("server-timing") or ""
 
     def close(self) -> None:
         self.conn.close()
 
 
+class Wire:
+    """The service's latency as the wire sees it: one kept-alive loopback socket, the request's bytes
+    built beforehand, timed from handing them to the socket to the answer's last body byte received
+    (the only parsing inside the window: finding the end of the headers and ``Content-Length``, to know
+    where the body ends). No client library's own cost (``http.client`` parses headers with the
+    ``email`` package: ~0.3-0.5 ms of CPU per call here), no JSON decoding."""
+
+    def __init__(self, base: str, key: str) -> None:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base)
+        self._addr = (u.hostname or "127.0.0.1", int(u.port or 80))
+        self._head = (f"POST /v1/search HTTP/1.1\r\nHost: {self._addr[0]}:{self._addr[1]}\r\nAuthorization: Bearer {key}\r\n"
+                      "Content-Type: application/json\r\n").encode("ascii")
+        self.sock = self._connect()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self._addr, timeout=120)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def request(self, payload: bytes) -> bytes:
+        """The whole request for a JSON body ``payload`` (build it before the timer)."""
+        return self._head + f"Content-Length: {len(payload)}\r\n\r\n".encode("ascii") + payload
+
+    def send(self, request: bytes) -> tuple[bytes, dict[str, str]]:
+        """Send ``request`` and read the answer: its body and its headers (lower-case names)."""
+        try:
+            return self._exchange(request)
+        except (ConnectionError, OSError):  # the server closed an idle keep-alive connection: once more
+            self.sock.close()
+            self.sock = self._connect()
+            return self._exchange(request)
+
+    def _exchange(self, request: bytes) -> tuple[bytes, dict[str, str]]:
+        self.sock.sendall(request)
+        buf = b""
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionError("the service closed the connection")
+            buf += part
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        size = int(headers.get("content-length", "-1"))
+        if size < 0:
+            raise RuntimeError(f"answer without a Content-Length: {lines[0]}")
+        body = buf[end + 4:]
+        while len(body) < size:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionError("the service closed the connection")
+            body += part
+        if lines[0].split(" ")[1] != "200":
+            raise RuntimeError(f"POST /v1/search answered {lines[0]}: {body[:200]!r}")
+        return body, headers
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _cpu_ns(pid: int | None) -> int | None:
+    """The CPU time (ns) every thread of process ``pid`` has run, from the kernel's scheduler statistics
+    (``/proc/PID/task/*/schedstat``: ns, not clock ticks); None where they cannot be read (not Linux, another
+    machine)."""
+    if pid is None:
+        return None
+    try:
+        return sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]) for tid in os.listdir(f"/proc/{pid}/task"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 #: the paths the latency comparison times, in the order each query visits them
-PATHS = ("in_process", "http", "httpx")
+PATHS = ("in_process", "wire", "http", "httpx")
 #: the phases of a search request inside the service, as its ``Server-Timing`` names them (ms): from the
 #: request reaching the app to the handler, the body read and checked, the key's lookup, the wait for a
 #: pool thread, the search itself, the hand-back to the event loop, the encoding; ``total``: the handler
@@ -247,7 +325,7 @@ PHASES = ("route", "parse", "access", "queue", "search", "resume", "encode", "to
 
 
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
-           rounds: int) -> dict[str, Any]:
+           rounds: int, base_b: str | None = None) -> dict[str, Any]:
     """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
     ``n``, the order of the paths turning from query to query (so a shared machine's load, and the
     warmth a path leaves behind, fall on all alike), one caller: ``in_process`` (the same
@@ -264,7 +342,9 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     ``decode``. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches the service ran on
     its event loop, HTTP searches), kind_phases: {phase: p50 ms} (the ``http`` path's Server-Timing,
     plus ``outside``: its wall time less the handler's ``total``), kind_decode: p50 seconds, "load":
-    [1-min load average before, after]}``."""
+    [1-min load average before, after]}``. With ``base_b`` (a second service, started with other
+    options), a fourth path ``http_b`` asks it the same way as ``http``, interleaved with the others,
+    so that two service options meet the same load."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -275,23 +355,43 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     measured = list(dict.fromkeys(queries[(r * n + i) % len(queries)] for r in range(rounds) for i in range(n)))
     out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
     raw = KeepAlive(base, key)
+    wire = Wire(base, key)
+    raw_b = KeepAlive(base_b, key) if base_b else None
+    paths = PATHS + (("http_b",) if raw_b is not None else ())
     json_headers = {"Content-Type": "application/json"}
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
         def ask(path: str, q: str) -> tuple[float, str]:
             """Ask ``q`` by ``path``: the seconds it took and the service's Server-Timing ("" in-process)."""
             if path == "in_process":
+                c0 = time.process_time_ns()
                 t0 = time.perf_counter()
                 service.search(ANONYMOUS, q, mode=mode, top_k=10)
-                return time.perf_counter() - t0, ""
+                dt = time.perf_counter() - t0
+                cpu["in_process"].append(time.process_time_ns() - c0)
+                return dt, ""
             payload = json.dumps({"query": q, "mode": mode, "top_k": 10}).encode("utf-8")
             if path == "http":
+                s0, c0 = _cpu_ns(raw.worker), time.process_time_ns()
                 t0 = time.perf_counter()
                 body, timing = raw.search(payload)
                 dt = time.perf_counter() - t0
+                c1, s1 = time.process_time_ns(), _cpu_ns(raw.worker)
+                cpu["http_client"].append(c1 - c0)
+                if s0 is not None and s1 is not None:
+                    cpu["http_service"].append(s1 - s0)
                 t1 = time.perf_counter()
                 json.loads(body)
                 decode.append(time.perf_counter() - t1)
                 return dt, timing
+            if path == "wire":
+                request = wire.request(payload)
+                t0 = time.perf_counter()
+                headers = wire.send(request)[1]
+                return time.perf_counter() - t0, headers.get("server-timing", "")
+            if path == "http_b" and raw_b is not None:
+                t0 = time.perf_counter()
+                timing = raw_b.search(payload)[1]
+                return time.perf_counter() - t0, timing
             t0 = time.perf_counter()
             r = client.post("/v1/search", content=payload, headers=json_headers)
             r.read()
@@ -300,26 +400,28 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
             return dt, r.headers.get("server-timing", "")
 
         decode: list[float] = []
+        cpu: dict[str, list[int]] = {"in_process": [], "http_service": [], "http_client": []}
         # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
-            for path in PATHS:
+            for path in paths:
                 ask(path, q)
         for kind in ("repeated", "new"):
-            times: dict[str, list[float]] = {p: [] for p in PATHS}
+            times: dict[str, list[float]] = {p: [] for p in paths}
             on_loop = 0
             floor: list[float] = []
             decode = []
+            cpu = {k: [] for k in cpu}  # ns per request: in this process, and the service worker's threads
             phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "outside")}  # the http path's, ms
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
-                    turn = (r * n + i) % len(PATHS)  # each path goes first, second and third equally often
-                    for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
-                        text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
+                    turn = (r * n + i) % len(paths)  # each path goes first, second, ... equally often
+                    for j, path in enumerate(paths[turn:] + paths[:turn]):
+                        text = f"{q} zq{r}x{i}{'abcde'[j]}qz" if kind == "new" else q
                         dt, timing = ask(path, text)
                         times[path].append(dt)
-                        on_loop += "desc=loop" in timing
+                        on_loop += path != "http_b" and "desc=loop" in timing
                         if path == "http":
                             for phase in PHASES:
                                 phases[phase].append(_timing(timing, phase))
@@ -329,13 +431,17 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
                         raw.call("GET", "/healthz")
                         floor.append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
-            out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
+            out[f"{kind}_on_loop"] = (on_loop, len(times["wire"]) + len(times["http"]) + len(times["httpx"]))
             out[f"{kind}_phases"] = {p: round(statistics.median(v), 3) for p, v in phases.items()
                                      if v and not any(x != x for x in v)}  # a phase an older service does not report: left out
             out[f"{kind}_decode"] = statistics.median(decode)
+            out[f"{kind}_cpu"] = {k: statistics.median(v) / 1e9 for k, v in cpu.items() if v}
             if floor:
                 out["healthz"] = statistics.median(floor)
     raw.close()
+    wire.close()
+    if raw_b is not None:
+        raw_b.close()
     out["load"].append(round(os.getloadavg()[0], 2))
     return out
 
@@ -418,7 +524,10 @@ def _comparison(args: argparse.Namespace, default: str, ratios: dict[str, Any]) 
         return round(ratios[kind][path] / ratios[kind]["in_process"], 2)
 
     compare = {kind: {"in_process_p50_ms": _ms(ratios[kind]["in_process"]), "http_p50_ms": _ms(ratios[kind]["http"]),
-                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": _ms(ratios[kind]["httpx"]),
+                      "http_over_in_process": ratio(kind, "http"),
+                      # request bytes sent -> answer bytes received (Wire): the service's latency on the wire
+                      "wire_p50_ms": _ms(ratios[kind]["wire"]), "wire_over_in_process": ratio(kind, "wire"),
+                      "httpx_p50_ms": _ms(ratios[kind]["httpx"]),
                       "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
                       "http_searches": ratios[f"{kind}_on_loop"][1],
                       # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
@@ -427,7 +536,13 @@ def _comparison(args: argparse.Namespace, default: str, ratios: dict[str, Any]) 
                       # each phase's p50 (ms), and the time outside the handler (uvicorn, loopback, the client)
                       "service_phases_p50_ms": ratios[f"{kind}_phases"],
                       # the client's json.loads of the answer: client work, not in the HTTP times above
-                      "client_decode_p50_ms": _ms(ratios[f"{kind}_decode"])} for kind in ("repeated", "new")}
+                      "client_decode_p50_ms": _ms(ratios[f"{kind}_decode"]),
+                      # CPU time per request (p50, ms), which a loaded machine's waits do not move: the in-process
+                      # search; over HTTP the service worker's threads (its kernel's schedstat) and the client's
+                      "cpu_p50_ms": {k: _ms(v) for k, v in ratios[f"{kind}_cpu"].items()},
+                      # --ab-inline-ms: the second service's http.client p50, asked in the same interleaving
+                      **({"http_b_p50_ms": _ms(ratios[kind]["http_b"]), "http_b_over_in_process": ratio(kind, "http_b")}
+                         if "http_b" in ratios[kind] else {})} for kind in ("repeated", "new")}
     rep = compare["repeated"]
     return {"inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
             "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
@@ -435,7 +550,7 @@ def _comparison(args: argparse.Namespace, default: str, ratios: dict[str, Any]) 
             "repeated_queries": compare["repeated"], "new_queries": compare["new"],
             # the headline figures (repeated questions, the keep-alive stdlib client), as before
             "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
-            "http_over_in_process": rep["http_over_in_process"]}
+            "http_over_in_process": rep["http_over_in_process"], "wire_over_in_process": rep["wire_over_in_process"]}
 
 
 def _latency_only(args: argparse.Namespace, modes: Sequence[str]) -> dict[str, Any]:
@@ -454,13 +569,20 @@ def _latency_only(args: argparse.Namespace, modes: Sequence[str]) -> dict[str, A
                                                           "max_sensitivity": "INTERNAL"}]))
     default = "auto" if "auto" in modes else modes[0]
     inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
-    with tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-") as tmp, \
-            running("serve", [str(library), "--warm", default, "--workers", str(args.workers), "--max-top-k", "10",
-                              "--timeout", "60", *inline], env=env, startup_s=600, log_path=os.path.join(tmp, "serve.log")) as base:
-        ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
+    common = [str(library), "--warm", default, "--workers", str(args.workers), "--max-top-k", "10", "--timeout", "60"]
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-"))
+        base = stack.enter_context(running("serve", [*common, *inline], env=env, startup_s=600,
+                                           log_path=os.path.join(tmp, "serve.log")))
+        base_b = None
+        if args.ab_inline_ms is not None:  # the same service with another --inline-ms, asked in the same interleaving
+            base_b = stack.enter_context(running("serve", [*common, "--inline-ms", f"{args.ab_inline_ms:g}"], env=env,
+                                                 startup_s=600, log_path=os.path.join(tmp, "serve_b.log")))
+        ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds, base_b)
     sid = current_snapshot_id(LibraryPaths(lib_id, library.parents[1] / "raw" / lib_id, library))
     return {"library": lib_id, "snapshots": {"first": sid}, "withdrawn": None, "workers": args.workers,
             "requests_per_level": args.requests, "levels": [], "swaps": [], "checks": {}, "errors": 0, "latency_only": True,
+            "ab_inline_ms": args.ab_inline_ms,
             **_comparison(args, default, ratios)}
 
 
@@ -489,14 +611,16 @@ def format_report(rep: dict[str, Any]) -> str:
         lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
                       f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
                       f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
-                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
-                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|"]
+                  "| questions | in-process ms | HTTP ms (wire: request sent → answer received) | wire ÷ in-process "
+                  "| HTTP ms (http.client) | http.client ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
+                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines.insert(len(lines) - 2, f"(an empty `GET /healthz` on the same kept-alive connection, timed between them: "
                                      f"p50 {rep['healthz_p50_ms']} ms — the floor of any HTTP call on this machine now)")
         lines.insert(len(lines) - 2, "")
         for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
             c = rep[kind]
-            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
+            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['wire_p50_ms']} | **{c['wire_over_in_process']}** | "
+                         f"{c['http_p50_ms']} | {c['http_over_in_process']} | "
                          f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} | "
                          f"{c['service_search_p50_ms']} / {c['service_request_p50_ms']} |")
         lines.append("")
@@ -506,6 +630,14 @@ def format_report(rep: dict[str, Any]) -> str:
                          "handler's `total`: uvicorn, loopback, the client): "
                          + ", ".join(f"{k} {v}" for k, v in c["service_phases_p50_ms"].items())
                          + f"; the client's JSON decode of the answer {c['client_decode_p50_ms']} (not in the HTTP times)")
+            if c.get("cpu_p50_ms"):
+                cp = c["cpu_p50_ms"]
+                lines.append(f"{what}, CPU time per request, p50 ms: in-process search {cp.get('in_process')}; over HTTP the service "
+                             f"{cp.get('http_service', 'not readable')}, the http.client client {cp.get('http_client')}")
+            if "http_b_p50_ms" in c:
+                lines.append(f"{what}, the second service (--inline-ms {rep['ab_inline_ms']:g}), http.client, in the same "
+                             f"interleaving: p50 {c['http_b_p50_ms']} ms, **{c['http_b_over_in_process']}** × in-process "
+                             f"(the first: {c['http_p50_ms']} ms, {c['http_over_in_process']} ×)")
     return "\n".join(lines)
 
 
@@ -522,9 +654,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the service's --inline-ms (default: its own, 0: every search in the worker pool)")
     p.add_argument("--latency-only", action="store_true",
                    help="only the warm in-process / HTTP comparison, on the library as it is (no copy, no load levels, no publish)")
+    p.add_argument("--ab-inline-ms", type=float, default=None,
+                   help="with --latency-only: also start the service with this --inline-ms and ask it in the same "
+                        "interleaving (http_b), so two settings meet the same load")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)
+    if args.ab_inline_ms is not None and not args.latency_only:
+        p.error("--ab-inline-ms needs --latency-only")
     if args.requests < 6:
         p.error("--requests must be >= 6 (the publish happens after a third, the rollback after a sixth more are answered)")
     rep = run(args)

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Any
 
 from ragspine_core.errors import ConfigError, MissingExtraError
 from ragspine_core.settings import Settings
@@ -85,6 +86,16 @@ def _keys(args: argparse.Namespace, settings: Settings) -> KeyStore:
     return KeyStore.load(args.keys or settings.api_keys_file or None, settings.api_keys or None)
 
 
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol writing each answer in one piece (:mod:`.protocol`); uvicorn's own
+    choice where httptools is not installed."""
+    try:
+        from ragspine_tools.serve.protocol import CoalescingHttpToolsProtocol
+    except ImportError:  # no httptools: uvicorn falls back to h11
+        return "auto"
+    return CoalescingHttpToolsProtocol
+
+
 def run_serve(args: argparse.Namespace) -> int:
     if args.new_key:
         return _print_new_key(args)
@@ -117,7 +128,7 @@ def run_serve(args: argparse.Namespace) -> int:
           f"({args.workers} worker{'s' if args.workers > 1 else ''}; keys: {'on' if keys.enabled else 'off'})", flush=True)
     try:
         uvicorn.run("ragspine_tools.serve.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level="warning", access_log=False)
+                    workers=args.workers, log_level="warning", access_log=False, http=_http_protocol())
     finally:
         if made:
             shutil.rmtree(made, ignore_errors=True)
