@@ -21,12 +21,14 @@ may be answered after it, on the first snapshot, rightly). Reported: queries/s a
 mode and client count, errors, the checks, and — after the load, in ``--rounds`` rounds, each
 query asked by every path in turn so that a shared machine's background load falls on all
 alike — the warm p50 of the same queries in-process (the same service object, one caller)
-and over HTTP (one caller on a kept-alive connection: the standard library's ``http.client``,
-and ``httpx``), with their ratios, twice: **repeated** questions (every path answered them
+and over HTTP (one caller on a kept-alive connection: :class:`Wire`, the request's bytes sent to the
+answer's bytes received, the service's latency; the standard library's ``http.client``; ``httpx``),
+with their ratios, twice: **repeated** questions (every path answered them
 before: each process holds their query vectors, as a warm service does for a repeated
 question) and **new** ones (each measured query with a tag of its own per path, so each path
 embeds it, as for a new question). The 1-minute load average before and after is reported
-with them.
+with them, and each request's CPU time (the in-process search; the service worker's threads and
+the client over HTTP). ``--latency-only`` runs that comparison alone, on the library as it is.
 
 Usage::
 
@@ -326,11 +328,11 @@ PHASES = ("route", "parse", "access", "queue", "search", "resume", "encode", "to
 
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
            rounds: int, base_b: str | None = None) -> dict[str, Any]:
-    """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
+    """Warm p50s of the same queries by four paths, interleaved query by query in ``rounds`` rounds of
     ``n``, the order of the paths turning from query to query (so a shared machine's load, and the
     warmth a path leaves behind, fall on all alike), one caller: ``in_process`` (the same
-    service object, in this process), ``http`` (:class:`KeepAlive`) and ``httpx`` (an ``httpx.Client``,
-    keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
+    service object, in this process), ``wire`` (:class:`Wire`), ``http`` (:class:`KeepAlive`) and
+    ``httpx`` (an ``httpx.Client``, keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
     holds their query vectors, and the service knows the search is quick); ``new``, each text asked
     for the first time on every path (the query plus a tag of its own per path, a token no index
     holds), so each path embeds it.
