@@ -218,8 +218,9 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             return fail("search", 500, "internal", "internal error (an answer that cannot be encoded); see the service log", t0)
         encoded = time.perf_counter()
         metrics.observe("search", 200, encoded - t0, mode=out["mode"])
-        # Server-Timing (ms): the body read and checked; the key's lookup; the wait for a pool thread; the
-        # search itself (where it ran); the hand-back to the event loop; the encoding; the whole request
+        # Server-Timing (ms): the search itself (where it ran); the app to the handler; the body read and
+        # checked; the key's lookup and the snapshots; the wait for a pool thread; the hand-back to the
+        # event loop; the encoding; the whole handler
         phases = ((t0 - request.scope.get(ARRIVED, t0), "route"), (timing["parsed"] - t0, "parse"), (timing["handed"] - timing["parsed"], "access"),
                   (timing["started"] - timing["handed"], "queue"),
                   (timing["back"] - timing["ended"], "resume"), (encoded - timing["back"], "encode"))
