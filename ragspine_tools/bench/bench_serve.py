@@ -21,26 +21,31 @@ may be answered after it, on the first snapshot, rightly). Reported: queries/s a
 mode and client count, errors, the checks, and — after the load, in ``--rounds`` rounds, each
 query asked by every path in turn so that a shared machine's background load falls on all
 alike — the warm p50 of the same queries in-process (the same service object, one caller)
-and over HTTP (one caller on a kept-alive connection: the standard library's ``http.client``,
-and ``httpx``), with their ratios, twice: **repeated** questions (every path answered them
+and over HTTP (one caller on a kept-alive connection: :class:`Wire`, the request's bytes sent to the
+answer's bytes received, the service's latency; the standard library's ``http.client``; ``httpx``),
+with their ratios, twice: **repeated** questions (every path answered them
 before: each process holds their query vectors, as a warm service does for a repeated
 question) and **new** ones (each measured query with a tag of its own per path, so each path
 embeds it, as for a new question). The 1-minute load average before and after is reported
-with them.
+with them, and each request's CPU time (the in-process search; the service worker's threads and
+the client over HTTP). ``--latency-only`` runs that comparison alone, on the library as it is.
 
 Usage::
 
     ragspine bench --serve [LIBRARY_DIR] [--modes bm25,auto] [--clients 1,4,16] [--requests 64]
-                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--json] [--report PATH]
+                           [--withdraw investor-faq.md] [--workers 1] [--rounds 4] [--inline-ms MS] [--latency-only]
+                           [--json] [--report PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -211,12 +216,14 @@ class KeepAlive:
         self._connect = lambda: http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=120)
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.conn = self._connect()
+        self.worker: int | None = None  # the process id of the service worker that answered last
 
-    def search(self, body: dict[str, Any]) -> tuple[bytes, str]:
-        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header."""
-        return self.call("POST", "/v1/search", json.dumps(body))
+    def search(self, body: dict[str, Any] | bytes) -> tuple[bytes, str]:
+        """``POST /v1/search``: the answer's bytes and its ``Server-Timing`` header (``body``: a dict, or
+        its JSON already encoded, so that a timer around the call holds no client-side encoding)."""
+        return self.call("POST", "/v1/search", body if isinstance(body, bytes) else json.dumps(body).encode("utf-8"))
 
-    def call(self, method: str, path: str, data: str | None = None) -> tuple[bytes, str]:
+    def call(self, method: str, path: str, data: bytes | None = None) -> tuple[bytes, str]:
         for attempt in (1, 2):
             try:
                 self.conn.request(method, path, body=data, headers=self._headers)
@@ -230,27 +237,116 @@ class KeepAlive:
                     raise RuntimeError(f"{method} {path} failed twice: {exc}") from None
         if r.status != 200:
             raise RuntimeError(f"{method} {path} answered {r.status}: {out[:200]!r}")
+        worker = r.getheader("x-ragspine-worker") or ""
+        self.worker = int(worker) if worker.isdigit() else None
         return out, r.getheader("server-timing") or ""
 
     def close(self) -> None:
         self.conn.close()
 
 
+class Wire:
+    """The service's latency as the wire sees it: one kept-alive loopback socket, the request's bytes
+    built beforehand, timed from handing them to the socket to the answer's last body byte received
+    (the only parsing inside the window: finding the end of the headers and ``Content-Length``, to know
+    where the body ends). No client library's own cost (``http.client`` parses headers with the
+    ``email`` package: ~0.3-0.5 ms of CPU per call here), no JSON decoding."""
+
+    def __init__(self, base: str, key: str) -> None:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base)
+        self._addr = (u.hostname or "127.0.0.1", int(u.port or 80))
+        self._head = (f"POST /v1/search HTTP/1.1\r\nHost: {self._addr[0]}:{self._addr[1]}\r\nAuthorization: Bearer {key}\r\n"
+                      "Content-Type: application/json\r\n").encode("ascii")
+        self.sock = self._connect()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self._addr, timeout=120)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def request(self, payload: bytes) -> bytes:
+        """The whole request for a JSON body ``payload`` (build it before the timer)."""
+        return self._head + f"Content-Length: {len(payload)}\r\n\r\n".encode("ascii") + payload
+
+    def send(self, request: bytes) -> tuple[bytes, dict[str, str]]:
+        """Send ``request`` and read the answer: its body and its headers (lower-case names)."""
+        try:
+            return self._exchange(request)
+        except (ConnectionError, OSError):  # the server closed an idle keep-alive connection: once more
+            self.sock.close()
+            self.sock = self._connect()
+            return self._exchange(request)
+
+    def _exchange(self, request: bytes) -> tuple[bytes, dict[str, str]]:
+        self.sock.sendall(request)
+        buf = b""
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionError("the service closed the connection")
+            buf += part
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        size = int(headers.get("content-length", "-1"))
+        if size < 0:
+            raise RuntimeError(f"answer without a Content-Length: {lines[0]}")
+        body = buf[end + 4:]
+        while len(body) < size:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionError("the service closed the connection")
+            body += part
+        if lines[0].split(" ")[1] != "200":
+            raise RuntimeError(f"POST /v1/search answered {lines[0]}: {body[:200]!r}")
+        return body, headers
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _cpu_ns(pid: int | None) -> int | None:
+    """The CPU time (ns) every thread of process ``pid`` has run, from the kernel's scheduler statistics
+    (``/proc/PID/task/*/schedstat``: ns, not clock ticks); None where they cannot be read (not Linux, another
+    machine)."""
+    if pid is None:
+        return None
+    try:
+        return sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]) for tid in os.listdir(f"/proc/{pid}/task"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 #: the paths the latency comparison times, in the order each query visits them
-PATHS = ("in_process", "http", "httpx")
+PATHS = ("in_process", "wire", "http", "httpx")
+#: the phases of a search request inside the service, as its ``Server-Timing`` names them (ms): from the
+#: request reaching the app to the handler, the body read and checked, the key's lookup, the wait for a
+#: pool thread, the search itself, the hand-back to the event loop, the encoding; ``total``: the handler
+PHASES = ("route", "parse", "access", "queue", "search", "resume", "encode", "total")
 
 
 def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str], n: int,
-           rounds: int) -> dict[str, Any]:
-    """Warm p50s of the same queries by three paths, interleaved query by query in ``rounds`` rounds of
+           rounds: int, base_b: str | None = None) -> dict[str, Any]:
+    """Warm p50s of the same queries by four paths, interleaved query by query in ``rounds`` rounds of
     ``n``, the order of the paths turning from query to query (so a shared machine's load, and the
     warmth a path leaves behind, fall on all alike), one caller: ``in_process`` (the same
-    service object, in this process), ``http`` (:class:`KeepAlive`) and ``httpx`` (an ``httpx.Client``,
-    keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
+    service object, in this process), ``wire`` (:class:`Wire`), ``http`` (:class:`KeepAlive`) and
+    ``httpx`` (an ``httpx.Client``, keep-alive too). Twice: ``repeated``, queries every path answered before (each process then
     holds their query vectors, and the service knows the search is quick); ``new``, each text asked
     for the first time on every path (the query plus a tag of its own per path, a token no index
-    holds), so each path embeds it. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches
-    the service ran on its event loop, HTTP searches), "load": [1-min load average before, after]}``."""
+    holds), so each path embeds it.
+
+    What is timed: in-process, the ``SearchService.search`` call (it returns the answer object); over
+    HTTP, from the request's bytes handed to the connection to the answer's body bytes received (the
+    request body is encoded before the timer starts). Decoding the answer's JSON is the client's work,
+    not the service's: it is timed apart (``json.loads`` of the ``http`` path's bytes) and reported as
+    ``decode``. Returns ``{kind: {path: p50 seconds}, kind_on_loop: (HTTP searches the service ran on
+    its event loop, HTTP searches), kind_phases: {phase: p50 ms} (the ``http`` path's Server-Timing,
+    plus ``outside``: its wall time less the handler's ``total``), kind_decode: p50 seconds, "load":
+    [1-min load average before, after]}``. With ``base_b`` (a second service, started with other
+    options), a fourth path ``http_b`` asks it the same way as ``http``, interleaved with the others,
+    so that two service options meet the same load."""
     import httpx
 
     from ragspine_tools.serve.access import ANONYMOUS
@@ -261,53 +357,93 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
     measured = list(dict.fromkeys(queries[(r * n + i) % len(queries)] for r in range(rounds) for i in range(n)))
     out: dict[str, Any] = {"load": [round(os.getloadavg()[0], 2)]}
     raw = KeepAlive(base, key)
+    wire = Wire(base, key)
+    raw_b = KeepAlive(base_b, key) if base_b else None
+    paths = PATHS + (("http_b",) if raw_b is not None else ())
+    json_headers = {"Content-Type": "application/json"}
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-        def ask(path: str, q: str) -> bool:
-            """Ask ``q`` by ``path``; whether the service searched on its event loop (Server-Timing)."""
-            body = {"query": q, "mode": mode, "top_k": 10}
+        def ask(path: str, q: str) -> tuple[float, str]:
+            """Ask ``q`` by ``path``: the seconds it took and the service's Server-Timing ("" in-process)."""
             if path == "in_process":
+                c0 = time.process_time_ns()
+                t0 = time.perf_counter()
                 service.search(ANONYMOUS, q, mode=mode, top_k=10)
-                return False
+                dt = time.perf_counter() - t0
+                cpu["in_process"].append(time.process_time_ns() - c0)
+                return dt, ""
+            payload = json.dumps({"query": q, "mode": mode, "top_k": 10}).encode("utf-8")
             if path == "http":
-                timing = raw.search(body)[1]
-                inside[0].append(_timing(timing, "search"))
-                inside[1].append(_timing(timing, "total"))
-            else:
-                r = client.post("/v1/search", json=body)
-                r.raise_for_status()
-                timing = r.headers.get("server-timing", "")
-            return "desc=loop" in timing
+                s0, c0 = _cpu_ns(raw.worker), time.process_time_ns()
+                t0 = time.perf_counter()
+                body, timing = raw.search(payload)
+                dt = time.perf_counter() - t0
+                c1, s1 = time.process_time_ns(), _cpu_ns(raw.worker)
+                cpu["http_client"].append(c1 - c0)
+                if s0 is not None and s1 is not None:
+                    cpu["http_service"].append(s1 - s0)
+                t1 = time.perf_counter()
+                json.loads(body)
+                decode.append(time.perf_counter() - t1)
+                return dt, timing
+            if path == "wire":
+                request = wire.request(payload)
+                t0 = time.perf_counter()
+                headers = wire.send(request)[1]
+                return time.perf_counter() - t0, headers.get("server-timing", "")
+            if path == "http_b" and raw_b is not None:
+                t0 = time.perf_counter()
+                timing = raw_b.search(payload)[1]
+                return time.perf_counter() - t0, timing
+            t0 = time.perf_counter()
+            r = client.post("/v1/search", content=payload, headers=json_headers)
+            r.read()
+            dt = time.perf_counter() - t0
+            r.raise_for_status()
+            return dt, r.headers.get("server-timing", "")
 
-        inside: tuple[list[float], list[float]] = ([], [])
+        decode: list[float] = []
+        cpu: dict[str, list[int]] = {"in_process": [], "http_service": [], "http_client": []}
         # warm every path on every measured query: each process keeps the query vectors it embedded
         # (ragspine_core.dense.query_vectors), and the service has already seen them during the load
         for q in measured:
-            for path in PATHS:
+            for path in paths:
                 ask(path, q)
         for kind in ("repeated", "new"):
-            times: dict[str, list[float]] = {p: [] for p in PATHS}
+            times: dict[str, list[float]] = {p: [] for p in paths}
             on_loop = 0
             floor: list[float] = []
-            inside = ([], [])  # the service's own search;dur and total;dur (ms) of the http path
+            decode = []
+            cpu = {k: [] for k in cpu}  # ns per request: in this process, and the service worker's threads
+            phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "outside")}  # the http path's, ms
             for r in range(rounds):
                 for i in range(n):
                     q = queries[(r * n + i) % len(queries)]
-                    turn = (r * n + i) % len(PATHS)  # each path goes first, second and third equally often
-                    for j, path in enumerate(PATHS[turn:] + PATHS[:turn]):
-                        text = f"{q} zq{r}x{i}{'abc'[j]}qz" if kind == "new" else q
-                        t0 = time.perf_counter()
-                        on_loop += ask(path, text)
-                        times[path].append(time.perf_counter() - t0)
+                    turn = (r * n + i) % len(paths)  # each path goes first, second, ... equally often
+                    for j, path in enumerate(paths[turn:] + paths[:turn]):
+                        text = f"{q} zq{r}x{i}{'abcde'[j]}qz" if kind == "new" else q
+                        dt, timing = ask(path, text)
+                        times[path].append(dt)
+                        on_loop += path != "http_b" and "desc=loop" in timing
+                        if path == "http":
+                            for phase in PHASES:
+                                phases[phase].append(_timing(timing, phase))
+                            phases["outside"].append(dt * 1000 - _timing(timing, "total"))
                     if kind == "repeated":  # the floor of any call now: an empty request on the same connection
                         t0 = time.perf_counter()
                         raw.call("GET", "/healthz")
                         floor.append(time.perf_counter() - t0)
             out[kind] = {p: statistics.median(t) for p, t in times.items()}
-            out[f"{kind}_on_loop"] = (on_loop, len(times["http"]) + len(times["httpx"]))
-            out[f"{kind}_inside"] = tuple(statistics.median(x) if x else None for x in inside)
+            out[f"{kind}_on_loop"] = (on_loop, len(times["wire"]) + len(times["http"]) + len(times["httpx"]))
+            out[f"{kind}_phases"] = {p: round(statistics.median(v), 3) for p, v in phases.items()
+                                     if v and not any(x != x for x in v)}  # a phase an older service does not report: left out
+            out[f"{kind}_decode"] = statistics.median(decode)
+            out[f"{kind}_cpu"] = {k: statistics.median(v) / 1e9 for k, v in cpu.items() if v}
             if floor:
                 out["healthz"] = statistics.median(floor)
     raw.close()
+    wire.close()
+    if raw_b is not None:
+        raw_b.close()
     out["load"].append(round(os.getloadavg()[0], 2))
     return out
 
@@ -320,6 +456,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     levels = [int(c) for c in args.clients.split(",") if c.strip()]
+    if args.latency_only:
+        return _latency_only(args, modes)
     with tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-") as tmp:
         library, old, new, withdrawn, chunk_ids = _prepare(Path(args.library_dir), Path(tmp), args.withdraw)
         lib_id = library.name
@@ -373,29 +511,81 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             default = "auto" if "auto" in modes else modes[0]
             ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds)
-    def ms(x: float) -> float:
-        return round(x * 1000, 2)
+    return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
+            "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
+            "errors": sum(r["errors"] for r in rows), **_comparison(args, default, ratios)}
 
+
+def _ms(x: float) -> float:
+    return round(x * 1000, 2)
+
+
+def _comparison(args: argparse.Namespace, default: str, ratios: dict[str, Any]) -> dict[str, Any]:
+    """The report's fields of the in-process / HTTP comparison (:func:`_ratio`'s result)."""
     def ratio(kind: str, path: str) -> float:
         return round(ratios[kind][path] / ratios[kind]["in_process"], 2)
 
-    compare = {kind: {"in_process_p50_ms": ms(ratios[kind]["in_process"]), "http_p50_ms": ms(ratios[kind]["http"]),
-                      "http_over_in_process": ratio(kind, "http"), "httpx_p50_ms": ms(ratios[kind]["httpx"]),
+    compare = {kind: {"in_process_p50_ms": _ms(ratios[kind]["in_process"]), "http_p50_ms": _ms(ratios[kind]["http"]),
+                      "http_over_in_process": ratio(kind, "http"),
+                      # request bytes sent -> answer bytes received (Wire): the service's latency on the wire
+                      "wire_p50_ms": _ms(ratios[kind]["wire"]), "wire_over_in_process": ratio(kind, "wire"),
+                      "httpx_p50_ms": _ms(ratios[kind]["httpx"]),
                       "httpx_over_in_process": ratio(kind, "httpx"), "http_searches_on_event_loop": ratios[f"{kind}_on_loop"][0],
                       "http_searches": ratios[f"{kind}_on_loop"][1],
                       # inside the service, from each HTTP answer's Server-Timing: the search itself, and the whole request
-                      "service_search_p50_ms": round(ratios[f"{kind}_inside"][0], 2),
-                      "service_request_p50_ms": round(ratios[f"{kind}_inside"][1], 2)} for kind in ("repeated", "new")}
+                      "service_search_p50_ms": ratios[f"{kind}_phases"].get("search"),
+                      "service_request_p50_ms": ratios[f"{kind}_phases"].get("total"),
+                      # each phase's p50 (ms), and the time outside the handler (uvicorn, loopback, the client)
+                      "service_phases_p50_ms": ratios[f"{kind}_phases"],
+                      # the client's json.loads of the answer: client work, not in the HTTP times above
+                      "client_decode_p50_ms": _ms(ratios[f"{kind}_decode"]),
+                      # CPU time per request (p50, ms), which a loaded machine's waits do not move: the in-process
+                      # search; over HTTP the service worker's threads (its kernel's schedstat) and the client's
+                      "cpu_p50_ms": {k: _ms(v) for k, v in ratios[f"{kind}_cpu"].items()},
+                      # --ab-inline-ms: the second service's http.client p50, asked in the same interleaving
+                      **({"http_b_p50_ms": _ms(ratios[kind]["http_b"]), "http_b_over_in_process": ratio(kind, "http_b")}
+                         if "http_b" in ratios[kind] else {})} for kind in ("repeated", "new")}
     rep = compare["repeated"]
-    return {"library": lib_id, "snapshots": {"first": old, "second": new}, "withdrawn": withdrawn, "workers": args.workers,
-            "requests_per_level": args.requests, "levels": rows, "swaps": swaps, "checks": checks_all,
-            "errors": sum(r["errors"] for r in rows), "inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
+    return {"inline_ms": args.inline_ms, "ratio_mode": default, "ratio_rounds": args.rounds,
             "ratio_queries_per_round": args.requests // args.rounds or 1, "load_average": ratios["load"],
-            "healthz_p50_ms": ms(ratios["healthz"]),
+            "healthz_p50_ms": _ms(ratios["healthz"]),
             "repeated_queries": compare["repeated"], "new_queries": compare["new"],
             # the headline figures (repeated questions, the keep-alive stdlib client), as before
             "in_process_p50_ms": {default: rep["in_process_p50_ms"]}, "http_p50_ms": {default: rep["http_p50_ms"]},
-            "http_over_in_process": rep["http_over_in_process"]}
+            "http_over_in_process": rep["http_over_in_process"], "wire_over_in_process": rep["wire_over_in_process"]}
+
+
+def _latency_only(args: argparse.Namespace, modes: Sequence[str]) -> dict[str, Any]:
+    """``--latency-only``: the in-process / HTTP comparison alone, on the library as it is (no copy, no
+    second snapshot, no load levels; the service only reads it)."""
+    from ragspine_index.publish import current_snapshot_id
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_tools.serve.access import hash_key, new_key
+    from ragspine_tools.serve.launch import running
+
+    library = Path(args.library_dir).resolve()
+    lib_id = library.name
+    queries = _queries(library.parents[1], lib_id, Path(args.withdraw).stem.replace("-", " "))
+    key = new_key()
+    env = dict(os.environ, RAGSPINE_API_KEYS=json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
+                                                          "max_sensitivity": "INTERNAL"}]))
+    default = "auto" if "auto" in modes else modes[0]
+    inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
+    common = [str(library), "--warm", default, "--workers", str(args.workers), "--max-top-k", "10", "--timeout", "60"]
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ragspine-bench-serve-"))
+        base = stack.enter_context(running("serve", [*common, *inline], env=env, startup_s=600,
+                                           log_path=os.path.join(tmp, "serve.log")))
+        base_b = None
+        if args.ab_inline_ms is not None:  # the same service with another --inline-ms, asked in the same interleaving
+            base_b = stack.enter_context(running("serve", [*common, "--inline-ms", f"{args.ab_inline_ms:g}"], env=env,
+                                                 startup_s=600, log_path=os.path.join(tmp, "serve_b.log")))
+        ratios = _ratio(base, key, library, default, queries, args.requests // args.rounds or 1, args.rounds, base_b)
+    sid = current_snapshot_id(LibraryPaths(lib_id, library.parents[1] / "raw" / lib_id, library))
+    return {"library": lib_id, "snapshots": {"first": sid}, "withdrawn": None, "workers": args.workers,
+            "requests_per_level": args.requests, "levels": [], "swaps": [], "checks": {}, "errors": 0, "latency_only": True,
+            "ab_inline_ms": args.ab_inline_ms,
+            **_comparison(args, default, ratios)}
 
 
 def format_report(rep: dict[str, Any]) -> str:
@@ -405,30 +595,51 @@ def format_report(rep: dict[str, Any]) -> str:
              + "; publish and rollback during each "
              f"mode's largest level (withdrawn document: {rep['withdrawn']})", "",
              "| mode | clients | requests | errors | qps | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|---|---|"]
+    if rep.get("latency_only"):  # no load levels, no publish: the comparison alone
+        lines = lines[:2] + [f"{rep['workers']} worker(s), --latency-only (no load, no publish; snapshot {rep['snapshots']['first']})"
+                             + (f", --inline-ms {rep['inline_ms']:g}" if rep.get("inline_ms") is not None else "")]
     for r in rep["levels"]:
         lines.append(f"| {r['mode']} | {r['clients']} | {r['requests']} | {r['errors']} | {r['qps']} | {r['p50_ms']} | "
                      f"{r['p95_ms']} | {r['p99_ms']} |")
     c = rep["checks"]
-    lines += ["", f"checks over {c.get('responses', 0)} responses: {c.get('mixed_snapshots', 0)} mixing snapshots, "
-                  f"{c.get('unknown_snapshot', 0)} naming an unknown snapshot, {c.get('old_snapshot_after_publish', 0)} on the old "
-                  f"snapshot after the publish and {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it "
-                  f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
-                  f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
-                  f"{rep['errors']} errors"]
+    if not rep.get("latency_only"):
+        lines += ["", f"checks over {c.get('responses', 0)} responses: {c.get('mixed_snapshots', 0)} mixing snapshots, "
+                      f"{c.get('unknown_snapshot', 0)} naming an unknown snapshot, {c.get('old_snapshot_after_publish', 0)} on the old "
+                      f"snapshot after the publish and {c.get('withdrawn_served_after_publish', 0)} serving the withdrawn document after it "
+                      f"(of {c.get('answered_between_publish_and_rollback', 0)} sent after the publish and answered before the rollback) "
+                      f"(it was in {c.get('withdrawn_served_on_first_snapshot', 0)} answers on the first snapshot); "
+                      f"{rep['errors']} errors"]
     if "repeated_queries" in rep:
         lines += ["", f"warm {rep['ratio_mode']} p50, one caller, the same queries by each path interleaved query by query "
                       f"({rep['ratio_rounds']} rounds of {rep['ratio_queries_per_round']}; 1-min load average "
                       f"{rep['load_average'][0]} before, {rep['load_average'][-1]} after):", "",
-                  "| questions | in-process ms | HTTP ms (keep-alive, http.client) | HTTP ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
-                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|"]
+                  "| questions | in-process ms | HTTP ms (wire: request sent → answer received) | wire ÷ in-process "
+                  "| HTTP ms (http.client) | http.client ÷ in-process | HTTP ms (httpx) | httpx ÷ in-process "
+                  "| HTTP searches on the event loop | inside the service: search / whole request ms |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines.insert(len(lines) - 2, f"(an empty `GET /healthz` on the same kept-alive connection, timed between them: "
                                      f"p50 {rep['healthz_p50_ms']} ms — the floor of any HTTP call on this machine now)")
         lines.insert(len(lines) - 2, "")
         for kind, what in (("repeated_queries", "repeated (query vectors held)"), ("new_queries", "new (each path embeds)")):
             c = rep[kind]
-            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['http_p50_ms']} | **{c['http_over_in_process']}** | "
+            lines.append(f"| {what} | {c['in_process_p50_ms']} | {c['wire_p50_ms']} | **{c['wire_over_in_process']}** | "
+                         f"{c['http_p50_ms']} | {c['http_over_in_process']} | "
                          f"{c['httpx_p50_ms']} | {c['httpx_over_in_process']} | {c['http_searches_on_event_loop']} of {c['http_searches']} | "
                          f"{c['service_search_p50_ms']} / {c['service_request_p50_ms']} |")
+        lines.append("")
+        for kind, what in (("repeated_queries", "repeated"), ("new_queries", "new")):
+            c = rep[kind]
+            lines.append(f"{what}, the http.client path, p50 ms per phase (Server-Timing; `outside`: its wall time less the "
+                         "handler's `total`: uvicorn, loopback, the client): "
+                         + ", ".join(f"{k} {v}" for k, v in c["service_phases_p50_ms"].items())
+                         + f"; the client's JSON decode of the answer {c['client_decode_p50_ms']} (not in the HTTP times)")
+            if c.get("cpu_p50_ms"):
+                cp = c["cpu_p50_ms"]
+                lines.append(f"{what}, CPU time per request, p50 ms: in-process search {cp.get('in_process')}; over HTTP the service "
+                             f"{cp.get('http_service', 'not readable')}, the http.client client {cp.get('http_client')}")
+            if "http_b_p50_ms" in c:
+                lines.append(f"{what}, the second service (--inline-ms {rep['ab_inline_ms']:g}), http.client, in the same "
+                             f"interleaving: p50 {c['http_b_p50_ms']} ms, **{c['http_b_over_in_process']}** × in-process "
+                             f"(the first: {c['http_p50_ms']} ms, {c['http_over_in_process']} ×)")
     return "\n".join(lines)
 
 
@@ -443,9 +654,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="service worker processes (default 1)")
     p.add_argument("--inline-ms", type=float, default=None,
                    help="the service's --inline-ms (default: its own, 0: every search in the worker pool)")
+    p.add_argument("--latency-only", action="store_true",
+                   help="only the warm in-process / HTTP comparison, on the library as it is (no copy, no load levels, no publish)")
+    p.add_argument("--ab-inline-ms", type=float, default=None,
+                   help="with --latency-only: also start the service with this --inline-ms and ask it in the same "
+                        "interleaving (http_b), so two settings meet the same load")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--report", default=None, help="also write the Markdown report here")
     args = p.parse_args(list(argv) if argv is not None else None)
+    if args.ab_inline_ms is not None and not args.latency_only:
+        p.error("--ab-inline-ms needs --latency-only")
     if args.requests < 6:
         p.error("--requests must be >= 6 (the publish happens after a third, the rollback after a sixth more are answered)")
     rep = run(args)

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
+from starlette.routing import Route
 
 from ragspine_core.errors import ConfigError
 from ragspine_core.settings import Settings
@@ -41,9 +42,12 @@ WORKER_HEADER = "X-Ragspine-Worker"
 #: with ``--inline-ms``: a lone request whose identical predecessor's search used less than this CPU time
 #: (seconds, its thread's) runs on the event loop instead of the worker pool (a repeated question: its
 #: query vectors are held). CPU time, not wall time: a loaded machine's waits do not move the decision.
-#: Off (0) by default: on the shared development machine it did not move the wall-time p50 (docs/serving.md)
-INLINE_BELOW_S = 0.0
+#: 25 ms by default: a repeated question's search (5–10 ms of CPU on the sample) qualifies, a new one's
+#: (it embeds: tens of ms and more) does not. 0 turns it off (docs/serving.md has the measurements)
+INLINE_BELOW_S = 0.025
 log = logging.getLogger("ragspine.serve")
+#: the ASGI scope key where :class:`BoundedBody` notes when a request reached the app
+ARRIVED = "ragspine.arrived"
 
 
 class BoundedBody:
@@ -56,6 +60,7 @@ class BoundedBody:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
+            scope[ARRIVED] = time.perf_counter()  # the request reached the app (Server-Timing's `route`)
             size = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), b"")
             if size.isdigit() and int(size) > MAX_BODY_BYTES:
                 await JSONResponse({"error": {"status": 413, "kind": "request", "message":
@@ -119,7 +124,13 @@ def _key_of(request: Request) -> str | None:
 def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | None = None, threads: int = 8,
                inline_below_s: float = INLINE_BELOW_S) -> FastAPI:
     metrics = metrics or Metrics()
-    service.on_swap = metrics.swapped
+    swaps = [0]  # snapshot swaps this worker has seen: a memo of quick searches is never reused across one
+
+    def swapped(library: str, old: str | None, new: str) -> None:  # called on the watcher's or a search's thread
+        swaps[0] += 1
+        metrics.swapped(library, old, new)
+
+    service.on_swap = swapped
     for lib_id, sid in service.snapshot_ids().items():
         metrics.swapped(lib_id, None, sid)
     app = FastAPI(title="RAGSpine", version="1", description="Cited, RESTRICTED-free search over published RAGSpine libraries.")
@@ -157,6 +168,7 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
             body = SearchBody.model_validate_json(raw)
         except ValidationError as exc:
             return fail("search", 422, "request", invalid_fields(exc.errors()), t0)
+        timing: dict[str, float] = {"parsed": time.perf_counter()}
         try:
             caller = caller_of(request)
 
@@ -164,25 +176,31 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
                 t1, c1 = time.perf_counter(), time.thread_time()
                 found = service.search(caller, body.query, libraries=body.libraries, filters=body.filters,
                                        mode=body.mode, top_k=body.top_k, explain=body.explain)
-                timing["search"] = time.perf_counter() - t1
+                timing["started"] = t1
+                timing["ended"] = time.perf_counter()
                 timing["cpu"] = time.thread_time() - c1  # its own cost, whatever else the machine runs
                 return found
 
-            timing: dict[str, float] = {}
             # the same request (caller, body, snapshots) answered quickly before, and no other search
             # in this worker: run it here, on the event loop, sparing the two thread hand-offs; anything
             # else in the pool, under the timeout (concurrent searches overlap there)
-            seen = (caller, tuple(service.snapshot_ids().items()), hashlib.blake2b(raw, digest_size=16).digest())
+            # keyed by what `current` names now and by the swaps seen: after a publish or a rollback the first
+            # request runs in the pool, where building a snapshot's pipeline (if the watcher has not yet)
+            # cannot hold the event loop
+            pointers, digest = service.pointers(), hashlib.blake2b(raw, digest_size=16).digest()
+            seen = (caller, pointers, swaps[0], digest)
             where = "pool"
             if costs.quick(seen):
                 await anyio.sleep(0)  # one turn of the loop: requests already received reach their handler
                 where = "loop" if searching == [1] else "pool"
+            timing["handed"] = time.perf_counter()
             if where == "loop":
                 out = run()
             else:
                 with anyio.fail_after(service.limits.timeout_s):
                     out = await anyio.to_thread.run_sync(run, limiter=limiter, abandon_on_cancel=True)
-            costs.record(seen, timing["cpu"])
+            timing["back"] = time.perf_counter()
+            costs.record((caller, pointers, swaps[0], digest), timing["cpu"])  # a swap this search noticed counts
         except AccessDenied as exc:
             return fail("search", exc.status, "access", exc.message, t0)
         except RequestError as exc:
@@ -198,13 +216,25 @@ def create_app(service: SearchService, keys: KeyStore, *, metrics: Metrics | Non
         except TypeError as exc:  # orjson.JSONEncodeError: a value JSON cannot hold (the type only, never the value)
             log.error("search answer not encodable: %s", type(exc).__name__)
             return fail("search", 500, "internal", "internal error (an answer that cannot be encoded); see the service log", t0)
-        metrics.observe("search", 200, time.perf_counter() - t0, mode=out["mode"])
-        # Server-Timing: the search itself (where it ran: the event loop or the worker pool), and the
-        # whole request inside the service
+        encoded = time.perf_counter()
+        metrics.observe("search", 200, encoded - t0, mode=out["mode"])
+        # Server-Timing (ms): the search itself (where it ran); the app to the handler; the body read and
+        # checked; the key's lookup and the snapshots; the wait for a pool thread; the hand-back to the
+        # event loop; the encoding; the whole handler
+        phases = ((t0 - request.scope.get(ARRIVED, t0), "route"), (timing["parsed"] - t0, "parse"), (timing["handed"] - timing["parsed"], "access"),
+                  (timing["started"] - timing["handed"], "queue"),
+                  (timing["back"] - timing["ended"], "resume"), (encoded - timing["back"], "encode"))
         return Response(content, media_type="application/json",
-                        headers={"Server-Timing": f"search;dur={timing['search'] * 1000:.1f};desc={where}, "
-                                                  f"total;dur={(time.perf_counter() - t0) * 1000:.1f}",
+                        headers={"Server-Timing": f"search;dur={(timing['ended'] - timing['started']) * 1000:.2f};desc={where}, "
+                                                  + "".join(f"{name};dur={dt * 1000:.2f}, " for dt, name in phases)
+                                                  + f"total;dur={(time.perf_counter() - t0) * 1000:.2f}",
                                  WORKER_HEADER: worker})
+
+    # Served by a plain Starlette route in front of FastAPI's: the handler takes the request itself,
+    # so FastAPI's per-request work (dependency solving, its exit stacks) bought nothing and cost
+    # ~0.1 ms. FastAPI's route stays behind it, never reached by a POST, so that /openapi.json
+    # documents the endpoint (its body and answers) from the same function.
+    app.router.routes.insert(0, Route("/v1/search", search, methods=["POST"], include_in_schema=False))
 
     @app.get("/v1/libraries", summary="the libraries this key may read: snapshot, counts, embedding, languages")
     async def libraries(request: Request) -> Any:

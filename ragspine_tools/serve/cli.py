@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Any
 
 from ragspine_core.errors import ConfigError, MissingExtraError
 from ragspine_core.settings import Settings
@@ -48,10 +49,10 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
                                                           "(their memory-mapped files are shared by the page cache)")
     p.add_argument("--allow-anonymous", action="store_true", help="serve beyond loopback without keys (every caller sees INTERNAL)")
     p.add_argument("--threads", type=int, default=8, help="searches one worker runs at once (default 8)")
-    p.add_argument("--inline-ms", type=float, default=0.0,
+    p.add_argument("--inline-ms", type=float, default=25.0,
                    help="a lone search whose identical predecessor (same key, body, snapshots) used under this many ms of CPU "
-                        "runs on the event loop instead of the worker pool, sparing two thread hand-offs (e.g. 50; default 0: "
-                        "always the pool)")
+                        "runs on the event loop instead of the worker pool, sparing two thread hand-offs (default 25; "
+                        "0: always the pool)")
     p.add_argument("--warm", default="auto", help="comma-separated modes whose pipelines each worker builds at start (default auto)")
     return p
 
@@ -83,6 +84,16 @@ def _print_new_key(args: argparse.Namespace) -> int:
 
 def _keys(args: argparse.Namespace, settings: Settings) -> KeyStore:
     return KeyStore.load(args.keys or settings.api_keys_file or None, settings.api_keys or None)
+
+
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol writing each answer in one piece (:mod:`.protocol`); uvicorn's own
+    choice where httptools is not installed."""
+    try:
+        from ragspine_tools.serve.protocol import CoalescingHttpToolsProtocol
+    except ImportError:  # no httptools: uvicorn falls back to h11
+        return "auto"
+    return CoalescingHttpToolsProtocol
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -117,7 +128,7 @@ def run_serve(args: argparse.Namespace) -> int:
           f"({args.workers} worker{'s' if args.workers > 1 else ''}; keys: {'on' if keys.enabled else 'off'})", flush=True)
     try:
         uvicorn.run("ragspine_tools.serve.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level="warning", access_log=False)
+                    workers=args.workers, log_level="warning", access_log=False, http=_http_protocol())
     finally:
         if made:
             shutil.rmtree(made, ignore_errors=True)

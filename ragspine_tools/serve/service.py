@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import numpy as np
 
 from ragspine_core.errors import ConfigError, RagspineError
 from ragspine_core.records import SENSITIVITIES
+from ragspine_core.schema import CURRENT_POINTER
 from ragspine_core.settings import Settings
 from ragspine_query.library import Library, open_library, resolve_snapshot_dir, snapshot_identity
 from ragspine_query.limits import MAX_QUERY_CHARS, check_query
@@ -152,6 +154,18 @@ class SearchService:
         lib = self._open(library_id, resolve_snapshot_dir(root))
         self._served(lib, root)
         return lib
+
+    def pointers(self) -> tuple[tuple[str, str | None], ...]:
+        """What each library's ``current`` names at this instant (one ``readlink`` each; None when it
+        cannot be read), without opening anything: a key that changes the moment a publish, a rollback
+        or a quarantine moves a pointer, before any request has run on the new snapshot."""
+        out: list[tuple[str, str | None]] = []
+        for lib_id, root in sorted(self._roots.items()):
+            try:
+                out.append((lib_id, os.readlink(root / CURRENT_POINTER)))
+            except OSError:
+                out.append((lib_id, None))
+        return tuple(out)
 
     def snapshot_ids(self) -> dict[str, str]:
         with self._lock:

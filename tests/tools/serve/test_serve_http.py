@@ -273,3 +273,78 @@ def test_concurrent_quick_requests_stay_in_the_pool(served):
     assert (_where(first), _where(lone)) == ("pool", "loop")
     assert [_where(r) for r in pair] == ["pool", "pool"]
     assert all(r.json()["results"] == first.json()["results"] for r in (lone, *pair))
+
+
+def _phases(r) -> dict[str, float]:
+    """Server-Timing as {name: dur ms}."""
+    out = {}
+    for part in r.headers["server-timing"].split(","):
+        fields = part.strip().split(";")
+        out[fields[0]] = float(next(f[4:] for f in fields[1:] if f.startswith("dur=")))
+    return out
+
+
+def test_server_timing_names_every_phase_of_the_request(service, served):
+    """Each search answer times its phases (route, parse, access, queue, search, resume, encode) and
+    the handler's total; the phases after the route account for the total (so the bench can say
+    where the time goes), and a search on the event loop has neither a queue nor a resume."""
+    base, _ = service
+    body = {"query": QUERY + " phases", "mode": "bm25", "top_k": 10}
+    pool, loop = _post(base, served.internal_key, **body), _post(base, served.internal_key, **body)
+    assert (_where(pool), _where(loop)) == ("pool", "loop")
+    for r in (pool, loop):
+        p = _phases(r)
+        assert list(p) == ["search", "route", "parse", "access", "queue", "resume", "encode", "total"]
+        assert all(v >= 0 for v in p.values()) and p["search"] > 0
+        inside = sum(v for k, v in p.items() if k not in ("route", "total"))
+        assert inside <= p["total"] + 0.1 and p["total"] - inside < 1.0  # rounding, and the metrics' observe
+    assert _phases(loop)["queue"] == 0 and _phases(loop)["resume"] < 0.5
+
+
+def test_search_is_a_plain_starlette_route_documented_by_fastapi(served):
+    """POST /v1/search is answered by a plain Starlette route in front (no FastAPI dependency solving
+    per request); FastAPI's route for the same function stays behind it for /openapi.json only."""
+    from fastapi.routing import APIRoute
+    from starlette.routing import Route
+
+    from ragspine_core.settings import Settings
+    from ragspine_tools.serve.access import KeyStore
+    from ragspine_tools.serve.app import create_app
+    from ragspine_tools.serve.service import SearchService
+
+    app = create_app(SearchService([served.library], settings=Settings.from_env({})), KeyStore({}))
+    first = next(r for r in app.router.routes if getattr(r, "path", None) == "/v1/search")
+    assert type(first) is Route and "POST" in first.methods
+    documented = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == "/v1/search"]
+    assert len(documented) == 1 and documented[0].endpoint is first.endpoint
+    assert "post" in app.openapi()["paths"]["/v1/search"]
+
+
+def test_after_a_publish_a_repeated_request_runs_in_the_pool_first(served):
+    """The event-loop memo is keyed by what `current` names now: the first repeated request after a
+    publish (and after a rollback) runs in the pool, on the new snapshot, then on the loop again."""
+    import asyncio
+
+    from ragspine_core.settings import Settings
+    from ragspine_index.artifacts import LibraryPaths
+    from ragspine_index.publish import swap_pointer
+    from ragspine_tools.serve.access import KeyStore
+    from ragspine_tools.serve.app import create_app
+    from ragspine_tools.serve.service import SearchService
+
+    paths = LibraryPaths("sample", served.library.parent.parent / "raw" / "sample", served.library)
+    app = create_app(SearchService([served.library], settings=Settings.from_env({})), KeyStore({}), inline_below_s=1.0)
+    body = {"query": QUERY + " swap", "mode": "bm25", "top_k": 5}
+
+    async def two():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60) as client:
+            return [await client.post("/v1/search", json=body) for _ in range(2)]
+
+    try:
+        rounds = []
+        for sid in (served.old, served.new, served.old):
+            swap_pointer(paths, sid)
+            rounds.append([(_where(r), r.json()["snapshots"]["sample"]) for r in asyncio.run(two())])
+    finally:
+        swap_pointer(paths, served.old)
+    assert rounds == [[("pool", s), ("loop", s)] for s in (served.old, served.new, served.old)]
