@@ -128,9 +128,10 @@ def build_narrative_retriever(
     with ``Settings.from_env()`` and pass it) locate models and endpoints. With the
     defaults: ``auto`` retrieval (the embedding model the index was built with when its
     extra is installed, else BM25 only), the competitor gate and glossary multi-query with
-    the glossary published with the library, no reranker unless a ``provider`` is given
-    (then the LLM listwise judge over the top 10; ``reranker=None`` or the spec's
-    ``reranker="none"``: no reranker and no call to the provider).
+    the glossary published with the library, and no reranker, with or without a
+    ``provider`` (``reranker="listwise"`` or the spec's ``reranker="listwise"`` asks the LLM
+    listwise judge to order the top 10; it is opt-in because with a small local model it
+    lost on the judged sets, ``docs/llm-providers.md``).
 
     The keywords below change the spec for this call (each is a field of the spec):
     ``mode``; ``intelligence`` (a :class:`~ragspine_query.intelligence.QueryIntelligence`);

@@ -42,8 +42,9 @@ class OpenIETripleExtractor:
 
     Only non-RESTRICTED chunks may be passed (:func:`build_relation_graph` guarantees it;
     :meth:`extract` refuses a RESTRICTED one). Results are cached in SQLite keyed by
-    (``model_id``, prompt version, sha256 of the text), so a re-build asks only for new
-    text. Every edge it yields is stamped model-derived and unverified.
+    (``model_id`` with the token cap, prompt version, sha256 of the text), so a re-build asks
+    only for new text, and triples salvaged from a reply cut at a smaller cap are not reused by
+    a build with a larger one. Every edge it yields is stamped model-derived and unverified.
     """
 
     def __init__(self, provider: LLMProvider, *, model_id: str, cache_path: Path, max_tokens: int | None = None) -> None:
@@ -52,6 +53,8 @@ class OpenIETripleExtractor:
         self.provider = provider
         self.model_id = model_id
         self.max_tokens = feature_max_tokens("openie") if max_tokens is None else max_tokens
+        #: the cache's model column: the model and the token cap its replies were asked with
+        self._cache_model = f"{model_id}|max_tokens={self.max_tokens}"
         #: replies that held no readable triple (that chunk adds no model edge; not cached, asked again next build)
         self.unparsed = 0
         #: replies cut short whose complete triples were kept
@@ -72,7 +75,7 @@ class OpenIETripleExtractor:
             raise ConfigError("a RESTRICTED chunk may never be given to an extractor")
         h = hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()
         row = self._conn.execute("SELECT triples FROM openie_cache WHERE model_id=? AND prompt_version=? AND text_hash=?",
-                                 (self.model_id, OPENIE_PROMPT_VERSION, h)).fetchone()
+                                 (self._cache_model, OPENIE_PROMPT_VERSION, h)).fetchone()
         if row is not None:
             self.cache_hits += 1
             return [Triple(*t) for t in json.loads(row[0])]
@@ -89,7 +92,7 @@ class OpenIETripleExtractor:
             self.salvaged += 1
         with self._conn:
             self._conn.execute("INSERT OR REPLACE INTO openie_cache VALUES (?,?,?,?)",
-                               (self.model_id, OPENIE_PROMPT_VERSION, h, json.dumps([[t.subject, t.predicate, t.object] for t in triples])))
+                               (self._cache_model, OPENIE_PROMPT_VERSION, h, json.dumps([[t.subject, t.predicate, t.object] for t in triples])))
         return triples
 
 

@@ -190,7 +190,9 @@ class LLMSummarizer:
 
     @property
     def id(self) -> str:
-        return f"llm@{LLM_SUMMARIZER_VERSION}:{self.model}:{self.max_words}"
+        """What a cached summary depends on: the prompt version, the model, the word target and
+        the token cap (a summary cut at a smaller cap is not reused by a build with a larger one)."""
+        return f"llm@{LLM_SUMMARIZER_VERSION}:{self.model}:{self.max_words}:t{self.max_tokens}"
 
     def messages(self, texts: Sequence[str]) -> list[dict]:
         body = "\n\n".join(f"[{i}] {t}" for i, t in enumerate(texts, start=1))

@@ -252,11 +252,16 @@ def test_reranker_none_makes_no_llm_call(built_sample, tmp_path, how):
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)
         assert server.requests == [], "reranker none must not call the LLM"
-        # the control: with nothing said, the configured judge is called
+        # with nothing said, no judge either: it is opt-in, also with a provider configured
         env.pop("RAGSPINE_RERANKER", None)
         proc = subprocess.run(args[:7] + ["--json"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
-        assert server.requests, "without 'none' the judge runs"
+        assert server.requests == [], "an unnamed reranker must not call the LLM"
+        # the control: named, the configured judge is called
+        proc = subprocess.run(args[:7] + ["--json", "--reranker", "listwise"], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert server.requests, "--reranker listwise runs the judge"
 
 
 # ------------------------------------------------------------- item 8: library names

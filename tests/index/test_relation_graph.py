@@ -164,7 +164,16 @@ def test_llm_openie_extractor_against_a_local_server(tmp_path):
             build_relation_graph(tmp_path / "g2", chunks, glossary=GLOSSARY, extractor=ex)
         finally:
             ex.close()
+        # replies asked with another token cap are not reused (a reply cut at a smaller cap
+        # must not stand in for one a larger cap allows)
+        wider = OpenIETripleExtractor(provider, model_id="tiny", cache_path=tmp_path / "openie.sqlite",
+                                      max_tokens=ex.max_tokens * 2)
+        try:
+            build_relation_graph(tmp_path / "g3", chunks, glossary=GLOSSARY, extractor=wider)
+        finally:
+            wider.close()
         bodies = server.all_raw_bodies()
+    assert wider.calls == len(CHUNKS) and wider.cache_hits == 0
     assert first_calls == len(CHUNKS)  # every open chunk once, the RESTRICTED one never
     assert ex.calls == first_calls and ex.cache_hits == len(CHUNKS)  # cached by chunk hash
     assert b"Zorvath" not in bodies and b"Marbek" not in bodies

@@ -291,6 +291,19 @@ def test_summary_cache_counts_hits_and_misses(tmp_path):
         assert (cache.hits, cache.misses) == (1, 2)
 
 
+def test_llm_summaries_are_cached_per_token_cap(tmp_path):
+    """A summary cut at a small token cap is not served to a build that allows a larger one."""
+    with LocalChatServer("ok", reply=lambda body: "A short summary.") as server:
+        provider = OpenAICompatibleProvider(server.base_url, "tiny", timeout_s=5.0, backoff_s=0.01)
+        small, large = LLMSummarizer(provider, max_tokens=64), LLMSummarizer(provider, max_tokens=256)
+        assert small.id != large.id and "t64" in small.id
+        with SummaryCache(tmp_path / "s.sqlite") as cache:
+            cache.summarize(small, ["a", "b"])
+            cache.summarize(small, ["a", "b"])
+            cache.summarize(large, ["a", "b"])
+            assert (cache.hits, cache.misses) == (1, 2)
+
+
 def test_llm_summarizer_requires_a_provider():
     from ragspine_core.errors import ConfigError
 

@@ -337,7 +337,8 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
 
     with LocalChatServer("ok") as server:
         provider = OpenAICompatibleProvider(base_url=server.base_url, model="local-test")
-        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25")
+        retriever = build_narrative_retriever(lib["art"], provider, embedding_backend=None, mode="bm25",
+                                              reranker="listwise")  # the judge is opt-in: named
         for i, q in enumerate(queries):
             scan.text(f"http snippets #{i}", json.dumps([s.to_dict() for s in retriever.retrieve(q, top_k=10)], ensure_ascii=False))
         assert len(server.requests) > N_HTTP_QUERIES // 2
@@ -346,7 +347,8 @@ def test_llm_provider_requests_and_cli_output_leak_nothing(leak_library, tmp_pat
             for extra in ([], ["--json"]):
                 proc = subprocess.run([PYTHON, "-m", "ragspine_tools.cli", "query", str(lib["art"]), q, "--mode", "bm25",
                                        "--top-k", "20", *extra], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                                      env=python_env(RAGSPINE_LLM_BASE_URL=server.base_url, RAGSPINE_LLM_MODEL="local-test"))
+                                      env=python_env(RAGSPINE_LLM_BASE_URL=server.base_url, RAGSPINE_LLM_MODEL="local-test",
+                                                     RAGSPINE_RERANKER="listwise"))
                 assert proc.returncode == 0, proc.stderr
                 scan.text("CLI stdout", proc.stdout)
                 scan.text("CLI stderr", proc.stderr)
