@@ -44,7 +44,8 @@ kind) pairs, all cases by default; ``--time-budget`` stops starting new cases af
 many seconds and says how many ran.
 
 Resuming and slicing: ``--results FILE`` appends one JSON line per finished case (file,
-kind, outcomes, seconds) and skips the files a line already names, so a second run with
+kind, outcomes, seconds) and skips the files a line already names (with ``--sample all`` or
+``N``: the (file, kind) pairs), so a second run with
 the same file continues where a budget or a kill stopped the first; file names are
 compared with their 24-hex-digit ``work/`` hashes (folders and ``.records`` names) replaced by ``<hash>``, so the lines
 still match after a rebuild changed a hash. ``--only PREFIX[,PREFIX...]`` keeps the cases whose
@@ -88,6 +89,12 @@ HASH_PART = re.compile(r"(?<![0-9a-f])[0-9a-f]{24}(?![0-9a-f])")
 def case_name(rel: Path) -> str:
     """A case's file as ``--results`` records it: its ``work/`` hash parts as ``<hash>``."""
     return "/".join(HASH_PART.sub("<hash>", part) for part in rel.parts)
+
+
+def case_key(file: str, kind: str, sample: str) -> tuple[str, str]:
+    """What ``--results`` resumes by: with ``--sample files`` (one case per file) the file, so a
+    file any line names is done whatever its kind; otherwise the (file, kind) pair."""
+    return (file, "") if sample == "files" else (file, kind)
 
 
 def done_cases(results: Path | None) -> list[dict[str, Any]]:
@@ -318,10 +325,15 @@ def main() -> int:
     if args.cases:
         lo, _, hi = args.cases.partition(":")
         todo = todo[int(lo) if lo else None:int(hi) if hi else None]
-    previous = done_cases(args.results)
-    done = {r["file"] for r in previous}
-    skipped = sum(case_name(rel_of(f)) in done for f, _ in todo)
-    todo = [(f, k) for f, k in todo if case_name(rel_of(f)) not in done]
+    def key(file: str, kind: str) -> tuple[str, str]:
+        return case_key(file, kind, args.sample)
+
+    def done_keys() -> set[tuple[str, str]]:
+        return {key(r["file"], r["kind"]) for r in done_cases(args.results)}
+
+    done = done_keys()
+    skipped = sum(key(case_name(rel_of(f)), k) in done for f, k in todo)
+    todo = [(f, k) for f, k in todo if key(case_name(rel_of(f)), k) not in done]
     if skipped:
         print(f"{skipped} case(s) already in {args.results}: skipped", flush=True)
     print(f"{len(files)} files, {len(todo)} cases (sample {args.sample}, seed {args.seed}); modes "
@@ -335,7 +347,7 @@ def main() -> int:
             print(f"time budget spent: {ran} of {len(todo)} cases ran", flush=True)
             break
         rel = rel_of(f)
-        if args.results is not None and case_name(rel) in {r["file"] for r in done_cases(args.results)}:
+        if args.results is not None and key(case_name(rel), kind) in done_keys():
             continue  # another run on the same results file did it meanwhile
         case = args.workdir / "case"
         shutil.rmtree(case, ignore_errors=True)
