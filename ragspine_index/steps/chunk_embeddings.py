@@ -70,8 +70,10 @@ class EmbeddingCache:
 
     Each row carries a CRC-32 of its key and vector (``crc``): SQLite has no page checksums,
     so bytes flipped inside a row that still parses would otherwise be read as a vector and
-    published. A row whose check fails, or that has none (written before the column), is
-    not returned: the caller embeds that text again and :meth:`put_many` rewrites the row.
+    published. A row whose check fails is not returned: the caller embeds that text again and
+    :meth:`put_many` rewrites the row. A row written before the column has no check: it is
+    returned as it is (as before) and its check is written then, so an upgrade does not
+    re-embed a whole cache (a real model at 1M chunks: hours).
     """
 
     def __init__(self, path: Path) -> None:
@@ -83,28 +85,28 @@ class EmbeddingCache:
             "CREATE TABLE IF NOT EXISTS embedding_cache (model_id TEXT NOT NULL, text_hash TEXT NOT NULL, "
             "dim INTEGER NOT NULL, vector BLOB NOT NULL, crc INTEGER, PRIMARY KEY (model_id, text_hash))")
         if "crc" not in {row[1] for row in self._conn.execute("PRAGMA table_info(embedding_cache)")}:
-            try:  # a cache written before the column: its rows are embedded again as they are read
+            try:  # a cache written before the column: each row's check is written when it is first read
                 self._conn.execute("ALTER TABLE embedding_cache ADD COLUMN crc INTEGER")
             except sqlite3.OperationalError as exc:
                 if "duplicate column" not in str(exc):  # another process added it meanwhile
                     raise
         self._conn.commit()
-        #: rows :meth:`get_many` refused: their check failed / they had none
+        #: rows :meth:`get_many` refused (their check failed) / returned and gave a check (they had none)
         self.damaged_rows = 0
         self.unchecked_rows = 0
 
     def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        damaged = unchecked = 0
+        damaged = 0
+        backfill: list[tuple[int, str, str]] = []
         for i in range(0, len(hashes), 500):
             part = list(hashes[i:i + 500])
             q = (f"SELECT text_hash, vector, crc FROM embedding_cache WHERE model_id = ? "
                  f"AND text_hash IN ({','.join('?' * len(part))})")
             for h, blob, crc in self._conn.execute(q, [model_id, *part]):
                 if crc is None:
-                    unchecked += 1
-                    continue
-                if crc != _row_check(model_id, h, blob) or len(blob) % 4:
+                    backfill.append((_row_check(model_id, h, blob), model_id, h))
+                elif crc != _row_check(model_id, h, blob) or len(blob) % 4:
                     damaged += 1
                     continue
                 vector = np.frombuffer(blob, dtype=np.float32)
@@ -113,8 +115,12 @@ class EmbeddingCache:
         if damaged:
             log.warning("embedding cache %s: %d cached vector(s) of model %s failed their checksum (damaged bytes); "
                         "they are embedded again and rewritten", self.path, damaged, model_id)
+        if backfill:
+            with self._conn:
+                self._conn.executemany("UPDATE embedding_cache SET crc = ? WHERE model_id = ? AND text_hash = ? AND crc IS NULL",
+                                       backfill)
         self.damaged_rows += damaged
-        self.unchecked_rows += unchecked
+        self.unchecked_rows += len(backfill)
         return out
 
     def put_many(self, model_id: str, items: Sequence[tuple[str, np.ndarray]]) -> None:

@@ -93,9 +93,10 @@ def test_a_zero_vector_in_the_cache_is_embedded_again(tmp_path):
     assert cached_vectors(cache, backend, hashes[:1])[hashes[0]].any()
 
 
-def test_a_row_whose_check_fails_or_that_has_none_is_a_miss_and_is_rewritten(tmp_path):
-    """Bytes flipped inside a row (SQLite has no page checksums) and rows of a cache written
-    before the check column are not returned: the text is embedded again."""
+def test_a_row_whose_check_fails_is_a_miss_and_a_row_without_one_gets_one(tmp_path):
+    """Bytes flipped inside a row (SQLite has no page checksums) are not returned: the text is
+    embedded again. A row of a cache written before the check column is returned and checked
+    from then on (an upgrade re-embeds nothing)."""
     import sqlite3
 
     path = tmp_path / "cache.sqlite"
@@ -106,10 +107,11 @@ def test_a_row_whose_check_fails_or_that_has_none_is_a_miss_and_is_rewritten(tmp
     conn.close()
     cache = EmbeddingCache(path)
     try:
-        assert cache.get_many("m", ["old"]) == {} and cache.unchecked_rows == 1
-        cache.put_many("m", [("old", np.ones(2, np.float32)), ("new", np.full(2, 0.5, np.float32))])
+        assert sorted(cache.get_many("m", ["old"])) == ["old"] and cache.unchecked_rows == 1
+        assert sorted(cache.get_many("m", ["old"])) == ["old"] and cache.unchecked_rows == 1  # checked now
+        cache.put_many("m", [("new", np.full(2, 0.5, np.float32))])
         got = cache.get_many("m", ["new", "old"])
-        assert sorted(got) == ["new", "old"] and cache.damaged_rows == 0
+        assert sorted(got) == ["new", "old"] and cache.damaged_rows == 0 and cache.unchecked_rows == 1
         with sqlite3.connect(path) as conn:
             blob = bytearray(conn.execute("SELECT vector FROM embedding_cache WHERE text_hash = 'new'").fetchone()[0])
             blob[1] ^= 0x01
