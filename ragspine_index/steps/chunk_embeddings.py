@@ -104,11 +104,11 @@ class EmbeddingCache:
             q = (f"SELECT text_hash, vector, crc FROM embedding_cache WHERE model_id = ? "
                  f"AND text_hash IN ({','.join('?' * len(part))})")
             for h, blob, crc in self._conn.execute(q, [model_id, *part]):
-                if crc is None:
-                    backfill.append((_row_check(model_id, h, blob), model_id, h))
-                elif crc != _row_check(model_id, h, blob) or len(blob) % 4:
+                if len(blob) % 4 or (crc is not None and crc != _row_check(model_id, h, blob)):
                     damaged += 1
                     continue
+                if crc is None:
+                    backfill.append((_row_check(model_id, h, blob), model_id, h))
                 vector = np.frombuffer(blob, dtype=np.float32)
                 if vector.any():  # a zero vector (kept by a build its check refused) is embedded again
                     out[h] = vector

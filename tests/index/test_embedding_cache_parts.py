@@ -123,5 +123,9 @@ def test_a_row_whose_check_fails_is_a_miss_and_a_row_without_one_gets_one(tmp_pa
             conn.execute("UPDATE embedding_cache SET text_hash = 'olc' WHERE text_hash = 'old'")
         conn.close()
         assert cache.get_many("m", ["olc"]) == {} and cache.damaged_rows == 2
+        with sqlite3.connect(path) as conn:  # an old row cut short (no whole float32): refused, not a crash
+            conn.execute("INSERT INTO embedding_cache VALUES ('m', 'cut', 2, ?, NULL)", (b"\x00\x00\x80",))
+        conn.close()
+        assert cache.get_many("m", ["cut"]) == {} and cache.damaged_rows == 3
     finally:
         cache.close()
