@@ -17,7 +17,8 @@ and ``history.jsonl``, and each damage kind — ``trunc_half``, ``trunc_zero``,
 3. **repair**: one ingest of the unchanged sources (``build_library``, what ``ragspine
    ingest`` runs), after the repair command the error names when the damaged file is an
    input of the build (chunk store, cache); ``ok`` when the serving snapshot then
-   passes ``--verify`` and answers as before, else ``FAIL``.
+   passes ``--verify``, answers as before and has the undamaged library's snapshot id
+   (the sources did not change, so neither may the content), else ``FAIL``.
 
 Prints one line per case and a tally; exit 1 when any ``DIFF``/``CRASH``/``FAIL``.
 
@@ -303,6 +304,14 @@ def main() -> int:
     name = LIB["name"]
     base_data = args.workdir / "base"
     prepare(base_data, args.synthetic)
+    # the sources do not change: a repair must publish the same content, i.e. the same snapshot id
+    # (another id with the same answers to one query is a silent repair from damaged inputs); the
+    # base is brought to this code first (a no-op when it is current; a base built by older
+    # converters gets a new id from their code versions alone)
+    before_id = (base_data / "artifacts" / name / "current").resolve().name
+    base_id = build(base_data)
+    if base_id != before_id:
+        print(f"base library republished by this code: {before_id} -> {base_id}", flush=True)
     baseline = answer_fresh(base_data / "artifacts" / name)
     unsupported = [m for m, _ in MODES if baseline[m][0] != 0]
     if unsupported:
@@ -393,8 +402,11 @@ def main() -> int:
         try:
             verify_snapshot((lib / "current").resolve(), full=True)
             again = answer_fresh(lib)
+            repaired_id = (lib / "current").resolve().name
             outcomes.append("repair:ok" if all(classify(baseline[m], again[m]) == "same" for m, _ in LIB["modes"])
-                            else "repair:FAIL(answers differ)")
+                            and repaired_id == base_id
+                            else "repair:FAIL(answers differ)" if repaired_id == base_id
+                            else f"repair:FAIL(snapshot {repaired_id}, not {base_id}: other content)")
         except Exception as exc:
             outcomes.append(f"repair:FAIL({' '.join(str(exc).split())[:100]})")
         for o in outcomes:
