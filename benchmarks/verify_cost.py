@@ -2,10 +2,9 @@
 
 Builds (or reuses, ``--reuse``) a synthetic library of about ``--chunks`` chunks through
 :func:`ragspine_index.pipeline.build_library` (the assets' steps; seeded synthetic
-passages of ``ragspine bench --scale``; no embedding (the deterministic test backend
-leaves a few synthetic passages without a unit vector), no summary tree: the large files
-are the BM25 arrays, the relation graph and chunks.sqlite; verification cost is per byte,
-so the throughput extrapolates to vector files), then measures, each in a fresh Python process, the median of
+passages of ``ragspine bench --scale``; by default no embedding, no summary tree: the large
+files are the BM25 arrays, the relation graph and chunks.sqlite; verification cost is per
+byte), then measures, each in a fresh Python process, the median of
 ``--rounds`` runs (warm page cache: the figures are CPU cost, not disk reads):
 
 * ``open``: :func:`ragspine_query.open_library` (every file's size, sha256 of the files up
@@ -16,10 +15,16 @@ so the throughput extrapolates to vector files), then measures, each in a fresh 
   pass), and the same with the pass switched off, i.e. what the pass adds;
 * ``verify_full``: ``ragspine snapshots --verify`` (every file hashed, single thread).
 
+With ``--embedding deterministic`` the library carries vectors (the 64-d test backend, the
+real embedding step and exact dense scan; no ANN index), and ``--flip`` adds one case: one
+bit flipped in the middle of ``embeddings/vectors.npy`` (in place, flipped back after), a
+fresh reader's first ``hybrid`` query must fail with a located ``IndexCorruptError``.
+
 Usage::
 
     python benchmarks/verify_cost.py --chunks 100000 --workdir /tmp/verify100k
     python benchmarks/verify_cost.py --chunks 100000 --workdir /tmp/verify100k --reuse
+    python benchmarks/verify_cost.py --chunks 1000000 --workdir /tmp/v1m --embedding deterministic --flip
 """
 
 from __future__ import annotations
