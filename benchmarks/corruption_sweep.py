@@ -17,7 +17,8 @@ and ``history.jsonl``, and each damage kind — ``trunc_half``, ``trunc_zero``,
 3. **repair**: one ingest of the unchanged sources (``build_library``, what ``ragspine
    ingest`` runs), after the repair command the error names when the damaged file is an
    input of the build (chunk store, cache); ``ok`` when the serving snapshot then
-   passes ``--verify`` and answers as before, else ``FAIL``.
+   passes ``--verify``, answers as before and has the undamaged library's snapshot id
+   (the sources did not change, so neither may the content), else ``FAIL``.
 
 Prints one line per case and a tally; exit 1 when any ``DIFF``/``CRASH``/``FAIL``.
 
@@ -44,7 +45,8 @@ kind) pairs, all cases by default; ``--time-budget`` stops starting new cases af
 many seconds and says how many ran.
 
 Resuming and slicing: ``--results FILE`` appends one JSON line per finished case (file,
-kind, outcomes, seconds) and skips the files a line already names, so a second run with
+kind, outcomes, seconds) and skips the files a line already names (with ``--sample all`` or
+``N``: the (file, kind) pairs), so a second run with
 the same file continues where a budget or a kill stopped the first; file names are
 compared with their 24-hex-digit ``work/`` hashes (folders and ``.records`` names) replaced by ``<hash>``, so the lines
 still match after a rebuild changed a hash. ``--only PREFIX[,PREFIX...]`` keeps the cases whose
@@ -88,6 +90,12 @@ HASH_PART = re.compile(r"(?<![0-9a-f])[0-9a-f]{24}(?![0-9a-f])")
 def case_name(rel: Path) -> str:
     """A case's file as ``--results`` records it: its ``work/`` hash parts as ``<hash>``."""
     return "/".join(HASH_PART.sub("<hash>", part) for part in rel.parts)
+
+
+def case_key(file: str, kind: str, sample: str) -> tuple[str, str]:
+    """What ``--results`` resumes by: with ``--sample files`` (one case per file) the file, so a
+    file any line names is done whatever its kind; otherwise the (file, kind) pair."""
+    return (file, "") if sample == "files" else (file, kind)
 
 
 def done_cases(results: Path | None) -> list[dict[str, Any]]:
@@ -296,6 +304,14 @@ def main() -> int:
     name = LIB["name"]
     base_data = args.workdir / "base"
     prepare(base_data, args.synthetic)
+    # the sources do not change: a repair must publish the same content, i.e. the same snapshot id
+    # (another id with the same answers to one query is a silent repair from damaged inputs); the
+    # base is brought to this code first (a no-op when it is current; a base built by older
+    # converters gets a new id from their code versions alone)
+    before_id = (base_data / "artifacts" / name / "current").resolve().name
+    base_id = build(base_data)
+    if base_id != before_id:
+        print(f"base library republished by this code: {before_id} -> {base_id}", flush=True)
     baseline = answer_fresh(base_data / "artifacts" / name)
     unsupported = [m for m, _ in MODES if baseline[m][0] != 0]
     if unsupported:
@@ -318,10 +334,15 @@ def main() -> int:
     if args.cases:
         lo, _, hi = args.cases.partition(":")
         todo = todo[int(lo) if lo else None:int(hi) if hi else None]
-    previous = done_cases(args.results)
-    done = {r["file"] for r in previous}
-    skipped = sum(case_name(rel_of(f)) in done for f, _ in todo)
-    todo = [(f, k) for f, k in todo if case_name(rel_of(f)) not in done]
+    def key(file: str, kind: str) -> tuple[str, str]:
+        return case_key(file, kind, args.sample)
+
+    def done_keys() -> set[tuple[str, str]]:
+        return {key(r["file"], r["kind"]) for r in done_cases(args.results)}
+
+    done = done_keys()
+    skipped = sum(key(case_name(rel_of(f)), k) in done for f, k in todo)
+    todo = [(f, k) for f, k in todo if key(case_name(rel_of(f)), k) not in done]
     if skipped:
         print(f"{skipped} case(s) already in {args.results}: skipped", flush=True)
     print(f"{len(files)} files, {len(todo)} cases (sample {args.sample}, seed {args.seed}); modes "
@@ -335,7 +356,7 @@ def main() -> int:
             print(f"time budget spent: {ran} of {len(todo)} cases ran", flush=True)
             break
         rel = rel_of(f)
-        if args.results is not None and case_name(rel) in {r["file"] for r in done_cases(args.results)}:
+        if args.results is not None and key(case_name(rel), kind) in done_keys():
             continue  # another run on the same results file did it meanwhile
         case = args.workdir / "case"
         shutil.rmtree(case, ignore_errors=True)
@@ -381,8 +402,11 @@ def main() -> int:
         try:
             verify_snapshot((lib / "current").resolve(), full=True)
             again = answer_fresh(lib)
+            repaired_id = (lib / "current").resolve().name
             outcomes.append("repair:ok" if all(classify(baseline[m], again[m]) == "same" for m, _ in LIB["modes"])
-                            else "repair:FAIL(answers differ)")
+                            and repaired_id == base_id
+                            else "repair:FAIL(answers differ)" if repaired_id == base_id
+                            else f"repair:FAIL(snapshot {repaired_id}, not {base_id}: other content)")
         except Exception as exc:
             outcomes.append(f"repair:FAIL({' '.join(str(exc).split())[:100]})")
         for o in outcomes:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import time
+import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,6 +30,8 @@ from ragspine_index.step_api import CheckSpec, Progress, StepContext, StepResult
 __all__ = ["EMBED_BLOCK", "EmbeddingCache", "EmbeddingInput", "EmbeddingRef", "assemble_embeddings", "build_embeddings",
            "embed_block", "embedding_input", "embeddings_step", "missing_hashes", "purge_restricted_vectors",
            "resolve_embedding_spec", "restricted_text_hashes", "text_hash", "verify_embeddings"]
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingRef:
@@ -56,34 +60,77 @@ class EmbeddingRef:
         return out
 
 
+def _row_check(model_id: str, text_hash: str, blob: bytes) -> int:
+    """CRC-32 of one cache row (its key and its vector's bytes)."""
+    return zlib.crc32(blob, zlib.crc32(f"{model_id}\0{text_hash}\0".encode("utf-8")))
+
+
 class EmbeddingCache:
-    """(model id, sha256 of text) -> float32 vector, in one SQLite file shared by libraries."""
+    """(model id, sha256 of text) -> float32 vector, in one SQLite file shared by libraries.
+
+    Each row carries a CRC-32 of its key and vector (``crc``): SQLite has no page checksums,
+    so bytes flipped inside a row that still parses would otherwise be read as a vector and
+    published. A row whose check fails is not returned: the caller embeds that text again and
+    :meth:`put_many` rewrites the row. A row written before the column has no check: it is
+    returned as it is (as before) and its check is written then, so an upgrade does not
+    re-embed a whole cache (a real model at 1M chunks: hours).
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._conn = sqlite3.connect(path, timeout=60)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS embedding_cache (model_id TEXT NOT NULL, text_hash TEXT NOT NULL, "
-            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_hash))")
+            "dim INTEGER NOT NULL, vector BLOB NOT NULL, crc INTEGER, PRIMARY KEY (model_id, text_hash))")
+        if "crc" not in {row[1] for row in self._conn.execute("PRAGMA table_info(embedding_cache)")}:
+            try:  # a cache written before the column: each row's check is written when it is first read
+                self._conn.execute("ALTER TABLE embedding_cache ADD COLUMN crc INTEGER")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it meanwhile
+                    raise
         self._conn.commit()
+        #: rows :meth:`get_many` refused (their check failed) / returned and gave a check (they had none)
+        self.damaged_rows = 0
+        self.unchecked_rows = 0
 
     def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
+        damaged = 0
+        backfill: list[tuple[int, str, str]] = []
         for i in range(0, len(hashes), 500):
             part = list(hashes[i:i + 500])
-            q = f"SELECT text_hash, vector FROM embedding_cache WHERE model_id = ? AND text_hash IN ({','.join('?' * len(part))})"
-            for h, blob in self._conn.execute(q, [model_id, *part]):
+            q = (f"SELECT text_hash, vector, crc FROM embedding_cache WHERE model_id = ? "
+                 f"AND text_hash IN ({','.join('?' * len(part))})")
+            for h, blob, crc in self._conn.execute(q, [model_id, *part]):
+                if len(blob) % 4 or (crc is not None and crc != _row_check(model_id, h, blob)):
+                    damaged += 1
+                    continue
+                if crc is None:
+                    backfill.append((_row_check(model_id, h, blob), model_id, h))
                 vector = np.frombuffer(blob, dtype=np.float32)
                 if vector.any():  # a zero vector (kept by a build its check refused) is embedded again
                     out[h] = vector
+        if damaged:
+            log.warning("embedding cache %s: %d cached vector(s) of model %s failed their checksum (damaged bytes); "
+                        "they are embedded again and rewritten", self.path, damaged, model_id)
+        if backfill:
+            with self._conn:
+                self._conn.executemany("UPDATE embedding_cache SET crc = ? WHERE model_id = ? AND text_hash = ? AND crc IS NULL",
+                                       backfill)
+        self.damaged_rows += damaged
+        self.unchecked_rows += len(backfill)
         return out
 
     def put_many(self, model_id: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        rows = []
+        for h, v in items:
+            blob = np.asarray(v, dtype=np.float32).tobytes()
+            rows.append((model_id, h, int(v.shape[0]), blob, _row_check(model_id, h, blob)))
         with self._conn:
             self._conn.executemany(
-                "INSERT OR REPLACE INTO embedding_cache (model_id, text_hash, dim, vector) VALUES (?,?,?,?)",
-                [(model_id, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+                "INSERT OR REPLACE INTO embedding_cache (model_id, text_hash, dim, vector, crc) VALUES (?,?,?,?,?)", rows)
 
     def purge(self, hashes: Sequence[str]) -> int:
         """Delete every model's vector of these text hashes; returns the rows deleted."""

@@ -42,3 +42,13 @@ def test_done_cases_reads_the_results_file_and_names_a_damaged_line(tmp_path):
         fh.write('{"file": "b", "kin')  # a run killed mid-line
     with pytest.raises(SystemExit, match=r"r\.jsonl:3: not a JSON line"):
         s.done_cases(results)
+
+
+def test_resume_key_is_the_file_for_one_case_per_file_and_the_pair_otherwise():
+    s = sweep()
+    done = {s.case_key("a", "delete", "files")}
+    assert s.case_key("a", "flip_mid", "files") in done  # one case per file: done whatever the kind
+    done = {s.case_key("a", "delete", "all")}
+    assert s.case_key("a", "delete", "all") in done
+    assert s.case_key("a", "flip_mid", "all") not in done  # every kind: the other kinds still run
+    assert s.case_key("a", "flip_mid", "12") not in done

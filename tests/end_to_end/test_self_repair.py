@@ -207,6 +207,49 @@ def test_a_damaged_embedding_cache_is_named_with_a_repair_that_works(tiny, tmp_p
     assert_serving_verified(data, new)
 
 
+def test_bytes_flipped_inside_cached_vectors_are_never_published(tiny, tmp_path, caplog):
+    """SQLite has no page checksums: a bit flipped inside a cached vector still parses. The
+    repair of damaged ``work/`` outputs reads the cache (chunk vectors, summaries, the relation
+    graph's entity names); before the row checks it published the flipped vectors (a new
+    snapshot id, every vector off by one bit, and it verified, its hashes taken from the
+    wrong bytes)."""
+    import sqlite3
+
+    import numpy as np
+
+    data = copy(tiny, tmp_path)
+    paths = lib_paths(data)
+    sid = paths.current.resolve().name
+    vectors_rel = f"{schema.EMBEDDINGS_DIR}/{schema.EMB_VECTORS}"
+    before = np.load(paths.current / vectors_rel)
+    cache = data / "cache" / "embeddings.sqlite"
+    with sqlite3.connect(cache) as conn:  # one low mantissa bit of every cached vector: rows that still parse
+        for model, h, blob in conn.execute("SELECT model_id, text_hash, vector FROM embedding_cache").fetchall():
+            rot = bytearray(blob)
+            rot[len(rot) // 2] ^= 0x01
+            conn.execute("UPDATE embedding_cache SET vector = ? WHERE model_id = ? AND text_hash = ?", (bytes(rot), model, h))
+    conn.close()
+    for v in sorted(p for p in paths.work.rglob("*") if p.is_file() and "/.records/" not in p.as_posix()):
+        flip_in_place(v, 8)  # every work/ output (and the snapshot files sharing their inodes): rebuilt, reading the cache
+    with caplog.at_level("WARNING", logger="ragspine_index.steps.chunk_embeddings"):
+        assert build(data).snapshot_id == sid  # the same vectors: the same snapshot
+    assert f"embedding cache {cache}" in caplog.text and "failed their checksum" in caplog.text
+    np.testing.assert_array_equal(np.load(paths.current / vectors_rel), before)
+    assert_serving_verified(data, sid)
+    from ragspine_index.steps.chunk_embeddings import EmbeddingCache
+
+    healed = EmbeddingCache(cache)  # the refused rows (chunks, summaries, entity names) were embedded again and rewritten
+    try:
+        with sqlite3.connect(cache) as conn:
+            rows = conn.execute("SELECT model_id, text_hash FROM embedding_cache").fetchall()
+        conn.close()
+        for model in {m for m, _ in rows}:
+            healed.get_many(model, sorted(h for m, h in rows if m == model))
+        assert healed.damaged_rows == 0 and healed.unchecked_rows == 0
+    finally:
+        healed.close()
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "zero"])
 def test_a_damaged_history_is_a_located_error_and_one_ingest_repairs_it(tiny, tmp_path, damage):
     data = copy(tiny, tmp_path)

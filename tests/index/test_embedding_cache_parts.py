@@ -91,3 +91,41 @@ def test_a_zero_vector_in_the_cache_is_embedded_again(tmp_path):
     assert backend.asked == TEXTS[:1]
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-6)
     assert cached_vectors(cache, backend, hashes[:1])[hashes[0]].any()
+
+
+def test_a_row_whose_check_fails_is_a_miss_and_a_row_without_one_gets_one(tmp_path):
+    """Bytes flipped inside a row (SQLite has no page checksums) are not returned: the text is
+    embedded again. A row of a cache written before the check column is returned and checked
+    from then on (an upgrade re-embeds nothing)."""
+    import sqlite3
+
+    path = tmp_path / "cache.sqlite"
+    with sqlite3.connect(path) as conn:  # the schema before the check column
+        conn.execute("CREATE TABLE embedding_cache (model_id TEXT NOT NULL, text_hash TEXT NOT NULL, "
+                     "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_hash))")
+        conn.execute("INSERT INTO embedding_cache VALUES ('m', 'old', 2, ?)", (np.ones(2, np.float32).tobytes(),))
+    conn.close()
+    cache = EmbeddingCache(path)
+    try:
+        assert sorted(cache.get_many("m", ["old"])) == ["old"] and cache.unchecked_rows == 1
+        assert sorted(cache.get_many("m", ["old"])) == ["old"] and cache.unchecked_rows == 1  # checked now
+        cache.put_many("m", [("new", np.full(2, 0.5, np.float32))])
+        got = cache.get_many("m", ["new", "old"])
+        assert sorted(got) == ["new", "old"] and cache.damaged_rows == 0 and cache.unchecked_rows == 1
+        with sqlite3.connect(path) as conn:
+            blob = bytearray(conn.execute("SELECT vector FROM embedding_cache WHERE text_hash = 'new'").fetchone()[0])
+            blob[1] ^= 0x01
+            conn.execute("UPDATE embedding_cache SET vector = ? WHERE text_hash = 'new'", (bytes(blob),))
+        conn.close()
+        assert sorted(cache.get_many("m", ["new", "old"])) == ["old"] and cache.damaged_rows == 1
+        # a row's check covers its key: the same vector under another text's hash is refused too
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE embedding_cache SET text_hash = 'olc' WHERE text_hash = 'old'")
+        conn.close()
+        assert cache.get_many("m", ["olc"]) == {} and cache.damaged_rows == 2
+        with sqlite3.connect(path) as conn:  # an old row cut short (no whole float32): refused, not a crash
+            conn.execute("INSERT INTO embedding_cache VALUES ('m', 'cut', 2, ?, NULL)", (b"\x00\x00\x80",))
+        conn.close()
+        assert cache.get_many("m", ["cut"]) == {} and cache.damaged_rows == 3
+    finally:
+        cache.close()
