@@ -65,7 +65,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAGSPINE_OPENAI_BASE_URL", "openai_base_url", "", "OpenAI-compatible embeddings endpoint"),
     EnvVar("RAGSPINE_RETRIEVAL_MODE", "retrieval_mode", "auto", "auto|hybrid|vector|bm25|lexical|economy"),
     EnvVar("RAGSPINE_RERANKER", "reranker", "",
-           "none|auto|listwise|cross_encoder|colbert|maxsim|splade (unset: listwise when an LLM is configured, else none)"),
+           "none|auto|listwise|cross_encoder|colbert|maxsim|splade (unset: none, also when an LLM is configured: the listwise judge is opt-in, `docs/llm-providers.md`)"),
     EnvVar("RAGSPINE_CROSS_ENCODER_DIR", "cross_encoder_dir", "", "cross-encoder ONNX model folder"),
     EnvVar("RAGSPINE_SPLADE_DIR", "splade_dir", "", "SPLADE ONNX model folder"),
     EnvVar("RAGSPINE_LLM_BASE_URL", "llm_base_url", "", "OpenAI-compatible chat endpoint (judge, transforms)"),
