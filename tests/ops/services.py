@@ -137,14 +137,16 @@ def start_celery_workers(work: Path, run_config: Path, env: dict[str, str], proc
                          names: Sequence[str] = ("w1", "w2"), cwd: Path | None = None,
                          timeout: float = 90.0) -> dict[str, tuple[subprocess.Popen, Path]]:
     """``dagster-celery worker start`` once per name (``--pool solo``: each executes its
-    steps in its own process; ``-n`` gives each its own Celery node name), and wait until
-    each says it is ready. Every started process is appended to ``procs`` at once, so the
+    steps in its own process; ``-n`` gives each its own Celery node name;
+    ``--prefetch-multiplier 1``: a worker reserves one task at a time, so the first worker
+    to poll cannot take every queued step while the other is still connecting — under load
+    it took all three shards once), and wait until each says it is ready. Every started process is appended to ``procs`` at once, so the
     caller's ``finally`` stops it even when a wait fails."""
     workers: dict[str, tuple[subprocess.Popen, Path]] = {}
     for name in names:
         log = work / f"{name}.log"
         proc = spawn([f"{VENV_BIN}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                      "-y", str(run_config), "-n", name, "--", "--pool", "solo", "--without-gossip",
+                      "-y", str(run_config), "-n", name, "--", "--pool", "solo", "--prefetch-multiplier", "1", "--without-gossip",
                       "--without-mingle", "--without-heartbeat"], log=log, env=env, cwd=cwd)
         procs.append(proc)
         workers[name] = (proc, log)
