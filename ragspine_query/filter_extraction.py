@@ -570,7 +570,8 @@ class FilterFallbackStage(Stage):
         if self.blend:
             # only a hit that *holds* every extracted value is lifted: a row the filtered run kept
             # because it lacks the field (keep_missing) is not excluded, and not promoted either
-            held = [h for h in res if holds_predicates(h, [p.predicate for p in use])]
+            predicates = [p.predicate for p in use]
+            held = [h for h in res if holds_predicates(h, predicates)]
             fused = interleave_rankings(held, list(base.hits)[:top_k])[:top_k]
             kept = {(h.chunk_id, h.chunk.library_id) for h in held}
             outside = sum((h.chunk_id, h.chunk.library_id) not in kept for h in fused)
@@ -595,10 +596,11 @@ class FilterFallbackStage(Stage):
 
 def holds_predicates(hit: Any, predicates: Sequence[Predicate]) -> bool:
     """Whether ``hit``'s chunk holds a value satisfying every predicate: a chunk lacking the
-    field does not hold it, whatever ``keep_missing`` says (it is kept, not lifted)."""
+    field does not hold it, whatever ``keep_missing`` says (it is kept, not lifted; for a value
+    that is present ``keep_missing`` changes nothing, so :meth:`Predicate.matches` decides)."""
     for p in predicates:
         value = getattr(hit.chunk, p.field, None)
-        if not isinstance(value, str) or not value or not dataclasses.replace(p, keep_missing=False).matches(value):
+        if not isinstance(value, str) or not value or not p.matches(value):
             return False
     return True
 

@@ -451,7 +451,6 @@ def _ratio(base: str, key: str, library: Path, mode: str, queries: Sequence[str]
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from ragspine_index.publish import rollback, swap_pointer
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_tools.serve.access import hash_key, new_key
     from ragspine_tools.serve.launch import running
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -464,10 +463,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         paths = LibraryPaths(lib_id, library.parents[1] / "raw" / lib_id, library)
         probe = f"{withdrawn.replace('-', ' ')}"
         queries = _queries(library.parents[1], lib_id, probe)
-        key = new_key()
-        env = {k: v for k, v in os.environ.items()}
-        env["RAGSPINE_API_KEYS"] = json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
-                                                 "max_sensitivity": "INTERNAL"}])
+        key, env = _bench_key()
         rows: list[dict[str, Any]] = []
         swaps: list[dict[str, Any]] = []
         checks_all: dict[str, int] = {}
@@ -516,6 +512,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "errors": sum(r["errors"] for r in rows), **_comparison(args, default, ratios)}
 
 
+def _bench_key() -> tuple[str, dict[str, str]]:
+    """A fresh API key for the bench's one caller (every library, up to INTERNAL), and the
+    environment that gives the service its hash."""
+    from ragspine_tools.serve.access import hash_key, new_key
+
+    key = new_key()
+    return key, dict(os.environ, RAGSPINE_API_KEYS=json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
+                                                                "max_sensitivity": "INTERNAL"}]))
+
+
 def _ms(x: float) -> float:
     return round(x * 1000, 2)
 
@@ -560,15 +566,12 @@ def _latency_only(args: argparse.Namespace, modes: Sequence[str]) -> dict[str, A
     second snapshot, no load levels; the service only reads it)."""
     from ragspine_index.publish import current_snapshot_id
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_tools.serve.access import hash_key, new_key
     from ragspine_tools.serve.launch import running
 
     library = Path(args.library_dir).resolve()
     lib_id = library.name
     queries = _queries(library.parents[1], lib_id, Path(args.withdraw).stem.replace("-", " "))
-    key = new_key()
-    env = dict(os.environ, RAGSPINE_API_KEYS=json.dumps([{"name": "bench", "sha256": hash_key(key), "libraries": ["*"],
-                                                          "max_sensitivity": "INTERNAL"}]))
+    key, env = _bench_key()
     default = "auto" if "auto" in modes else modes[0]
     inline = ["--inline-ms", f"{args.inline_ms:g}"] if args.inline_ms is not None else []
     common = [str(library), "--warm", default, "--workers", str(args.workers), "--max-top-k", "10", "--timeout", "60"]
