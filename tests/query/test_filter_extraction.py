@@ -4,6 +4,7 @@ protocol, and the preference (applied, filled, dropped — never wider than the 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -180,6 +181,14 @@ def test_blend_never_hides_the_unfiltered_best_hits_and_never_widens(sample):
     for q in ("艾克美中国与东岳汽车的合同争议", "Acme US revenue in 2024Q2", "Acme China revenue in 2024Q3"):
         got, base, hard = on.retrieve(q, top_k=10, explain=True), off.retrieve(q, top_k=10), strict.retrieve(q, top_k=10)
         assert got.filters.outcome == "blended" and "interleaved with the unfiltered ranking" in got.filters.note
+        # the note's counts are true of the answer: it counts the answer's hits, and every hit it
+        # counts as lifted holds every extracted value
+        counted = re.search(r"(\d+) of the (\d+) hits are not lifted", got.filters.note)
+        assert counted and int(counted.group(2)) == len(got), got.filters.note
+        preds = [p.predicate for p in got.filters.predicates]
+        holding = sum(all(isinstance(s.get(p.field), str) and s.get(p.field) and p.matches(s[p.field]) for p in preds)
+                      for s in got)
+        assert holding >= len(got) - int(counted.group(1)), (q, got.filters.note, holding)
         assert {s["chunk_id"] for s in base[:3]} <= {s["chunk_id"] for s in got}
         # the bound: a hit ranked r without the filters is within the first 2r with them
         for r, s in enumerate(base[:5], start=1):
