@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -63,8 +65,14 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     ``none``), so that each model's index is cached apart and never served for another;
     so is the chat model of a build that asks for one (``settings``: the edge's, default the
     :class:`~ragspine_core.settings.Settings` defaults).
+
+    A judged set over a raw library folder (its ``library.toml``) is ingested as it is; with a
+    ``chunker`` or ``chunker_options``, from a copy of its files (hard links) under
+    ``out_root`` whose ``_library.toml`` is the library's own with those keys set over it
+    (the ``--chunker`` default ``paragraph`` leaves the library's own chunker).
     """
     from ragspine_index.artifacts import LibraryPaths, sha256_file, sha256_json
+    from ragspine_index.library_config import LIBRARY_CONFIG_FILE
 
     library_set = _library_set(dataset_dir)
     if library_set is not None:  # the corpus is a raw library folder, ingested as it is
@@ -72,12 +80,38 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
         files = sorted(p for p in raw_dir.rglob("*") if p.is_file())
         model = _named_model(embedding)
         glossary = library_set.get("glossary")
+        merged = _overlay_config(raw_dir, chunker, chunker_options or {})
+        overlay = _config_toml(merged) if merged is not None else ""
         key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
                           + [code_versions()] + ([{"embedding": model}] if model else [])
-                          + _build_llm_key(raw_dir, None, settings)
+                          + ([{"library_toml": overlay}] if merged is not None else [])
+                          + (_build_llm_key(raw_dir, None, settings) if merged is None
+                             else _build_llm_key(None, merged, settings))
                           + ([{"glossary": sha256_file(glossary)}] if glossary and glossary.is_file() else []))[:16]
         lib_root = out_root / f"{dataset_dir.name.replace('_', '-')}-{key}"
-        return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
+        if merged is None:
+            return LibraryPaths(raw_dir.name, raw_dir, lib_root / "artifacts" / raw_dir.name)
+        # --chunker / --library-option over a raw library: a copy of its files (hard links
+        # where the file system allows) with the merged _library.toml; the library's own
+        # folder is never written
+        raw = lib_root / "raw" / raw_dir.name
+        if not (raw / ".complete").exists():
+            _say(f"linking {raw_dir} under {raw} with the given library options", quiet)
+            shutil.rmtree(raw, ignore_errors=True)
+            for src in files:
+                rel = src.relative_to(raw_dir)
+                if rel.as_posix() == LIBRARY_CONFIG_FILE:
+                    continue
+                dst = raw / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copy2(src, dst)
+            raw.mkdir(parents=True, exist_ok=True)
+            (raw / LIBRARY_CONFIG_FILE).write_text(overlay, encoding="utf-8")
+            (raw / ".complete").write_text(key)
+        return LibraryPaths(raw_dir.name, raw, lib_root / "artifacts" / raw_dir.name)
     corpus = dataset_dir / "corpus.jsonl"
     if not corpus.is_file():
         raise DatasetError(f"{corpus} is missing: a BEIR dataset folder needs corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
@@ -163,6 +197,47 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     if chunker == "paragraph" and not options:
         return ""
     lines = [f"chunker = {json.dumps(chunker)}"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(options.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _overlay_config(raw_dir: Path, chunker: str, options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``_library.toml`` of a raw library with ``--chunker`` (when not the default
+    ``paragraph``) and ``--library-option`` keys set over its own; None when neither is given.
+
+    Raises:
+        ConfigError: the library's own ``_library.toml`` is not valid TOML.
+    """
+    import tomllib
+
+    from ragspine_index.library_config import LIBRARY_CONFIG_FILE
+
+    if chunker == "paragraph" and not options:
+        return None
+    path = raw_dir / LIBRARY_CONFIG_FILE
+    merged: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            merged = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read the library config ({exc}); fix the TOML syntax") from None
+    if chunker != "paragraph":
+        merged["chunker"] = chunker
+    merged.update(options)
+    return merged
+
+
+def _config_toml(config: Mapping[str, Any]) -> str:
+    """``config`` (top-level keys and tables of scalars or lists) as ``_library.toml`` text;
+    JSON's literals are TOML's for strings, numbers, booleans and arrays."""
+    tables = {k: v for k, v in config.items() if isinstance(v, Mapping)}
+    lines = [f"{k} = {json.dumps(v)}" for k, v in sorted(config.items()) if k not in tables]
+    for name, table in sorted(tables.items()):
+        lines.append(f"[{name}]")
+        for k, v in sorted(table.items()):
+            if isinstance(v, Mapping):
+                raise ConfigError(f"_library.toml: [{name}] {k} is a nested table, which --library-option cannot "
+                                  "rewrite; evaluate a copy of the library with the options in its _library.toml")
+            lines.append(f"{json.dumps(k)} = {json.dumps(v)}")
     return "\n".join(lines) + "\n"
 
 
@@ -579,7 +654,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunker", default="paragraph", help="chunker of the evaluation library (default paragraph)")
     p.add_argument("--library-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a _library.toml key of the evaluation library, e.g. breakpoint_percentile=25 or "
-                        "summarizer=none (repeatable; see docs/configuration.md)")
+                        "summarizer=none (repeatable; see docs/configuration.md); for a judged set over a raw "
+                        "library folder, set over the library's own _library.toml in a linked copy")
     p.add_argument("--tree", default="off", help="summary-tree channel fused with each mode: off|collapsed|traversal (default off)")
     p.add_argument("--multi-query", default=None, choices=("on", "off"),
                    help="glossary multi-query variants on|off (default: RAGSPINE_MULTI_QUERY, as `ragspine query`)")
