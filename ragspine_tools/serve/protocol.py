@@ -57,4 +57,5 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's ``HttpToolsProtocol`` over a :class:`CoalescingTransport` (``uvicorn.run(http=…)``)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        # the running loop, not uvicorn's ``self.loop``: one internal name fewer to follow
+        super().connection_made(CoalescingTransport(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]

@@ -70,3 +70,45 @@ def test_the_service_runs_on_it():
     from ragspine_tools.serve.cli import _http_protocol
 
     assert _http_protocol() is CoalescingHttpToolsProtocol
+
+
+def test_without_it_serve_falls_back_to_uvicorns_own_protocol():
+    """If a uvicorn release moves the class :mod:`ragspine_tools.serve.protocol` subclasses, the
+    import fails and ``ragspine serve`` runs on uvicorn's own protocol: a real server answers."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent('''
+        import http.client, socket, sys, threading, time
+        sys.modules["ragspine_tools.serve.protocol"] = None  # the import of the subclass fails
+        from ragspine_tools.serve.cli import _http_protocol
+        choice = _http_protocol()
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.responses import PlainTextResponse
+        from starlette.routing import Route
+
+        async def hello(request):
+            return PlainTextResponse("ok")
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/", hello)]), host="127.0.0.1", port=port,
+                                               http=choice, log_level="warning", lifespan="off"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/")
+        answer = conn.getresponse()
+        print(choice, answer.status, answer.read().decode())
+        server.should_exit = True
+        thread.join(10)
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    assert out.stdout.split() == ["auto", "200", "ok"], out.stderr[-2000:]
