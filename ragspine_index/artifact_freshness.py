@@ -41,6 +41,7 @@ from ragspine_core.records import is_restricted
 from ragspine_index.artifacts import sha256_json
 from ragspine_index.chunk_store import ChunkStore
 from ragspine_index.library_settings import resolve_library_settings
+from ragspine_index.publish import serving_now
 from ragspine_index.steps.bm25_index import bm25_content_hash
 from ragspine_index.steps.index_text import IndexTextRef, index_text_hash, read_index_text
 from ragspine_index.step_api import BlockingCheckError, StepContext
@@ -194,7 +195,7 @@ def verify_upstream(ctx: StepContext, *, documents: Any, chunks: Any, index_text
         f"{'; '.join(dict.fromkeys(stale.values()))}. Stale upstream: {', '.join(names)}. "
         f"stale_upstream_sensor launches a run of exactly {', '.join(names)} and index_manifest for this library "
         f"(or materialize them with index_manifest in the Dagster UI, or run `ragspine ingest`); nothing was "
-        f"published, the previous snapshot keeps serving", stale=names)
+        f"published, {serving_now(ctx.paths)}", stale=names)
 
 
 __all__ = ["ARTIFACTS_CURRENT", "StaleUpstreamError", "VERIFIED_ASSETS", "embeddings_problem", "relation_graph_problem",

@@ -28,7 +28,7 @@ from ragspine_index.steps.chunk_embeddings import EMBEDDING_CHECKS, EmbeddingRef
 from ragspine_index.steps.index_text import IndexTextRef, index_text_step
 from ragspine_index.steps.bm25_index import Bm25Ref, bm25_step
 from ragspine_index.steps.index_manifest import manifest_step
-from ragspine_index.publish import DEFAULT_KEEP_SNAPSHOTS, current_snapshot_id
+from ragspine_index.publish import DEFAULT_KEEP_SNAPSHOTS, serving_now
 from ragspine_index.locks import claim_library, release_library
 from ragspine_index.repair import call_step
 from ragspine_index.steps.relation_graph import RELATION_GRAPH_CHECKS, RELATION_GRAPH_VERSION, relation_graph_step
@@ -87,13 +87,12 @@ def run_step(step: Step, ctx: StepContext, values: Mapping[str, Any]) -> StepRes
         result = call_step(step, ctx, {name: values[name] for name in step.inputs})  # names the step, locates SQLite damage
     failed = result.failed_blocking()
     if failed:
-        serving = current_snapshot_id(ctx.paths) or "nothing (never published)"
         first = failed[0]
         raise BlockingCheckError(
             f"blocking check {step.name}.{first.name} failed"
             + (f": {first.message}" if first.message else "")
             + (f" (also failed: {', '.join(c.name for c in failed[1:])})" if failed[1:] else "")
-            + f"; nothing was published, the previous snapshot keeps serving ({serving})",
+            + f"; nothing was published, {serving_now(ctx.paths)}",
             step=step.name, check=first.name)
     return result
 

@@ -135,6 +135,22 @@ def current_snapshot_id(paths: LibraryPaths) -> str | None:
     return Path(os.readlink(paths.current)).name
 
 
+def serving_now(paths: LibraryPaths) -> str:
+    """What a run that published nothing leaves serving, for its message: ``the previous
+    snapshot keeps serving (<id>)``, or why the library serves nothing (its snapshot was
+    withdrawn: :func:`withdraw_reclassified`, or never published)."""
+    sid = current_snapshot_id(paths)
+    if sid is not None:
+        return f"the previous snapshot keeps serving ({sid})"
+    if not paths.current.is_symlink():
+        return "the library serves nothing (never published)"
+    name = Path(os.readlink(paths.current)).name
+    reason = next((str(r["quarantined"]) for r in reversed(read_history(paths.root / HISTORY_FILE))
+                   if r.get("snapshot_id") == name and r.get("quarantined")), None)
+    return (f"the library serves nothing until a snapshot is published (its snapshot {name} was "
+            + (f"quarantined: {reason})" if reason else "deleted)"))
+
+
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -357,6 +373,25 @@ def _snapshot_damaged(snapshot_dir: Path, memo: dict | None = None, *, full: boo
 QUARANTINE_DIR = "quarantine"
 #: The ``run_id`` of the history record of such a move.
 QUARANTINE_DAMAGED_RUN_ID = "quarantine-damaged"
+
+
+def withdraw_reclassified(paths: LibraryPaths) -> list[str]:
+    """Quarantine at once every retained snapshot, the **current one included**, that serves as
+    open what the chunk store now holds RESTRICTED (:mod:`.reclassification`); returns their ids.
+
+    The chunks step calls it as soon as the store has recorded the documents' new
+    sensitivities, so a library stops serving such text before the rest of its build runs,
+    and also when the run then fails without publishing (a partial Dagster run blocked on
+    stale upstream, a crash): until a snapshot is published again the library has no
+    servable snapshot and every query fails with a located error naming why (fail closed),
+    rather than serving as open what is RESTRICTED now. Publication does the same for the
+    snapshots it keeps (:func:`publish`).
+    """
+    if not paths.snapshots.is_dir() or not Path(paths.chunk_store).is_file():
+        return []
+    with publication_lock(paths):
+        return quarantine_unservable(paths.snapshots, paths.chunk_store, paths.root / HISTORY_FILE, skip=set(),
+                                     previous=current_snapshot_id(paths))
 
 
 def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: int = DEFAULT_KEEP_SNAPSHOTS,

@@ -38,14 +38,38 @@ def resolve_snapshot_dir(path: str | os.PathLike[str]) -> Path:
         if current.exists():
             return current.resolve()
         if current.is_symlink():  # dangling: the snapshot it names was deleted
+            target = os.readlink(current)
+            reason = quarantine_reason(root, Path(target).name)
+            if reason is not None:  # withdrawn: damaged, or it served what is RESTRICTED now
+                raise IndexNotFoundError(
+                    f"{current} points to {target}, which was quarantined ({reason}): this library serves nothing "
+                    f"until a snapshot is published again; finish or rerun its ingest (`ragspine ingest "
+                    f"data/raw/{root.name}`, or materialize its assets in the Dagster UI)")
             raise IndexNotFoundError(
-                f"{current} points to {os.readlink(current)}, which does not exist (the snapshot was deleted): "
+                f"{current} points to {target}, which does not exist (the snapshot was deleted): "
                 f"roll back to a retained snapshot with `ragspine snapshots {root} --rollback`, or publish a new one "
                 f"with `ragspine ingest data/raw/{root.name}`")
     raise IndexNotFoundError(
         f"no published index at {p}: materialize the index_manifest asset for this library "
         f"(e.g. `ragspine ingest data/raw/{p.name}`), then pass data/artifacts/{p.name}"
     )
+
+
+def quarantine_reason(root: Path, snapshot_id: str) -> str | None:
+    """Why the library folder ``root``'s ``history.jsonl`` says ``snapshot_id`` was quarantined
+    (its files were damaged, or it served text that is RESTRICTED now), or None (not recorded)."""
+    try:
+        lines = (Path(root) / HISTORY_FILE).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("snapshot_id") == snapshot_id and rec.get("quarantined"):
+            return str(rec["quarantined"])
+    return None
 
 
 def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
@@ -244,19 +268,8 @@ class Library:
 
     def _quarantine_reason(self) -> str | None:
         """Why ``history.jsonl`` says this snapshot was quarantined, or None (not recorded: retention)."""
-        root = self._root if self._root is not None else self.snapshot_dir.parent.parent
-        try:
-            lines = (root / HISTORY_FILE).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            return None
-        for line in reversed(lines):
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("snapshot_id") == self.snapshot_id and rec.get("quarantined"):
-                return str(rec["quarantined"])
-        return None
+        return quarantine_reason(self._root if self._root is not None else self.snapshot_dir.parent.parent,
+                                 self.snapshot_id)
 
     @property
     def root(self) -> Path | None:

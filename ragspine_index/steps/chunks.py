@@ -16,6 +16,7 @@ from ragspine_index.chunking import SemanticChunker, build_chunks, chunker_signa
 from ragspine_index.chunking.semantic_embedding import SentenceEmbeddings
 from ragspine_index.steps.documents import DocumentSet
 from ragspine_index.library_settings import chunker_kwargs, resolve_library_settings
+from ragspine_index.publish import withdraw_reclassified
 from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
 from ragspine_index.workers import batches, ordered_map
@@ -233,4 +234,11 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
                 f"{update.sentences_embedded} embedded, {update.sentences_from_cache} from cache")
     ctx.log(f"chunks: {update.n_active_chunks} active ({len(update.added)} added, {len(update.changed)} changed, "
             f"{update.unchanged} unchanged docs)")
+    if update.restricted:
+        # reclassification is retroactive, from the moment the store knows it: no snapshot keeps
+        # serving as open what is RESTRICTED now while the rest of this run builds (or if it fails)
+        withdrawn = withdraw_reclassified(ctx.paths)
+        if withdrawn:
+            ctx.log(f"chunks: withdrew {len(withdrawn)} published snapshot(s) ({', '.join(withdrawn)}): they served as "
+                    "open text that is RESTRICTED now; the library serves again when this run publishes")
     return StepResult(update, chunk_outcomes(documents, store))

@@ -22,7 +22,7 @@ from ragspine_index.steps.index_text import IndexTextRef
 from ragspine_index.steps.bm25_index import Bm25Ref
 from ragspine_index.library_settings import resolve_library_settings
 from ragspine_index.locks import CHUNK_STATE_KEY
-from ragspine_index.publish import publish_snapshot
+from ragspine_index.publish import publish_snapshot, serving_now
 from ragspine_index.purge import purge_derived
 from ragspine_index.step_api import BlockingCheckError, StepContext, StepResult
 
@@ -126,7 +126,7 @@ def manifest_step(ctx: StepContext, documents: DocumentSet, chunks: ChunkUpdate,
         raise BlockingCheckError(
             f"blocking check index_manifest.{ROW_COUNTS_AGREE} failed: row counts disagree (chunk store {n_rows}, "
             f"index_text {index_text.n_rows}, bm25 {bm25_index.stats.get('chunk_rows')}); re-materialize chunks and "
-            "downstream; nothing was published, the previous snapshot keeps serving",
+            f"downstream; nothing was published, {serving_now(paths)}",
             step="index_manifest", check=ROW_COUNTS_AGREE)
     manifest = build_manifest(documents, chunks, index_text, bm25_index, chunk_embeddings,
                               run_id=ctx.run_id, code_versions=ctx.code_versions, created_at=utc_now())

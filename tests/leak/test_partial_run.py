@@ -22,7 +22,9 @@ from ragspine_assets.assets import ALL_ASSETS
 from ragspine_assets.io_manager import StepOutputIOManager
 from ragspine_assets.resources import EmbeddingBackendResource, RagspineConfig
 from ragspine_assets.stale import stale_upstream_sensor
+from ragspine_core.errors import IndexNotFoundError
 from ragspine_query.library import open_library
+from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
 
 pytestmark = pytest.mark.slow
@@ -64,9 +66,21 @@ def test_partial_run_after_reclassification_publishes_nothing_stale(tmp_path, mo
         resources = {"ragspine": RagspineConfig(data_root=str(data), raw_root=str(data / "raw"), embedding_backend=EmbeddingBackendResource(spec="deterministic")),
                      "io_manager": StepOutputIOManager()}
         before = (art / "current").resolve()
+        warm = HybridRetriever(open_library(art), embedding_backend=None, config=RetrievalConfig(mode="bm25"))
+        assert any(NAME in h.chunk.text for h in warm.search(NAME, top_k=5, include_restricted=False)), "open before"
         result = dg.materialize(ALL_ASSETS, selection=keys, instance=instance, resources=resources, partition_key="lib",
                                 raise_on_error=False)
         assert not result.success and (art / "current").resolve() == before, "stale upstream blocks publication"
+        # ... and from the moment its chunks step recorded the label, the snapshot that served the
+        # document as open serves nothing: withdrawn, even though this run published nothing
+        assert not before.exists()
+        with pytest.raises(IndexNotFoundError, match="quarantined .*became RESTRICTED.*serves nothing") as err:
+            open_library(art)
+        assert NAME not in str(err.value) and "Vantablue" not in str(err.value)
+        failure = "\n".join(str(e.step_failure_data.error) for e in result.get_step_failure_events())
+        assert "the library serves nothing until a snapshot is published" in failure and "keeps serving" not in failure
+        with pytest.raises(IndexNotFoundError):  # a process that held it open stops too (fail closed)
+            warm.search(NAME, top_k=5, include_restricted=False)
         with dg.build_sensor_context(instance=instance) as context:
             [request] = stale_upstream_sensor(context).run_requests
         assert {k.to_user_string() for k in request.asset_selection} == {
@@ -74,6 +88,8 @@ def test_partial_run_after_reclassification_publishes_nothing_stale(tmp_path, mo
         repair = dg.materialize(ALL_ASSETS, selection=list(request.asset_selection), instance=instance,
                                 resources=resources, partition_key="lib", tags=request.tags)
         assert repair.success
+    assert len(warm.search("canteen menu", top_k=3, include_restricted=False)), "the warm reader follows the new publication"
+    assert not any(NAME in h.chunk.text for h in warm.search(NAME, top_k=5, include_restricted=False))
     with open_library(art) as lib:
         restricted = lib.restricted_mask()
         assert restricted.any(), "the reclassification was published (or the run failed)"
