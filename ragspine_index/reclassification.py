@@ -184,7 +184,12 @@ def quarantine_unservable(snapshots_dir: Path, store_path: Path, history: Path, 
     for d in sorted(snapshots_dir.iterdir()):
         if d.name.startswith(".") or d.name in skip or not d.is_dir() or d.is_symlink():
             continue
-        if not unservable_count(d, store_path):
+        try:
+            if not unservable_count(d, store_path):
+                continue
+        except sqlite3.DatabaseError:
+            # its chunks file is damaged: no reader serves it (they check what they read), and
+            # publication repairs or quarantines it (publish.quarantine_damaged_snapshots)
             continue
         hidden = snapshots_dir / f"{QUARANTINE_PREFIX}{d.name}"
         os.replace(d, hidden)
