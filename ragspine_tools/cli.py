@@ -41,7 +41,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _snapshots(args: argparse.Namespace) -> int:
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.publish import list_snapshots, pinned_snapshot, rollback, unpin
+    from ragspine_index.publish import current_snapshot_id, list_snapshots, pinned_snapshot, rollback, serving_now, unpin
 
     root = Path(args.library_dir)
     if not root.is_dir():
@@ -61,6 +61,8 @@ def _snapshots(args: argparse.Namespace) -> int:
     pin = pinned_snapshot(paths)
     if pin:
         print(f"pinned to {pin} (release with --unpin)")
+    if current_snapshot_id(paths) is None and paths.current.is_symlink():  # withdrawn or deleted: say why
+        print(f"current: {serving_now(paths)}")
     for rec in list_snapshots(paths):
         mark = "*" if rec["current"] else " "
         print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
@@ -72,9 +74,7 @@ def _verify(paths) -> int:
     from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
     from ragspine_core.integrity import verify_snapshot
 
-    from ragspine_index.publish import current_snapshot_id
-
-    current = current_snapshot_id(paths) if paths.current.is_symlink() else None
+    current = Path(os.readlink(paths.current)).name if paths.current.is_symlink() else None  # even when dangling
     found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
         if paths.snapshots.is_dir() else []
     if not found:
@@ -91,9 +91,12 @@ def _verify(paths) -> int:
             print(f"{mark} {d.name}  DAMAGED: {exc}")
             continue
         print(f"{mark} {d.name}  ok ({stats['files']} files, {stats['hashed_bytes']} bytes hashed)")
-    if current and not (paths.snapshots / current).is_dir():
-        damaged += 1
-        print(f"current points to {current}, which does not exist: roll back with --rollback, or ingest again")
+    withdrawn = bool(current and not (paths.snapshots / current).is_dir())
+    if withdrawn:
+        from ragspine_index.publish import serving_now
+
+        print(f"current points to {current}, which does not exist: {serving_now(paths)}; ingest again, or roll back "
+              "with --rollback", file=sys.stderr)
     if damaged:
         from ragspine_index.publish import mark_suspect
 
@@ -101,7 +104,7 @@ def _verify(paths) -> int:
         print(f"error: {damaged} snapshot(s) of {paths.library_id!r} are damaged; ingest the library again "
               "(it rebuilds damaged files) or roll back to an intact one", file=sys.stderr)
         return 2
-    return 0
+    return 2 if withdrawn else 0
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from ragspine_core.errors import IndexNotFoundError
 from ragspine_query.library import open_library
 from ragspine_query.retriever import HybridRetriever, RetrievalConfig
 from tests.conftest import RAGSPINE_ENV_VARS, ingest
+from tests.end_to_end.test_snapshot_integrity import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +82,10 @@ def test_partial_run_after_reclassification_publishes_nothing_stale(tmp_path, mo
         assert "the library serves nothing until a snapshot is published" in failure and "keeps serving" not in failure
         with pytest.raises(IndexNotFoundError):  # a process that held it open stops too (fail closed)
             warm.search(NAME, top_k=5, include_restricted=False)
+        rc, out, err = run_cli("query", str(art), NAME)  # the user's path says why, and what to run
+        assert rc != 0 and "quarantined" in err and "serves nothing" in err and NAME not in out + err
+        rc, out, err = run_cli("snapshots", str(art))
+        assert rc == 0 and "current: the library serves nothing until a snapshot is published" in out, out
         with dg.build_sensor_context(instance=instance) as context:
             [request] = stale_upstream_sensor(context).run_requests
         assert {k.to_user_string() for k in request.asset_selection} == {
