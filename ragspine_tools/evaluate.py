@@ -230,14 +230,17 @@ def _config_toml(config: Mapping[str, Any]) -> str:
     """``config`` (top-level keys and tables of scalars or lists) as ``_library.toml`` text;
     JSON's literals are TOML's for strings, numbers, booleans and arrays."""
     tables = {k: v for k, v in config.items() if isinstance(v, Mapping)}
-    lines = [f"{k} = {json.dumps(v)}" for k, v in sorted(config.items()) if k not in tables]
+    def value(v: Any) -> str:  # UTF-8 as it is (a JSON surrogate-pair escape is not valid TOML)
+        return json.dumps(v, ensure_ascii=False)
+
+    lines = [f"{k} = {value(v)}" for k, v in sorted(config.items()) if k not in tables]
     for name, table in sorted(tables.items()):
         lines.append(f"[{name}]")
         for k, v in sorted(table.items()):
             if isinstance(v, Mapping):
                 raise ConfigError(f"_library.toml: [{name}] {k} is a nested table, which --library-option cannot "
                                   "rewrite; evaluate a copy of the library with the options in its _library.toml")
-            lines.append(f"{json.dumps(k)} = {json.dumps(v)}")
+            lines.append(f"{value(k)} = {value(v)}")
     return "\n".join(lines) + "\n"
 
 

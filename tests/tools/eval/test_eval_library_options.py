@@ -74,3 +74,13 @@ def test_an_invalid_library_option_names_the_key(tmp_path):
     with pytest.raises(ConfigError, match="no_such_key"):
         evaluate_dataset(judged, modes=("bm25",), embedding="none", out=tmp_path / "out", quiet=True,
                          chunker_options={"no_such_key": 1})
+
+
+def test_the_merged_config_reads_back_as_written():
+    import tomllib
+
+    from ragspine_tools.evaluate import _config_toml
+
+    config = {"chunker": "semantic", "max_chars": 300, "breakpoint_percentile": 12.5, "contextual": False,
+              "defaults": {"sensitivity": "RESTRICTED", "author": "艾克美 😀\n", "tags": ["a", "中文"]}}
+    assert tomllib.loads(_config_toml(config)) == config
