@@ -145,8 +145,12 @@ def serving_now(paths: LibraryPaths) -> str:
     if not paths.current.is_symlink():
         return "the library serves nothing (never published)"
     name = Path(os.readlink(paths.current)).name
-    reason = next((str(r["quarantined"]) for r in reversed(read_history(paths.root / HISTORY_FILE))
-                   if r.get("snapshot_id") == name and r.get("quarantined")), None)
+    try:
+        history = read_history(paths.root / HISTORY_FILE)
+    except RagspineError:  # a damaged history must not replace the error this message belongs to
+        history = []
+    reason = next((str(r["quarantined"]) for r in reversed(history) if r.get("snapshot_id") == name and r.get("quarantined")),
+                  None)
     return (f"the library serves nothing until a snapshot is published (its snapshot {name} was "
             + (f"quarantined: {reason})" if reason else "deleted)"))
 
