@@ -29,6 +29,7 @@ from typing import Any, Mapping, cast
 
 import numpy as np
 
+from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
 
 #: Files up to this size are hashed at every open.
@@ -99,6 +100,24 @@ def corrupt(snapshot_dir: Path, rel: str, problem: str) -> IndexCorruptError:
     """The one-line error for a damaged snapshot file ``rel``."""
     return IndexCorruptError(f"snapshot file {snapshot_dir / rel} {problem}: the snapshot is damaged; "
                              f"{_fix_hint(snapshot_dir)}")
+
+
+def quarantine_reason(library_root: Path, snapshot_id: str) -> str | None:
+    """Why the library folder's ``history.jsonl`` says ``snapshot_id`` was quarantined (its files
+    were damaged, or it served text that is RESTRICTED now), or None (not recorded). Unreadable
+    or damaged lines are skipped: this only names a reason, it never raises."""
+    try:
+        lines = (Path(library_root) / schema.HISTORY_FILE).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("snapshot_id") == snapshot_id and rec.get("quarantined"):
+            return str(rec["quarantined"])
+    return None
 
 
 def check_manifest_id(snapshot_dir: Path, manifest: Mapping[str, Any]) -> None:

@@ -26,6 +26,9 @@ SCHEMA_VERSION = 1
 CHUNK_STORE_FILE = "chunk_store.sqlite"
 SNAPSHOTS_DIR = "snapshots"
 CURRENT_POINTER = "current"
+#: The publication history of a library folder (one JSON record per publication, rollback,
+#: quarantine): written by the publisher, read by readers for why a snapshot was quarantined.
+HISTORY_FILE = "history.jsonl"
 MANIFEST_FILE = "manifest.json"
 SNAPSHOT_CHUNKS_FILE = "chunks.sqlite"
 BM25_DIR = "bm25"

@@ -121,6 +121,28 @@ class LibraryConfig:
 LIBRARY_CONFIG_KEYS: tuple[str, ...] = tuple(f.name for f in fields(LibraryConfig))
 
 
+def _read_library_toml(path: Path) -> tuple[dict[str, Any], bytes] | None:
+    """``(the parsed TOML, its bytes)`` of the library config ``path``; None when absent.
+
+    Raises:
+        ConfigError: a link, not a regular file, unreadable, or invalid TOML (names the file).
+    """
+    raw = read_config_bytes(path)  # never through a link; None when absent
+    if raw is None:
+        return None
+    try:
+        return tomllib.loads(raw.decode("utf-8")), raw
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the library config: {scrub_values(str(exc), raw)}; fix the TOML syntax") from exc
+
+
+def read_library_toml(raw_dir: Path | str) -> dict[str, Any]:
+    """``<raw_dir>/_library.toml`` as written, its ``[defaults]`` table included, not validated
+    ({} when absent); read as :func:`load_library_config` reads it (never through a link)."""
+    found = _read_library_toml(Path(raw_dir) / LIBRARY_CONFIG_FILE)
+    return found[0] if found is not None else {}
+
+
 def load_library_config(raw_dir: Path | str) -> LibraryConfig:
     """Read ``<raw_dir>/_library.toml``; defaults when the file is absent.
 
@@ -129,13 +151,10 @@ def load_library_config(raw_dir: Path | str) -> LibraryConfig:
             listed), or an invalid value; the message names the file.
     """
     path = Path(raw_dir) / LIBRARY_CONFIG_FILE
-    raw = read_config_bytes(path)  # never through a link; None when absent
-    if raw is None:
+    found = _read_library_toml(path)
+    if found is None:
         return LibraryConfig()
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the library config: {scrub_values(str(exc), raw)}; fix the TOML syntax") from exc
+    data, raw = found
     data.pop(DEFAULTS_TABLE, None)  # metadata defaults of converted files (converters/files.py)
     unknown = sorted(set(data) - set(LIBRARY_CONFIG_KEYS))
     if unknown:

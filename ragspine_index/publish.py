@@ -26,16 +26,16 @@ from typing import Any, Mapping
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
 from ragspine_core.integrity import (BLOCK_BYTES, BLOCKS_KEY, FILE_SHA256, HASH_AT_OPEN_MAX_FILE_BYTES, content_snapshot_id,
-                                    sha256_with_blocks, verify_snapshot)
+                                    quarantine_reason, sha256_with_blocks, verify_snapshot)
 
-from ragspine_index.artifacts import (LibraryPaths, dir_files, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
+from ragspine_index.artifacts import (LibraryPaths, dir_files, link_or_copy, discard_work_output, fsync_dir, remove_stale_tmp_dirs, sha256_file,
                         sha256_json, work_record)
 from ragspine_index.chunk_store import CACHE_KIB, init_schema
 from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
 from ragspine_index.repair import read_history, repair_history
 from ragspine_index.reclassification import quarantine_unservable, unservable_count, was_quarantined
 
-HISTORY_FILE = "history.jsonl"
+HISTORY_FILE = schema.HISTORY_FILE
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
 DEFAULT_KEEP_SNAPSHOTS = 5
 LOCK_FILE = ".publish.lock"
@@ -129,7 +129,15 @@ def remove_stale_publication_files(paths: LibraryPaths) -> list[Path]:
     return removed
 
 
+def pointed_snapshot_id(paths: LibraryPaths) -> str | None:
+    """The snapshot id ``current`` names, whether or not that folder exists (None: no pointer)."""
+    if not paths.current.is_symlink():
+        return None
+    return Path(os.readlink(paths.current)).name
+
+
 def current_snapshot_id(paths: LibraryPaths) -> str | None:
+    """The snapshot ``current`` serves (None: no pointer, or it names a folder that is gone)."""
     if not paths.current.exists():
         return None
     return Path(os.readlink(paths.current)).name
@@ -142,25 +150,12 @@ def serving_now(paths: LibraryPaths) -> str:
     sid = current_snapshot_id(paths)
     if sid is not None:
         return f"the previous snapshot keeps serving ({sid})"
-    if not paths.current.is_symlink():
+    name = pointed_snapshot_id(paths)
+    if name is None:
         return "the library serves nothing (never published)"
-    name = Path(os.readlink(paths.current)).name
-    try:
-        history = read_history(paths.root / HISTORY_FILE)
-    except RagspineError:  # a damaged history must not replace the error this message belongs to
-        history = []
-    reason = next((str(r["quarantined"]) for r in reversed(history) if r.get("snapshot_id") == name and r.get("quarantined")),
-                  None)
+    reason = quarantine_reason(paths.root, name)  # never raises: it completes another error's message
     return (f"the library serves nothing until a snapshot is published (its snapshot {name} was "
             + (f"quarantined: {reason})" if reason else "deleted)"))
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def swap_pointer(paths: LibraryPaths, snapshot_id: str) -> None:
@@ -249,9 +244,9 @@ def _publish_locked(
             spec = schema.ARTIFACT_REGISTRY[name]
             if src.is_dir():
                 for f in dir_files(src):
-                    _link_or_copy(f, staging / spec.path / f.relative_to(src))
+                    link_or_copy(f, staging / spec.path / f.relative_to(src))
             else:
-                _link_or_copy(src, staging / spec.path)
+                link_or_copy(src, staging / spec.path)
             sets[name] = {"path": spec.path, "asset": spec.asset}
         files: dict[str, dict[str, Any]] = {}
         for f in dir_files(staging):

@@ -39,7 +39,7 @@ def resolve_snapshot_dir(path: str | os.PathLike[str]) -> Path:
             return current.resolve()
         if current.is_symlink():  # dangling: the snapshot it names was deleted
             target = os.readlink(current)
-            reason = quarantine_reason(root, Path(target).name)
+            reason = integrity.quarantine_reason(root, Path(target).name)
             if reason is not None:  # withdrawn: damaged, or it served what is RESTRICTED now
                 raise IndexNotFoundError(
                     f"{current} points to {target}, which was quarantined ({reason}): this library serves nothing "
@@ -53,23 +53,6 @@ def resolve_snapshot_dir(path: str | os.PathLike[str]) -> Path:
         f"no published index at {p}: materialize the index_manifest asset for this library "
         f"(e.g. `ragspine ingest data/raw/{p.name}`), then pass data/artifacts/{p.name}"
     )
-
-
-def quarantine_reason(root: Path, snapshot_id: str) -> str | None:
-    """Why the library folder ``root``'s ``history.jsonl`` says ``snapshot_id`` was quarantined
-    (its files were damaged, or it served text that is RESTRICTED now), or None (not recorded)."""
-    try:
-        lines = (Path(root) / HISTORY_FILE).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    for line in reversed(lines):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("snapshot_id") == snapshot_id and rec.get("quarantined"):
-            return str(rec["quarantined"])
-    return None
 
 
 def read_manifest(snapshot_dir: Path) -> dict[str, Any]:
@@ -114,9 +97,6 @@ def snapshot_identity(snapshot_dir: Path) -> tuple[str, tuple[int, int, int] | N
 #: for a newer snapshot that withdraws documents (one ``stat`` of the link per query at most).
 RECHECK_SECONDS = 1.0
 
-#: The publication history in a library folder (written by the publisher; read here for the
-#: records of quarantined snapshots).
-HISTORY_FILE = "history.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +248,7 @@ class Library:
 
     def _quarantine_reason(self) -> str | None:
         """Why ``history.jsonl`` says this snapshot was quarantined, or None (not recorded: retention)."""
-        return quarantine_reason(self._root if self._root is not None else self.snapshot_dir.parent.parent,
+        return integrity.quarantine_reason(self._root if self._root is not None else self.snapshot_dir.parent.parent,
                                  self.snapshot_id)
 
     @property

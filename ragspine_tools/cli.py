@@ -41,7 +41,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _snapshots(args: argparse.Namespace) -> int:
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.publish import current_snapshot_id, list_snapshots, pinned_snapshot, rollback, serving_now, unpin
+    from ragspine_index.publish import (current_snapshot_id, list_snapshots, pinned_snapshot, pointed_snapshot_id, rollback,
+                                        serving_now, unpin)
 
     root = Path(args.library_dir)
     if not root.is_dir():
@@ -61,7 +62,7 @@ def _snapshots(args: argparse.Namespace) -> int:
     pin = pinned_snapshot(paths)
     if pin:
         print(f"pinned to {pin} (release with --unpin)")
-    if current_snapshot_id(paths) is None and paths.current.is_symlink():  # withdrawn or deleted: say why
+    if current_snapshot_id(paths) is None and pointed_snapshot_id(paths) is not None:  # withdrawn or deleted: say why
         print(f"current: {serving_now(paths)}")
     for rec in list_snapshots(paths):
         mark = "*" if rec["current"] else " "
@@ -74,7 +75,9 @@ def _verify(paths) -> int:
     from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
     from ragspine_core.integrity import verify_snapshot
 
-    current = Path(os.readlink(paths.current)).name if paths.current.is_symlink() else None  # even when dangling
+    from ragspine_index.publish import pointed_snapshot_id
+
+    current = pointed_snapshot_id(paths)  # even when the folder it names is gone
     found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
         if paths.snapshots.is_dir() else []
     if not found:

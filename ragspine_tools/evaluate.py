@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import sys
 import time
@@ -71,7 +70,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
     ``out_root`` whose ``_library.toml`` is the library's own with those keys set over it
     (the ``--chunker`` default ``paragraph`` leaves the library's own chunker).
     """
-    from ragspine_index.artifacts import LibraryPaths, sha256_file, sha256_json
+    from ragspine_index.artifacts import LibraryPaths, link_or_copy, sha256_file, sha256_json
     from ragspine_index.library_config import LIBRARY_CONFIG_FILE
 
     library_set = _library_set(dataset_dir)
@@ -81,7 +80,7 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
         model = _named_model(embedding)
         glossary = library_set.get("glossary")
         merged = _overlay_config(raw_dir, chunker, chunker_options or {})
-        overlay = _config_toml(merged) if merged is not None else ""
+        overlay = _config_toml({k: merged[k] for k in sorted(merged)}) if merged is not None else ""
         key = sha256_json([[str(p.relative_to(raw_dir)), sha256_file(p)] for p in files]
                           + [code_versions()] + ([{"embedding": model}] if model else [])
                           + ([{"library_toml": overlay}] if merged is not None else [])
@@ -98,17 +97,9 @@ def prepare_library(dataset_dir: Path, out_root: Path, *, quiet: bool = False, c
         if not (raw / ".complete").exists():
             _say(f"linking {raw_dir} under {raw} with the given library options", quiet)
             shutil.rmtree(raw, ignore_errors=True)
-            for src in files:
-                rel = src.relative_to(raw_dir)
-                if rel.as_posix() == LIBRARY_CONFIG_FILE:
-                    continue
-                dst = raw / rel
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(src, dst)
-                except OSError:
-                    shutil.copy2(src, dst)
-            raw.mkdir(parents=True, exist_ok=True)
+            # links stay links (the walk judges them as in the library itself)
+            shutil.copytree(raw_dir, raw, symlinks=True, copy_function=link_or_copy,
+                            ignore=lambda d, names: [LIBRARY_CONFIG_FILE] if Path(d) == raw_dir else [])
             (raw / LIBRARY_CONFIG_FILE).write_text(overlay, encoding="utf-8")
             (raw / ".complete").write_text(key)
         return LibraryPaths(raw_dir.name, raw, lib_root / "artifacts" / raw_dir.name)
@@ -196,8 +187,7 @@ def _library_toml(chunker: str, options: dict[str, Any]) -> str:
     """The ``_library.toml`` an evaluation library gets ("" for the default chunker)."""
     if chunker == "paragraph" and not options:
         return ""
-    lines = [f"chunker = {json.dumps(chunker)}"] + [f"{k} = {json.dumps(v)}" for k, v in sorted(options.items())]
-    return "\n".join(lines) + "\n"
+    return _config_toml({"chunker": chunker, **dict(sorted(options.items()))})
 
 
 def _overlay_config(raw_dir: Path, chunker: str, options: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -205,21 +195,13 @@ def _overlay_config(raw_dir: Path, chunker: str, options: Mapping[str, Any]) -> 
     ``paragraph``) and ``--library-option`` keys set over its own; None when neither is given.
 
     Raises:
-        ConfigError: the library's own ``_library.toml`` is not valid TOML.
+        ConfigError: the library's own ``_library.toml`` cannot be read as ingest reads it.
     """
-    import tomllib
-
-    from ragspine_index.library_config import LIBRARY_CONFIG_FILE
+    from ragspine_index.library_config import read_library_toml
 
     if chunker == "paragraph" and not options:
         return None
-    path = raw_dir / LIBRARY_CONFIG_FILE
-    merged: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            merged = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the library config ({exc}); fix the TOML syntax") from None
+    merged = read_library_toml(raw_dir)
     if chunker != "paragraph":
         merged["chunker"] = chunker
     merged.update(options)
@@ -227,13 +209,13 @@ def _overlay_config(raw_dir: Path, chunker: str, options: Mapping[str, Any]) -> 
 
 
 def _config_toml(config: Mapping[str, Any]) -> str:
-    """``config`` (top-level keys and tables of scalars or lists) as ``_library.toml`` text;
-    JSON's literals are TOML's for strings, numbers, booleans and arrays."""
-    tables = {k: v for k, v in config.items() if isinstance(v, Mapping)}
+    """``config`` (top-level keys, in the order given, then tables of scalars or lists, sorted)
+    as ``_library.toml`` text; JSON's literals are TOML's for strings, numbers, booleans and arrays."""
     def value(v: Any) -> str:  # UTF-8 as it is (a JSON surrogate-pair escape is not valid TOML)
         return json.dumps(v, ensure_ascii=False)
 
-    lines = [f"{k} = {value(v)}" for k, v in sorted(config.items()) if k not in tables]
+    tables = {k: v for k, v in config.items() if isinstance(v, Mapping)}
+    lines = [f"{k} = {value(v)}" for k, v in config.items() if k not in tables]
     for name, table in sorted(tables.items()):
         lines.append(f"[{name}]")
         for k, v in sorted(table.items()):

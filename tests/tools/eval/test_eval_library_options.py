@@ -84,3 +84,31 @@ def test_the_merged_config_reads_back_as_written():
     config = {"chunker": "semantic", "max_chars": 300, "breakpoint_percentile": 12.5, "contextual": False,
               "defaults": {"sensitivity": "RESTRICTED", "author": "艾克美 😀\n", "tags": ["a", "中文"]}}
     assert tomllib.loads(_config_toml(config)) == config
+
+
+def test_the_option_copy_keeps_links_as_links(tmp_path):
+    """The walk never follows a link (it may leave the library): a linked file is not indexed in
+    the option build either, where a copy that followed it would have made it a plain file."""
+    judged = _judged_set(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("Antwerp moved more containers than Hamburg this year.\n", encoding="utf-8")
+    (tmp_path / "raw" / "ports" / "antwerp.txt").symlink_to(outside)
+    out = tmp_path / "out"
+    evaluate_dataset(judged, modes=("bm25",), embedding="none", out=out, quiet=True)
+    evaluate_dataset(judged, modes=("bm25",), embedding="none", out=out, quiet=True, chunker_options={"max_chars": 300})
+    plain = prepare_library(judged, out, quiet=True)
+    small = prepare_library(judged, out, quiet=True, chunker_options={"max_chars": 300})
+    assert (small.raw / "antwerp.txt").is_symlink()
+    docs = lambda rows: {doc for doc, _ in rows}  # noqa: E731
+    assert docs(_active_chunks(small.root)) == docs(_active_chunks(plain.root)) == {"rotterdam", "hamburg"}
+
+
+def test_a_linked_library_config_is_refused_as_ingest_refuses_it(tmp_path):
+    judged = _judged_set(tmp_path)
+    own = tmp_path / "raw" / "ports" / "_library.toml"
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(OWN_TOML, encoding="utf-8")
+    own.unlink()
+    own.symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        prepare_library(judged, tmp_path / "out", quiet=True, chunker_options={"max_chars": 300})
