@@ -104,8 +104,9 @@ def corrupt(snapshot_dir: Path, rel: str, problem: str) -> IndexCorruptError:
 
 def quarantine_reason(library_root: Path, snapshot_id: str) -> str | None:
     """Why the library folder's ``history.jsonl`` says ``snapshot_id`` was quarantined (its files
-    were damaged, or it served text that is RESTRICTED now), or None (not recorded). Unreadable
-    or damaged lines are skipped: this only names a reason, it never raises."""
+    were damaged, it served text that is RESTRICTED now, or it is withheld while a document's
+    sensitivity is unknown), or None (not recorded, or released since). Unreadable or damaged
+    lines are skipped: this only names a reason, it never raises."""
     try:
         lines = (Path(library_root) / schema.HISTORY_FILE).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -115,8 +116,11 @@ def quarantine_reason(library_root: Path, snapshot_id: str) -> str | None:
             rec = json.loads(line)
         except ValueError:
             continue
-        if isinstance(rec, dict) and rec.get("snapshot_id") == snapshot_id and rec.get("quarantined"):
-            return str(rec["quarantined"])
+        if isinstance(rec, dict) and rec.get("snapshot_id") == snapshot_id:
+            if rec.get("released"):  # a withheld snapshot put back
+                return None
+            if rec.get("quarantined"):
+                return str(rec["quarantined"])
     return None
 
 

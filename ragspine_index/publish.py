@@ -33,7 +33,8 @@ from ragspine_index.artifacts import (LibraryPaths, dir_files, link_or_copy, dis
 from ragspine_index.chunk_store import CACHE_KIB, init_schema
 from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
 from ragspine_index.repair import read_history, repair_history
-from ragspine_index.reclassification import quarantine_unservable, unservable_count, was_quarantined
+from ragspine_index.reclassification import (QUARANTINE_PREFIX, QUARANTINE_REASON, QUARANTINE_RUN_ID, open_documents,
+                                             quarantine_unservable, unservable_count, was_quarantined)
 
 HISTORY_FILE = schema.HISTORY_FILE
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
@@ -393,6 +394,120 @@ def withdraw_reclassified(paths: LibraryPaths) -> list[str]:
                                      previous=current_snapshot_id(paths))
 
 
+#: Where snapshots wait that serve a document whose sensitivity a run could not read
+#: (never served, rolled back to or listed), each with ``<id>.json``: the doc ids in doubt.
+WITHHELD_DIR = "withheld"
+#: The ``run_id`` of the history records of a withholding and of a release.
+WITHHOLD_RUN_ID = "withhold"
+RELEASE_RUN_ID = "release"
+WITHHOLD_REASON = ("it serves a document whose file failed to parse in a way that may make it RESTRICTED, so its "
+                   "sensitivity is unknown; fix the file and run its ingest: once a run reads the file's sensitivity "
+                   "as open the snapshot serves again")
+
+
+def _append_history(paths: LibraryPaths, record: dict[str, Any]) -> None:
+    with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def withhold_unclassified(paths: LibraryPaths, doc_ids: set[str], *, keep: int = DEFAULT_KEEP_SNAPSHOTS) -> list[str]:
+    """Move every retained snapshot, the **current one included**, that serves one of
+    ``doc_ids`` as open to ``<library>/withheld/``; returns their ids.
+
+    ``doc_ids`` are documents whose file failed to parse this run in a way that may make
+    it RESTRICTED (``ChunkUpdate.withdrawn_on_error``): the chunk store has withdrawn their
+    chunks, but a published snapshot still holds them under their old, lower sensitivity.
+    Classification fails closed: until a run reads the file's sensitivity again no snapshot
+    serves them (a query fails with a located error naming why, as after a reclassification:
+    :func:`withdraw_reclassified`); the run's own publication serves the library without
+    them. Unlike a reclassification the move is reversible: :func:`release_withheld` puts
+    the snapshot back once the doubt is gone, or removes it for good when the document is
+    RESTRICTED now. The ``keep`` newest withheld snapshots are kept.
+    """
+    if not doc_ids or not paths.snapshots.is_dir():
+        return []
+    moved: list[str] = []
+    wdir = paths.root / WITHHELD_DIR
+    with publication_lock(paths):
+        previous = current_snapshot_id(paths)
+        for d in sorted(paths.snapshots.iterdir()):
+            if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
+                continue
+            try:
+                served = open_documents(d) & doc_ids
+            except sqlite3.DatabaseError:
+                continue  # damaged: no reader serves it, and publication quarantines it
+            if not served:
+                continue
+            wdir.mkdir(exist_ok=True)
+            dest = wdir / d.name
+            if dest.exists():
+                shutil.rmtree(dest, ignore_errors=True)
+            tmp = wdir / f".{d.name}.json-{os.getpid()}"
+            tmp.write_text(json.dumps(sorted(served)), encoding="utf-8")  # first: a crash leaves it withheld
+            os.replace(tmp, wdir / f"{d.name}.json")
+            os.replace(d, dest)
+            moved.append(d.name)
+            _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": WITHHOLD_RUN_ID,
+                                    "previous": previous, "quarantined": WITHHOLD_REASON})
+        if moved:
+            fsync_dir(paths.snapshots)
+            held = sorted((q for q in wdir.iterdir() if q.is_dir()), key=lambda q: q.stat().st_mtime, reverse=True)
+            for old in held[keep:]:
+                shutil.rmtree(old, ignore_errors=True)
+                (wdir / f"{old.name}.json").unlink(missing_ok=True)
+    return moved
+
+
+def withheld_snapshots(paths: LibraryPaths) -> list[str]:
+    """Ids of the snapshots withheld while a document's sensitivity is unknown (:func:`withhold_unclassified`)."""
+    wdir = paths.root / WITHHELD_DIR
+    return sorted(d.name for d in wdir.iterdir() if d.is_dir() and not d.name.startswith(".")) if wdir.is_dir() else []
+
+
+def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], list[str]]:
+    """Settle withheld snapshots whose documents in doubt were all read this run (``known``:
+    the doc ids the run parsed, with their sensitivity): one that serves what is RESTRICTED
+    now is removed for good (as :func:`withdraw_reclassified` would have), any other moves
+    back to ``snapshots/``. A snapshot whose document is still failing, or is gone, stays
+    withheld (fail closed). Returns ``(released, removed)``."""
+    wdir = paths.root / WITHHELD_DIR
+    released: list[str] = []
+    removed: list[str] = []
+    if not wdir.is_dir():
+        return released, removed
+    with publication_lock(paths):
+        for d in sorted(wdir.iterdir()):
+            if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
+                continue
+            record = wdir / f"{d.name}.json"
+            try:
+                in_doubt = set(json.loads(record.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError):
+                continue  # which documents it waits for is unknown: it stays withheld
+            if not in_doubt <= known:
+                continue
+            dest = paths.snapshots / d.name
+            if unservable_count(d, paths.chunk_store) or dest.exists():
+                hidden = wdir / f"{QUARANTINE_PREFIX}{d.name}"
+                os.replace(d, hidden)
+                shutil.rmtree(hidden, ignore_errors=True)
+                if not dest.exists():
+                    removed.append(d.name)
+                    _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
+                                            "previous": current_snapshot_id(paths), "quarantined": QUARANTINE_REASON})
+            else:
+                paths.snapshots.mkdir(parents=True, exist_ok=True)
+                os.replace(d, dest)
+                released.append(d.name)
+                _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": RELEASE_RUN_ID,
+                                        "released": "a run read the sensitivity of every document it was withheld for"})
+            record.unlink(missing_ok=True)
+        if released:
+            fsync_dir(paths.snapshots)
+    return released, removed
+
+
 def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: int = DEFAULT_KEEP_SNAPSHOTS,
                                  memo: dict | None = None) -> list[str]:
     """Move every retained snapshot (but those in ``skip``: current and the one just
@@ -545,6 +660,10 @@ def _rollback_locked(paths: LibraryPaths, snapshot_id: str | None, *, pin: bool)
             f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: its files were found damaged and "
             f"it was moved to {paths.root / QUARANTINE_DIR} (history.jsonl says which file); roll back to another "
             "snapshot, or rebuild the current one with `ragspine ingest`; current is unchanged")
+    if not (target / schema.MANIFEST_FILE).is_file() and (paths.root / WITHHELD_DIR / snapshot_id).is_dir():
+        raise RagspineError(
+            f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it is withheld ({WITHHOLD_REASON}); "
+            "roll back to another snapshot; current is unchanged")
     if not (target / schema.MANIFEST_FILE).is_file() and was_quarantined(paths.root / HISTORY_FILE, snapshot_id):
         raise RagspineError(
             f"refusing to roll {paths.library_id!r} back to snapshot {snapshot_id}: it was removed because it served "

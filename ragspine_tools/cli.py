@@ -41,8 +41,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _snapshots(args: argparse.Namespace) -> int:
     from ragspine_index.artifacts import LibraryPaths
-    from ragspine_index.publish import (current_snapshot_id, list_snapshots, pinned_snapshot, pointed_snapshot_id, rollback,
-                                        serving_now, unpin)
+    from ragspine_index.publish import (WITHHOLD_REASON, current_snapshot_id, list_snapshots, pinned_snapshot,
+                                        pointed_snapshot_id, rollback, serving_now, unpin, withheld_snapshots)
 
     root = Path(args.library_dir)
     if not root.is_dir():
@@ -67,6 +67,9 @@ def _snapshots(args: argparse.Namespace) -> int:
     for rec in list_snapshots(paths):
         mark = "*" if rec["current"] else " "
         print(f"{mark} {rec['snapshot_id']}  created {rec.get('created_at') or '-'}  run {rec.get('run_id') or '-'}")
+    withheld = withheld_snapshots(paths)
+    if withheld:
+        print(f"withheld (not served, no rollback): {', '.join(withheld)}: {WITHHOLD_REASON}")
     return 0
 
 
@@ -81,6 +84,11 @@ def _verify(paths) -> int:
     found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
         if paths.snapshots.is_dir() else []
     if not found:
+        if current is not None:  # every snapshot was withdrawn: say why, not "never published"
+            from ragspine_index.publish import serving_now
+
+            raise RagspineError(f"{paths.root} holds no servable snapshot: {serving_now(paths)}; publish one with "
+                                f"`ragspine ingest data/raw/{paths.library_id}`")
         raise RagspineError(f"{paths.root} holds no snapshots: publish one with `ragspine ingest data/raw/{paths.library_id}`")
     damaged = 0
     suspects: list[str] = []

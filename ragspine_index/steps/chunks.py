@@ -16,7 +16,7 @@ from ragspine_index.chunking import SemanticChunker, build_chunks, chunker_signa
 from ragspine_index.chunking.semantic_embedding import SentenceEmbeddings
 from ragspine_index.steps.documents import DocumentSet
 from ragspine_index.library_settings import chunker_kwargs, resolve_library_settings
-from ragspine_index.publish import withdraw_reclassified
+from ragspine_index.publish import release_withheld, withdraw_reclassified, withhold_unclassified
 from ragspine_index.source_documents.model import SourceDocument
 from ragspine_index.step_api import CheckSpec, StepContext, StepResult, outcome
 from ragspine_index.workers import batches, ordered_map
@@ -241,4 +241,16 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
         if withdrawn:
             ctx.log(f"chunks: withdrew {len(withdrawn)} published snapshot(s) ({', '.join(withdrawn)}): they served as "
                     "open text that is RESTRICTED now; the library serves again when this run publishes")
+    if update.withdrawn_on_error:
+        # classification fails closed: a file that failed in a way that may make it RESTRICTED is
+        # not served from any snapshot either (the current one included) until a run reads it again
+        held = withhold_unclassified(ctx.paths, set(update.withdrawn_on_error))
+        if held:
+            ctx.log(f"chunks: withheld {len(held)} published snapshot(s) ({', '.join(held)}): they serve "
+                    f"{len(update.withdrawn_on_error)} document(s) whose file failed to parse and may be RESTRICTED now; "
+                    "the library serves again when this run publishes, and they do once the files are read again")
+    released, removed = release_withheld(ctx.paths, {d.doc_id for d in documents.documents})
+    if released or removed:
+        ctx.log(f"chunks: {len(released)} withheld snapshot(s) released ({', '.join(released)}), {len(removed)} removed "
+                "for good (they served what is RESTRICTED now): every document they were withheld for was read again")
     return StepResult(update, chunk_outcomes(documents, store))
