@@ -3,7 +3,7 @@ CONFIDENTIAL, SECRET, 机密, 绝密, 秘密, 保密), in any spelling the parse
 
 A file that fails to parse normally keeps its previous chunks (bad input loses nothing),
 but one that *may have become RESTRICTED* has them withdrawn (fail closed,
-``documents._may_be_restricted``). The word must therefore be found however the file
+``documents._withdraw_reason``). The word must therefore be found however the file
 was re-saved or written:
 
 * UTF-8 with or without a byte order mark, UTF-16 and UTF-32 (either byte order, with or

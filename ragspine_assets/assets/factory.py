@@ -127,6 +127,8 @@ def _chunks_metadata(update: Any, paths: LibraryPaths, seconds: float) -> dict:
         "documents_rechunked_identical": update.rechunked_identical,
         "documents_kept_on_parse_error": len(update.kept_on_error),
         "documents_withdrawn_on_parse_error": len(update.withdrawn_on_error),
+        # of those, files whose sensitivity itself is in doubt: published snapshots serving them are withheld
+        **({"documents_sensitivity_in_doubt": len(update.in_doubt)} if update.in_doubt else {}),
         "chunks_written": update.chunks_written,
         "active_chunks": update.n_active_chunks,
         "active_documents": update.n_active_docs,

@@ -40,6 +40,10 @@ class ChunkUpdate:
     active_hash: str
     #: Documents of failing files that may now be RESTRICTED: withdrawn, not kept.
     withdrawn_on_error: tuple[str, ...] = ()
+    #: Of those, the documents whose sensitivity itself is in doubt
+    #: (:attr:`DocumentSet.doubt_paths`): no published snapshot serves them
+    #: (``publish.withhold_unclassified``) until a run reads their file again.
+    in_doubt: tuple[str, ...] = ()
     #: Which of the doc ids above are (or were, before this pass) RESTRICTED: reports
     #: show them as a count only.
     restricted: tuple[str, ...] = ()
@@ -62,7 +66,7 @@ class ChunkUpdate:
         return replace(self, **shown, restricted=())
 
 
-_ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error")
+_ID_LISTS = ("added", "changed", "removed", "kept_on_error", "withdrawn_on_error", "in_doubt")
 
 
 def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
@@ -88,6 +92,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
     removed: list[str] = []
     kept: list[str] = []
     withdrawn: list[str] = []
+    in_doubt: list[str] = []
     unchanged = 0
     rechunked_identical = 0
     written = 0
@@ -132,6 +137,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
                     (changed if doc.doc_id in known else added).append(doc.doc_id)
         failing = set(docs.error_paths)
         withdraw = set(docs.withdraw_paths)
+        doubt = set(docs.doubt_paths)
         for doc_id in sorted(set(known) - seen):
             src = source_paths.get(doc_id, "").split("#", 1)[0]
             if src in failing and src not in withdraw:
@@ -139,6 +145,8 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
                 continue
             store.replace_doc_chunks(doc_id, [], run_id=run_id)
             (withdrawn if src in withdraw else removed).append(doc_id)
+            if src in doubt:
+                in_doubt.append(doc_id)
         rows = store.execute_read(
             f"SELECT chunk_id, version FROM {schema.CHUNK_TABLE} WHERE active = 1 ORDER BY chunk_id")
         n_docs = store.execute_read(f"SELECT COUNT(DISTINCT doc_id) FROM {schema.CHUNK_TABLE} WHERE active = 1")[0][0]
@@ -152,6 +160,7 @@ def update_chunk_store(docs: DocumentSet, store_path: Path, *, run_id: str = "",
         unchanged=unchanged,
         kept_on_error=tuple(kept),
         withdrawn_on_error=tuple(withdrawn),
+        in_doubt=tuple(in_doubt),
         restricted=tuple(sorted(restricted)),
         rechunked_identical=rechunked_identical,
         chunks_written=written,
@@ -241,13 +250,13 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
         if withdrawn:
             ctx.log(f"chunks: withdrew {len(withdrawn)} published snapshot(s) ({', '.join(withdrawn)}): they served as "
                     "open text that is RESTRICTED now; the library serves again when this run publishes")
-    if update.withdrawn_on_error:
-        # classification fails closed: a file that failed in a way that may make it RESTRICTED is
-        # not served from any snapshot either (the current one included) until a run reads it again
-        held = withhold_unclassified(ctx.paths, set(update.withdrawn_on_error))
+    if update.in_doubt:
+        # classification fails closed: a file whose sensitivity itself is in doubt is not served
+        # from any snapshot either (the current one included) until a run reads it again
+        held = withhold_unclassified(ctx.paths, set(update.in_doubt))
         if held:
             ctx.log(f"chunks: withheld {len(held)} published snapshot(s) ({', '.join(held)}): they serve "
-                    f"{len(update.withdrawn_on_error)} document(s) whose file failed to parse and may be RESTRICTED now; "
+                    f"{len(update.in_doubt)} document(s) whose file failed to parse with its sensitivity in doubt; "
                     "the library serves again when this run publishes, and they do once the files are read again")
     released, removed = release_withheld(ctx.paths, {d.doc_id for d in documents.documents})
     if released or removed:

@@ -46,6 +46,11 @@ class DocumentSet:
     #: Failing files that may now be RESTRICTED (a sensitivity error, or the word
     #: "restricted" anywhere in them): their previous chunks are withdrawn, not kept.
     withdraw_paths: tuple[str, ...] = ()
+    #: Of those, the files whose sensitivity itself is in doubt (an error about sensitivity, or
+    #: a marking word in them): no published snapshot serves their documents until a run reads
+    #: them again (``publish.withhold_unclassified``). A converted file that merely fails to
+    #: convert is withdrawn, but leaves the serving snapshot serving until the run publishes.
+    doubt_paths: tuple[str, ...] = ()
     #: Set by :meth:`save`: the file the documents are read back from after pickling.
     saved_path: str = ""
     #: What the user should know about the walk (a format skipped for a missing extra).
@@ -149,6 +154,7 @@ def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
     for e in result.errors:
         fields_by_path.setdefault(_error_path(e, raw_dir), set()).add((e.field or "").casefold())
     error_paths = sorted(fields_by_path)
+    reasons = {p: _withdraw_reason(raw_dir, p, fields_by_path[p]) for p in error_paths}
     return DocumentSet(
         library_id=lib,
         raw_dir=str(raw_dir),
@@ -157,13 +163,16 @@ def load_documents(raw_dir: Path, library_id: str | None = None) -> DocumentSet:
         errors=tuple(str(e) for e in result.errors),
         error_paths=tuple(error_paths),
         skipped=tuple(result.skipped),
-        withdraw_paths=tuple(p for p in error_paths if _may_be_restricted(raw_dir, p, fields_by_path[p])),
+        withdraw_paths=tuple(p for p in error_paths if reasons[p]),
+        doubt_paths=tuple(p for p in error_paths if reasons[p] in _DOUBT_REASONS),
         notes=tuple(result.notes),
     )
 
 
-def _may_be_restricted(raw_dir: Path, rel: str, error_fields: set[str]) -> bool:
-    """Whether a file that failed to parse could be trying to become RESTRICTED.
+def _withdraw_reason(raw_dir: Path, rel: str, error_fields: set[str]) -> str | None:
+    """Why a file that failed to parse could be trying to become RESTRICTED, or None:
+    ``"sensitivity"`` (an error about its sensitivity), ``"converted"`` (a converted file:
+    its text cannot be sniffed), ``"unreadable"`` or ``"marking"`` (a marking word in it).
 
     Fail closed: a converted file (PDF, DOCX, PPTX, XLSX, HTML, CSV, or a sidecar), a
     sensitivity error in the file, an unreadable file, or the word
@@ -174,20 +183,23 @@ def _may_be_restricted(raw_dir: Path, rel: str, error_fields: set[str]) -> bool:
     instead of kept serving under their old, lower sensitivity.
     """
     if error_fields & _SENSITIVITY_ERROR_FIELDS:  # the casefolded fields of the file's errors
-        return True
+        return "sensitivity"
     if converted_file(rel):
-        return True  # a PDF/DOCX/…: its text cannot be sniffed without converting it
+        return "converted"  # a PDF/DOCX/…: its text cannot be sniffed without converting it
     path = raw_dir / rel
     try:
         if path.is_symlink() or not path.is_file():
-            return True  # never follow a link (it may leave the library); unreadable: fail closed
+            return "unreadable"  # never follow a link (it may leave the library); unreadable: fail closed
         data = path.read_bytes()
     except OSError:
-        return True
-    return mentions_restricted(data)  # any encoding, JSON escapes, invisible characters (marking_scan.py)
+        return "unreadable"
+    # any encoding, JSON escapes, invisible characters (marking_scan.py)
+    return "marking" if mentions_restricted(data) else None
 
 
 _SENSITIVITY_ERROR_FIELDS = frozenset({"sensitivity"})
+#: The reasons that put a file's sensitivity itself in doubt (:attr:`DocumentSet.doubt_paths`).
+_DOUBT_REASONS = frozenset({"sensitivity", "marking"})
 
 
 def _error_path(err: DocumentError, raw_dir: Path) -> str:

@@ -277,6 +277,9 @@ def test_a_failing_converted_file_withdraws_its_previous_chunks(tmp_path):
     assert "northwind-deck.pptx" in docs.withdraw_paths
     update = update_chunk_store(docs, store)
     assert update.withdrawn_on_error == ("northwind-deck",)
+    # a file that merely fails to convert does not put its sensitivity in doubt: the serving
+    # snapshot keeps serving the library until the run publishes without it
+    assert docs.doubt_paths == () and update.in_doubt == ()
 
 
 def test_a_conversion_past_the_hard_limit_is_stopped_and_the_next_file_converts():

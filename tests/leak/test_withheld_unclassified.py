@@ -33,6 +33,9 @@ NAME = "Quillfeather Ardenvale"
 BODY = f"{NAME} signed the supply contract for the northern plant. {NAME} ships the first lots in March.\n"
 
 
+_BAD_DATE = f"---\nsensitivity: PUBLIC\nvalid_as_of: someday\n---\n# Supplier\n\n{BODY}"
+
+
 def _doc(level: str) -> str:
     return f"---\nsensitivity: {level}\n---\n# Supplier\n\n{BODY}"
 
@@ -101,6 +104,27 @@ def test_a_file_whose_sensitivity_cannot_be_read_is_served_by_no_snapshot(tmp_pa
         assert _serves_name(art)
         rc, out, err = run_cli("snapshots", str(art), "--rollback", first)
         assert rc == 0, err
+
+
+@pytest.mark.parametrize("broken, in_doubt", [
+    (_doc("RESTRICTD"), True),  # an error about the sensitivity itself
+    # a bad date beside a marking word deep in the text (not a banner): in doubt
+    (_BAD_DATE + "\n".join(["Filler line."] * 30) + "\nDistribution is now restricted to the board.\n", True),
+    (_BAD_DATE, False),  # a bad date and nothing about sensitivity: its previous chunks keep serving
+])
+def test_which_failing_files_put_their_sensitivity_in_doubt(tmp_path, monkeypatch, broken, in_doubt):
+    from ragspine_index.steps.chunks import update_chunk_store
+    from ragspine_index.steps.documents import load_documents
+
+    _, raw, _ = _library(tmp_path, monkeypatch)
+    store = tmp_path / "chunks.sqlite"
+    update_chunk_store(load_documents(raw), store)
+    (raw / "supplier.md").write_text(broken, encoding="utf-8")
+    docs = load_documents(raw)
+    assert docs.error_paths == ("supplier.md",)
+    update = update_chunk_store(docs, store)
+    assert update.in_doubt == (("supplier",) if in_doubt else ())
+    assert update.withdrawn_on_error == update.in_doubt and update.kept_on_error == (() if in_doubt else ("supplier",))
 
 
 def test_a_withheld_snapshot_is_removed_for_good_when_the_file_is_restricted_now(tmp_path, monkeypatch):
