@@ -11,6 +11,7 @@ or removes them for good when the file is RESTRICTED now.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import dagster as dg
@@ -53,6 +54,17 @@ def _library(tmp_path, monkeypatch):
     return data, raw, data / "artifacts" / "lib"
 
 
+@contextlib.contextmanager
+def _published(tmp_path, monkeypatch):
+    """The library ingested once: ``(data, raw, art, instance, the snapshot it serves)``."""
+    data, raw, art = _library(tmp_path, monkeypatch)
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.DagsterInstance.local_temp(str(home)) as instance:
+        ingest(raw, instance=instance)
+        yield data, raw, art, instance, (art / "current").resolve().name
+
+
 def _serves_name(art) -> bool:
     warm = HybridRetriever(open_library(art), embedding_backend=None, config=RetrievalConfig(mode="bm25"))
     return any(NAME in h.chunk.text for h in warm.search(NAME, top_k=5, include_restricted=False))
@@ -63,12 +75,7 @@ def _history(art) -> list[dict]:
 
 
 def test_a_file_whose_sensitivity_cannot_be_read_is_served_by_no_snapshot(tmp_path, monkeypatch):
-    data, raw, art = _library(tmp_path, monkeypatch)
-    home = tmp_path / "home"
-    home.mkdir()
-    with dg.DagsterInstance.local_temp(str(home)) as instance:
-        ingest(raw, instance=instance)
-        first = (art / "current").resolve().name
+    with _published(tmp_path, monkeypatch) as (data, raw, art, instance, first):
         assert _serves_name(art)
         (raw / "supplier.md").write_text(_doc("RESTRICTD"), encoding="utf-8")  # meant RESTRICTED: unknown level
         resources = {"ragspine": RagspineConfig(data_root=str(data), raw_root=str(data / "raw"),
@@ -128,12 +135,7 @@ def test_which_failing_files_put_their_sensitivity_in_doubt(tmp_path, monkeypatc
 
 
 def test_a_withheld_snapshot_is_removed_for_good_when_the_file_is_restricted_now(tmp_path, monkeypatch):
-    data, raw, art = _library(tmp_path, monkeypatch)
-    home = tmp_path / "home"
-    home.mkdir()
-    with dg.DagsterInstance.local_temp(str(home)) as instance:
-        ingest(raw, instance=instance)
-        first = (art / "current").resolve().name
+    with _published(tmp_path, monkeypatch) as (data, raw, art, instance, first):
         (raw / "supplier.md").write_text(_doc("RESTRICTD"), encoding="utf-8")
         ingest(raw, instance=instance)
         assert (art / WITHHELD_DIR / first).is_dir() and not _serves_name(art)
