@@ -466,11 +466,11 @@ def withheld_snapshots(paths: LibraryPaths) -> list[str]:
 
 
 def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], list[str]]:
-    """Settle withheld snapshots whose documents in doubt were all read this run (``known``:
-    the doc ids the run parsed, with their sensitivity): one that serves what is RESTRICTED
-    now is removed for good (as :func:`withdraw_reclassified` would have), any other moves
-    back to ``snapshots/``. A snapshot whose document is still failing, or is gone, stays
-    withheld (fail closed). Returns ``(released, removed)``."""
+    """Settle the withheld snapshots: one that serves what is RESTRICTED now is removed for
+    good (as :func:`withdraw_reclassified` would have), whatever it waits for; one whose
+    documents in doubt were all read this run (``known``: the doc ids the run parsed, with
+    their sensitivity) moves back to ``snapshots/``. A snapshot whose document is still
+    failing, or is gone, stays withheld (fail closed). Returns ``(released, removed)``."""
     wdir = paths.root / WITHHELD_DIR
     released: list[str] = []
     removed: list[str] = []
@@ -481,28 +481,33 @@ def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], l
             if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
                 continue
             record = wdir / f"{d.name}.json"
+            dest = paths.snapshots / d.name
+            try:
+                unservable = unservable_count(d, paths.chunk_store)
+            except sqlite3.DatabaseError:
+                continue  # damaged: never served again; it stays until the cap removes it
+            if unservable or dest.exists():  # RESTRICTED now, or the same snapshot was published again
+                hidden = wdir / f"{QUARANTINE_PREFIX}{d.name}"
+                os.replace(d, hidden)
+                shutil.rmtree(hidden, ignore_errors=True)
+                record.unlink(missing_ok=True)
+                if unservable:
+                    removed.append(d.name)
+                    _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
+                                            "previous": current_snapshot_id(paths), "quarantined": QUARANTINE_REASON})
+                continue
             try:
                 in_doubt = set(json.loads(record.read_text(encoding="utf-8")))
             except (OSError, ValueError, TypeError):
                 continue  # which documents it waits for is unknown: it stays withheld
             if not in_doubt <= known:
                 continue
-            dest = paths.snapshots / d.name
-            if unservable_count(d, paths.chunk_store) or dest.exists():
-                hidden = wdir / f"{QUARANTINE_PREFIX}{d.name}"
-                os.replace(d, hidden)
-                shutil.rmtree(hidden, ignore_errors=True)
-                if not dest.exists():
-                    removed.append(d.name)
-                    _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
-                                            "previous": current_snapshot_id(paths), "quarantined": QUARANTINE_REASON})
-            else:
-                paths.snapshots.mkdir(parents=True, exist_ok=True)
-                os.replace(d, dest)
-                released.append(d.name)
-                _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": RELEASE_RUN_ID,
-                                        "released": "a run read the sensitivity of every document it was withheld for"})
+            paths.snapshots.mkdir(parents=True, exist_ok=True)
+            os.replace(d, dest)
             record.unlink(missing_ok=True)
+            released.append(d.name)
+            _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": RELEASE_RUN_ID,
+                                    "released": "a run read the sensitivity of every document it was withheld for"})
         if released:
             fsync_dir(paths.snapshots)
     return released, removed

@@ -147,3 +147,18 @@ def test_a_withheld_snapshot_is_removed_for_good_when_the_file_is_restricted_now
         rc, out, err = run_cli("snapshots", str(art), "--rollback", first)
         assert rc != 0 and "RESTRICTED now" in err, err
         assert not _serves_name(art)
+
+
+def test_a_withheld_snapshot_that_serves_another_reclassified_document_is_removed(tmp_path, monkeypatch):
+    # withheld for the supplier (still failing), and then another document it serves as open is
+    # marked RESTRICTED: it is removed at once, not kept until the supplier is read again
+    with _published(tmp_path, monkeypatch) as (data, raw, art, instance, first):
+        (raw / "supplier.md").write_text(_doc("RESTRICTD"), encoding="utf-8")
+        ingest(raw, instance=instance)
+        assert (art / WITHHELD_DIR / first).is_dir()
+        note = (raw / "open0.md").read_text(encoding="utf-8").replace("sensitivity: PUBLIC", "sensitivity: RESTRICTED")
+        (raw / "open0.md").write_text(note, encoding="utf-8")
+        ingest(raw, instance=instance)
+        assert not (art / WITHHELD_DIR / first).exists() and not (art / WITHHELD_DIR / f"{first}.json").exists()
+        assert "became RESTRICTED" in (quarantine_reason(art, first) or "")
+        assert not _serves_name(art)
