@@ -400,9 +400,9 @@ WITHHELD_DIR = "withheld"
 #: The ``run_id`` of the history records of a withholding and of a release.
 WITHHOLD_RUN_ID = "withhold"
 RELEASE_RUN_ID = "release"
-WITHHOLD_REASON = ("it serves a document whose file failed to parse in a way that may make it RESTRICTED, so its "
-                   "sensitivity is unknown; fix the file and run its ingest: once a run reads the file's sensitivity "
-                   "as open the snapshot serves again")
+WITHHOLD_REASON = ("it serves a document whose file failed to parse with its sensitivity in doubt (it may be "
+                   "RESTRICTED now), so its sensitivity is unknown; fix the file and run its ingest: once a run reads "
+                   "the file's sensitivity as open the snapshot serves again")
 
 
 def _append_history(paths: LibraryPaths, record: dict[str, Any]) -> None:
@@ -414,9 +414,10 @@ def withhold_unclassified(paths: LibraryPaths, doc_ids: set[str], *, keep: int =
     """Move every retained snapshot, the **current one included**, that serves one of
     ``doc_ids`` as open to ``<library>/withheld/``; returns their ids.
 
-    ``doc_ids`` are documents whose file failed to parse this run in a way that may make
-    it RESTRICTED (``ChunkUpdate.withdrawn_on_error``): the chunk store has withdrawn their
-    chunks, but a published snapshot still holds them under their old, lower sensitivity.
+    ``doc_ids`` are documents whose file failed to parse this run with its sensitivity in
+    doubt (``ChunkUpdate.in_doubt``: an error about its sensitivity, or a marking word in it):
+    the chunk store has withdrawn their chunks, but a published snapshot still holds them
+    under their old, lower sensitivity.
     Classification fails closed: until a run reads the file's sensitivity again no snapshot
     serves them (a query fails with a located error naming why, as after a reclassification:
     :func:`withdraw_reclassified`); the run's own publication serves the library without
@@ -546,9 +547,8 @@ def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: i
             shutil.rmtree(dest, ignore_errors=True)
         os.replace(d, dest)
         moved.append(d.name)
-        with open(paths.root / HISTORY_FILE, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_DAMAGED_RUN_ID,
-                                 "quarantined": f"damaged: {problem}"}, ensure_ascii=False) + "\n")
+        _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_DAMAGED_RUN_ID,
+                                "quarantined": f"damaged: {problem}"})
     (paths.root / SUSPECT_FILE).unlink(missing_ok=True)  # each suspect was checked in full above
     if moved:
         fsync_dir(paths.snapshots)
