@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ragspine_core import schema
 from ragspine_core.errors import IndexCorruptError, IndexNotFoundError, RagspineError
@@ -33,8 +33,8 @@ from ragspine_index.artifacts import (LibraryPaths, dir_files, link_or_copy, dis
 from ragspine_index.chunk_store import CACHE_KIB, init_schema
 from ragspine_index.locks import CHUNK_STATE_KEY, check_chunk_state, flock_within
 from ragspine_index.repair import read_history, repair_history
-from ragspine_index.reclassification import (QUARANTINE_PREFIX, QUARANTINE_REASON, QUARANTINE_RUN_ID, open_documents,
-                                             quarantine_unservable, unservable_count, was_quarantined)
+from ragspine_index.reclassification import (clear_interrupted_removals, open_documents, quarantine_unservable, remove_unservable,
+                                             unservable_count, was_quarantined)
 
 HISTORY_FILE = schema.HISTORY_FILE
 PIN_FILE = "PINNED"  # holds a snapshot id: publication writes snapshots but keeps current
@@ -453,9 +453,7 @@ def withhold_unclassified(paths: LibraryPaths, doc_ids: set[str], *, keep: int =
                                     "previous": previous, "quarantined": WITHHOLD_REASON})
         if moved:
             fsync_dir(paths.snapshots)
-            held = sorted((q for q in wdir.iterdir() if q.is_dir()), key=lambda q: q.stat().st_mtime, reverse=True)
-            for old in held[keep:]:
-                shutil.rmtree(old, ignore_errors=True)
+            for old in _keep_newest(wdir, keep):
                 (wdir / f"{old.name}.json").unlink(missing_ok=True)
     return moved
 
@@ -463,10 +461,12 @@ def withhold_unclassified(paths: LibraryPaths, doc_ids: set[str], *, keep: int =
 def withheld_snapshots(paths: LibraryPaths) -> list[str]:
     """Ids of the snapshots withheld while a document's sensitivity is unknown (:func:`withhold_unclassified`)."""
     wdir = paths.root / WITHHELD_DIR
-    return sorted(d.name for d in wdir.iterdir() if d.is_dir() and not d.name.startswith(".")) if wdir.is_dir() else []
+    if not wdir.is_dir():
+        return []
+    return sorted(d.name for d in wdir.iterdir() if d.is_dir() and not d.is_symlink() and not d.name.startswith("."))
 
 
-def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], list[str]]:
+def release_withheld(paths: LibraryPaths, known: Iterable[str]) -> tuple[list[str], list[str]]:
     """Settle the withheld snapshots: one that serves what is RESTRICTED now is removed for
     good (as :func:`withdraw_reclassified` would have), whatever it waits for; one whose
     documents in doubt were all read this run (``known``: the doc ids the run parsed, with
@@ -477,25 +477,25 @@ def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], l
     removed: list[str] = []
     if not wdir.is_dir():
         return released, removed
+    known = set(known)
     with publication_lock(paths):
-        for d in sorted(wdir.iterdir()):
-            if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
-                continue
-            record = wdir / f"{d.name}.json"
-            dest = paths.snapshots / d.name
+        clear_interrupted_removals(wdir)
+        for name in withheld_snapshots(paths):
+            d = wdir / name
+            record = wdir / f"{name}.json"
+            dest = paths.snapshots / name
             try:
                 unservable = unservable_count(d, paths.chunk_store)
             except sqlite3.DatabaseError:
                 continue  # damaged: never served again; it stays until the cap removes it
-            if unservable or dest.exists():  # RESTRICTED now, or the same snapshot was published again
-                hidden = wdir / f"{QUARANTINE_PREFIX}{d.name}"
-                os.replace(d, hidden)
-                shutil.rmtree(hidden, ignore_errors=True)
+            if unservable:  # RESTRICTED now, whatever it waits for: gone for good
+                remove_unservable(d, paths.root / HISTORY_FILE, previous=current_snapshot_id(paths))
                 record.unlink(missing_ok=True)
-                if unservable:
-                    removed.append(d.name)
-                    _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
-                                            "previous": current_snapshot_id(paths), "quarantined": QUARANTINE_REASON})
+                removed.append(name)
+                continue
+            if dest.exists():  # the same snapshot was published again: this copy is not needed
+                shutil.rmtree(d, ignore_errors=True)
+                record.unlink(missing_ok=True)
                 continue
             try:
                 in_doubt = set(json.loads(record.read_text(encoding="utf-8")))
@@ -506,8 +506,8 @@ def release_withheld(paths: LibraryPaths, known: set[str]) -> tuple[list[str], l
             paths.snapshots.mkdir(parents=True, exist_ok=True)
             os.replace(d, dest)
             record.unlink(missing_ok=True)
-            released.append(d.name)
-            _append_history(paths, {"snapshot_id": d.name, "created_at": None, "run_id": RELEASE_RUN_ID,
+            released.append(name)
+            _append_history(paths, {"snapshot_id": name, "created_at": None, "run_id": RELEASE_RUN_ID,
                                     "released": "a run read the sensitivity of every document it was withheld for"})
         if released:
             fsync_dir(paths.snapshots)
@@ -552,10 +552,17 @@ def quarantine_damaged_snapshots(paths: LibraryPaths, *, skip: set[str], keep: i
     (paths.root / SUSPECT_FILE).unlink(missing_ok=True)  # each suspect was checked in full above
     if moved:
         fsync_dir(paths.snapshots)
-        held = sorted((q for q in (paths.root / QUARANTINE_DIR).iterdir()), key=lambda q: q.stat().st_mtime, reverse=True)
-        for old in held[keep:]:
-            shutil.rmtree(old, ignore_errors=True)
+        _keep_newest(paths.root / QUARANTINE_DIR, keep)
     return moved
+
+
+def _keep_newest(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` most recently moved snapshot folders in ``folder`` (a
+    quarantine); returns the deleted ones."""
+    held = sorted((q for q in folder.iterdir() if q.is_dir()), key=lambda q: q.stat().st_mtime, reverse=True)
+    for old in held[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return held[keep:]
 
 
 #: Snapshot ids a full check found damaged, one a line: the next publication checks them in

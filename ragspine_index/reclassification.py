@@ -179,8 +179,7 @@ def quarantine_unservable(snapshots_dir: Path, store_path: Path, history: Path, 
     snapshots_dir = Path(snapshots_dir)
     if not snapshots_dir.is_dir():
         return removed
-    for left in snapshots_dir.glob(QUARANTINE_PREFIX + "*"):  # an earlier removal interrupted
-        shutil.rmtree(left, ignore_errors=True)
+    clear_interrupted_removals(snapshots_dir)
     for d in sorted(snapshots_dir.iterdir()):
         if d.name.startswith(".") or d.name in skip or not d.is_dir() or d.is_symlink():
             continue
@@ -191,14 +190,28 @@ def quarantine_unservable(snapshots_dir: Path, store_path: Path, history: Path, 
             # its chunks file is damaged: no reader serves it (they check what they read), and
             # publication repairs or quarantines it (publish.quarantine_damaged_snapshots)
             continue
-        hidden = snapshots_dir / f"{QUARANTINE_PREFIX}{d.name}"
-        os.replace(d, hidden)
-        shutil.rmtree(hidden, ignore_errors=True)
+        remove_unservable(d, history, previous=previous)
         removed.append(d.name)
-        with open(history, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"snapshot_id": d.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
-                                 "previous": previous, "quarantined": QUARANTINE_REASON}) + "\n")
     return removed
+
+
+def remove_unservable(snapshot_dir: Path, history: Path, *, previous: str | None) -> None:
+    """Remove one unservable snapshot folder for good and record it in ``history.jsonl``:
+    first renamed to a hidden ``.quarantine-<id>`` beside it (atomic: from then on it cannot
+    be opened or rolled back to), then deleted. Call with the publication lock held."""
+    snapshot_dir = Path(snapshot_dir)
+    hidden = snapshot_dir.parent / f"{QUARANTINE_PREFIX}{snapshot_dir.name}"
+    os.replace(snapshot_dir, hidden)
+    shutil.rmtree(hidden, ignore_errors=True)
+    with open(history, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"snapshot_id": snapshot_dir.name, "created_at": None, "run_id": QUARANTINE_RUN_ID,
+                             "previous": previous, "quarantined": QUARANTINE_REASON}) + "\n")
+
+
+def clear_interrupted_removals(folder: Path) -> None:
+    """Delete what a :func:`remove_unservable` interrupted after its rename left in ``folder``."""
+    for left in Path(folder).glob(QUARANTINE_PREFIX + "*"):
+        shutil.rmtree(left, ignore_errors=True)
 
 
 def was_quarantined(history: Path, snapshot_id: str) -> bool:
@@ -216,5 +229,5 @@ def was_quarantined(history: Path, snapshot_id: str) -> bool:
     return False
 
 
-__all__ = ["QUARANTINE_REASON", "RestrictedSince", "open_documents", "quarantine_unservable", "reclassified_documents",
-           "removed_rows_touch_restricted", "restricted_now", "restricted_since", "unservable_count", "was_quarantined"]
+__all__ = ["QUARANTINE_REASON", "RestrictedSince", "clear_interrupted_removals", "open_documents", "quarantine_unservable",
+           "reclassified_documents", "remove_unservable", "removed_rows_touch_restricted", "restricted_now", "restricted_since", "unservable_count", "was_quarantined"]

@@ -258,7 +258,7 @@ def chunks_step(ctx: StepContext, documents: DocumentSet) -> StepResult:
             ctx.log(f"chunks: withheld {len(held)} published snapshot(s) ({', '.join(held)}): they serve "
                     f"{len(update.in_doubt)} document(s) whose file failed to parse with its sensitivity in doubt; "
                     "the library serves again when this run publishes, and they do once the files are read again")
-    released, removed = release_withheld(ctx.paths, {d.doc_id for d in documents.documents})
+    released, removed = release_withheld(ctx.paths, (d.doc_id for d in documents.documents))
     if released or removed:
         ctx.log(f"chunks: {len(released)} withheld snapshot(s) released ({', '.join(released)}), {len(removed)} removed "
                 "for good (they served what is RESTRICTED now): every document they were withheld for was read again")
