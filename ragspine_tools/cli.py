@@ -78,15 +78,13 @@ def _verify(paths) -> int:
     from ragspine_core.errors import IndexCorruptError, IndexNotFoundError
     from ragspine_core.integrity import verify_snapshot
 
-    from ragspine_index.publish import pointed_snapshot_id
+    from ragspine_index.publish import pointed_snapshot_id, serving_now
 
     current = pointed_snapshot_id(paths)  # even when the folder it names is gone
     found = sorted(d for d in paths.snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")) \
         if paths.snapshots.is_dir() else []
     if not found:
         if current is not None:  # every snapshot was withdrawn: say why, not "never published"
-            from ragspine_index.publish import serving_now
-
             raise RagspineError(f"{paths.root} holds no servable snapshot: {serving_now(paths)}; publish one with "
                                 f"`ragspine ingest data/raw/{paths.library_id}`")
         raise RagspineError(f"{paths.root} holds no snapshots: publish one with `ragspine ingest data/raw/{paths.library_id}`")
@@ -104,8 +102,6 @@ def _verify(paths) -> int:
         print(f"{mark} {d.name}  ok ({stats['files']} files, {stats['hashed_bytes']} bytes hashed)")
     withdrawn = bool(current and not (paths.snapshots / current).is_dir())
     if withdrawn:
-        from ragspine_index.publish import serving_now
-
         print(f"current points to {current}, which does not exist: {serving_now(paths)}; ingest again, or roll back "
               "with --rollback", file=sys.stderr)
     if damaged:
