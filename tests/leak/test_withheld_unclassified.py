@@ -1,6 +1,6 @@
 """Classification fails closed for what is already published, too.
 
-A file that fails to parse in a way that may make it RESTRICTED (here: a misspelt
+A file that fails to parse with its sensitivity in doubt (here: a misspelt
 ``sensitivity`` level) has its chunks withdrawn from the chunk store. The snapshots
 published before still held them under the old, open level: the serving one until the run
 published, the retained ones for a rollback, and all of them for good if the run failed
@@ -32,8 +32,6 @@ pytestmark = pytest.mark.slow
 
 NAME = "Quillfeather Ardenvale"
 BODY = f"{NAME} signed the supply contract for the northern plant. {NAME} ships the first lots in March.\n"
-
-
 _BAD_DATE = f"---\nsensitivity: PUBLIC\nvalid_as_of: someday\n---\n# Supplier\n\n{BODY}"
 
 
